@@ -1,0 +1,36 @@
+# Helpers shared by every target that compiles against LibTorch.
+#
+# attnlab_torch_target(T): warnings, the shared precompiled header (LibTorch's headers cost ~10 s
+# per translation unit on 2 cores; with the PCH they are parsed once per build).
+function(attnlab_torch_target target)
+  set_target_properties(${target} PROPERTIES DEFINE_SYMBOL "")  # keep flags identical for PCH reuse
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Winvalid-pch)
+  if(NOT target STREQUAL attnlab_pch)
+    target_precompile_headers(${target} REUSE_FROM attnlab_pch)
+  endif()
+endfunction()
+
+# attnlab_plugin(T KIND SOURCES...): an attention (KIND=attention, file plugins/attn_<name>.so)
+# or dataset (KIND=dataset, file datasets/data_<name>.so) plugin.
+function(attnlab_plugin target kind)
+  add_library(${target} MODULE ${ARGN})
+  target_link_libraries(${target} PRIVATE attnlab_core)
+  attnlab_torch_target(${target})
+  if(kind STREQUAL "attention")
+    set(dir ${ATTNLAB_PLUGIN_DIR})
+  else()
+    set(dir ${ATTNLAB_DATASET_DIR})
+  endif()
+  set_target_properties(${target} PROPERTIES PREFIX "" LIBRARY_OUTPUT_DIRECTORY ${dir})
+endfunction()
+
+# attnlab_torch_test(T SOURCES...): a GoogleTest executable whose sources use LibTorch. They are
+# compiled as a PIC object library so they can reuse the shared PCH (built -fPIC; executables
+# would be compiled -fPIE and could not use it).
+function(attnlab_torch_test target)
+  add_library(${target}_objects OBJECT ${ARGN})
+  target_link_libraries(${target}_objects PRIVATE attnlab_runner_lib GTest::gtest)
+  attnlab_torch_target(${target}_objects)
+  add_executable(${target} $<TARGET_OBJECTS:${target}_objects>)
+  target_link_libraries(${target} PRIVATE attnlab_runner_lib GTest::gtest_main)
+endfunction()

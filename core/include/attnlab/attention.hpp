@@ -1,0 +1,39 @@
+#pragma once
+// What an attention plugin makes: a torch::nn::Module mapping q, k, v [B, H, N, Dh] and a key
+// validity mask [B, N] (true = real token, false = padding) to [B, H, N, Dh].
+#include <cstdint>
+#include <memory>
+
+#include <ATen/core/Generator.h>
+#include <torch/nn/module.h>
+
+#include "attnlab/params.hpp"
+#include "attnlab/plugin.hpp"
+
+namespace attnlab {
+
+struct AttentionShape {
+  std::int64_t heads;
+  std::int64_t head_dim;
+  std::int64_t max_len;  // longest sequence the model will see (for methods with per-position weights)
+};
+
+class AttentionMethod : public torch::nn::Module {
+ public:
+  // Outputs on real tokens must not depend on what sits at padded positions; outputs at padded
+  // query positions are unspecified (the model never reads them).
+  virtual at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                             const at::Tensor& key_valid) = 0;
+  // Stochastic methods (random features or random landmarks) say so, and redraw their randomness
+  // from `generator` when asked (the training loop decides when).
+  virtual bool stochastic() const { return false; }
+  virtual void redraw(at::Generator& /*generator*/) {}
+};
+
+using AttentionFactory = std::shared_ptr<AttentionMethod>(const AttentionShape&, const ParamValues&);
+
+}  // namespace attnlab
+
+#include <boost/dll/alias.hpp>
+// In the plugin's .cpp: ATTNLAB_ATTENTION_FACTORY(my_namespace::create);
+#define ATTNLAB_ATTENTION_FACTORY(fn) BOOST_DLL_ALIAS(fn, attnlab_create)

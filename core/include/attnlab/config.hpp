@@ -1,0 +1,51 @@
+#pragma once
+// The [model] and [train] sections of an experiment: their schemas (checked like any plugin's
+// parameters) and the typed structs the model and the trainer read.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "attnlab/params.hpp"
+
+namespace attnlab {
+
+// Defaults follow Skyformer's LRA setting: 2 layers, dim 64, FFN 128, 2 heads of 32, dropout 0.1,
+// mean pooling, pre-norm, learned positions.
+struct ModelConfig {
+  std::int64_t layers = 2;
+  std::int64_t dim = 64;
+  std::int64_t ffn_dim = 128;
+  std::int64_t heads = 2;
+  std::int64_t head_dim = 32;  // resolved: TOML 0 (the default) means dim / heads
+  double dropout = 0.1;
+  std::string pooling = "mean";      // mean | cls
+  std::string norm = "pre";          // pre | post
+  std::string positions = "learned"; // learned | sinusoidal
+};
+
+struct TrainConfig {
+  std::int64_t steps = 1000;
+  std::int64_t batch_size = 32;
+  std::int64_t grad_accum = 1;   // micro-batches per optimiser step
+  double lr = 1e-4;
+  double weight_decay = 0.0;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  std::int64_t warmup = 100;
+  std::string decay = "linear";  // constant | linear | sqrt | cosine
+  double clip_norm = 1.0;        // 0: no clipping
+  std::int64_t eval_every = 200;
+  std::int64_t eval_batches = 0; // 0: the whole validation split
+  std::int64_t log_every = 20;
+};
+
+extern const ParamSpec kModelParams[];
+extern const std::size_t kModelParamCount;
+extern const ParamSpec kTrainParams[];
+extern const std::size_t kTrainParamCount;
+
+ModelConfig model_config_from(const ParamValues& values);
+TrainConfig train_config_from(const ParamValues& values);
+
+}  // namespace attnlab

@@ -1,0 +1,70 @@
+#pragma once
+// The plugin contract. Every attention or dataset plugin exports a plain `PluginInfo` under the
+// C name `attnlab_plugin_info`; the host reads and checks it before it touches anything else
+// (contract version first, then the LibTorch version), and only then looks up the factory.
+#include <cstddef>
+#include <cstdint>
+
+#include <boost/config.hpp>
+#include <torch/version.h>  // TORCH_VERSION_MAJOR/MINOR for ATTNLAB_PLUGIN_INFO (a tiny header)
+
+namespace attnlab {
+
+// Bump whenever anything a plugin sees changes layout or meaning: PluginInfo, ParamSpec,
+// ParamValues, the factory signatures, AttentionMethod, Dataset.
+inline constexpr std::uint32_t kContractVersion = 1;
+
+enum class PluginKind : std::uint32_t { attention = 1, dataset = 2 };
+enum class ParamType : std::uint32_t { integer = 1, real = 2, boolean = 3, string = 4 };
+
+// One parameter of a plugin (or of the model/train sections): what the TOML table may set.
+struct ParamSpec {
+  const char* name;
+  ParamType type;
+  const char* default_value;  // as TOML would write it: "128", "0.1", "true", "uniform"
+  double min_value;           // inclusive bounds for integer and real parameters
+  double max_value;
+  const char* choices;        // string parameters: "a|b|c", or nullptr for free text
+  const char* doc;
+};
+
+// Plain data with a fixed layout: the first field must stay the contract version, so that a host
+// of any version can read it and refuse a plugin of another one in one sentence.
+struct PluginInfo {
+  std::uint32_t contract_version;
+  std::uint32_t torch_major;  // LibTorch the plugin was compiled against
+  std::uint32_t torch_minor;
+  PluginKind kind;
+  const char* name;
+  const char* version;
+  const char* description;
+  const ParamSpec* params;
+  std::size_t param_count;
+};
+
+inline const char* to_string(PluginKind kind) {
+  return kind == PluginKind::attention ? "attention" : kind == PluginKind::dataset ? "dataset" : "unknown";
+}
+inline const char* to_string(ParamType type) {
+  switch (type) {
+    case ParamType::integer: return "integer";
+    case ParamType::real: return "real";
+    case ParamType::boolean: return "boolean";
+    case ParamType::string: return "string";
+  }
+  return "unknown";
+}
+
+}  // namespace attnlab
+
+#define ATTNLAB_PLUGIN_INFO_SYMBOL "attnlab_plugin_info"
+#define ATTNLAB_FACTORY_SYMBOL "attnlab_create"
+
+// Exports the descriptor of the plugin being compiled, stamped with the LibTorch version it is
+// compiled against (TORCH_VERSION_MAJOR/MINOR come from <torch/version.h>).
+#define ATTNLAB_PLUGIN_INFO(kind_, name_, version_, description_, params_)                         \
+  extern "C" BOOST_SYMBOL_EXPORT const ::attnlab::PluginInfo attnlab_plugin_info;                  \
+  extern "C" BOOST_SYMBOL_EXPORT const ::attnlab::PluginInfo attnlab_plugin_info = {              \
+      ::attnlab::kContractVersion, TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR,                      \
+      ::attnlab::PluginKind::kind_, name_, version_, description_, params_,                        \
+      sizeof(params_) / sizeof((params_)[0])}

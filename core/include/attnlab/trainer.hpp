@@ -1,0 +1,72 @@
+#pragma once
+// One training run: seeded model and data order, AdamW with warm-up and decay, periodic
+// validation with the best checkpoint kept, test accuracy at that checkpoint, and the run's
+// measurements. Divergence and out-of-memory end the run with what was measured up to then.
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <c10/core/Device.h>
+
+#include "attnlab/config.hpp"
+#include "attnlab/dataset.hpp"
+#include "attnlab/model.hpp"
+
+namespace attnlab {
+
+struct MetricPoint {
+  std::int64_t step;
+  std::string split;  // train | val | test
+  std::string name;   // loss | acc | lr
+  double value;
+  double wall_seconds;  // since the run started
+};
+
+struct Progress {
+  std::int64_t step, total_steps;
+  double train_loss, train_acc;
+  double val_acc;  // NaN before the first validation
+  double steps_per_second;
+  double elapsed_seconds;
+};
+
+// Receives measurements as the run goes: curve points in batches (at each validation and at the
+// end), progress at each logging step. Called on the training thread, outside the timed step.
+class TrainObserver {
+ public:
+  virtual ~TrainObserver() = default;
+  virtual void on_metrics(const std::vector<MetricPoint>& points) = 0;
+  virtual void on_progress(const Progress& progress) = 0;
+};
+
+struct TrainSplits {
+  SplitData train, val, test;
+};
+
+struct TrainJob {
+  ModelConfig model;
+  TrainConfig train;
+  TaskInfo task;
+  std::uint64_t seed = 0;
+  c10::Device device = c10::Device(c10::kCPU);
+  AttentionMaker make_attention;
+  std::string checkpoint_path;  // best-validation weights are saved here
+};
+
+struct RunOutcome {
+  std::string status = "done";  // done | diverged | oom | failed
+  std::string error;
+  std::vector<std::pair<std::string, double>> results;  // test_acc, best_val_acc, ... (store/README.md)
+};
+
+// The seed fixes weights, data order, dropout and any randomness of the attention method.
+RunOutcome train_and_evaluate(const TrainJob& job, const TrainSplits& data, TrainObserver& observer);
+
+// Learning rate at `step` (0-based): linear warm-up to lr, then constant, linear, sqrt or cosine decay.
+double learning_rate_at(const TrainConfig& config, std::int64_t step);
+
+// Share of the most frequent label: the accuracy of always guessing the majority class.
+double majority_rate(const at::Tensor& labels, std::int64_t num_classes);
+
+}  // namespace attnlab

@@ -1,0 +1,41 @@
+#include "attnlab/data_loader.hpp"
+
+#include <stdexcept>
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+namespace attnlab {
+
+BatchIterator::BatchIterator(const SplitData& data, std::int64_t batch_size, c10::Device device, bool shuffle, std::uint64_t seed)
+    : data_(data), batch_size_(batch_size), device_(device), shuffle_(shuffle),
+      generator_(at::make_generator<at::CPUGeneratorImpl>(seed)) {
+  if (data.size() == 0) throw std::invalid_argument("empty split");
+  if (shuffle && data.size() < batch_size)
+    throw std::invalid_argument("training split has " + std::to_string(data.size()) + " examples, fewer than batch_size " +
+                                std::to_string(batch_size));
+  new_epoch();
+}
+
+void BatchIterator::new_epoch() {
+  order_ = shuffle_ ? at::randperm(data_.size(), generator_, at::kLong) : at::arange(data_.size(), at::kLong);
+  position_ = 0;
+}
+
+bool BatchIterator::next(Batch& batch) {
+  const std::int64_t n = data_.size();
+  if (position_ >= n || (shuffle_ && position_ + batch_size_ > n)) {
+    ++epoch_;
+    new_epoch();
+    if (!shuffle_) return false;
+  }
+  const std::int64_t end = std::min(position_ + batch_size_, n);
+  auto index = order_.slice(0, position_, end);
+  position_ = end;
+  batch.tokens = data_.tokens.index_select(0, index).to(device_, at::kLong);
+  batch.lengths = data_.lengths.index_select(0, index).to(device_);
+  batch.labels = data_.labels.index_select(0, index).to(device_);
+  return true;
+}
+
+}  // namespace attnlab

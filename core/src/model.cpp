@@ -1,0 +1,120 @@
+#include "attnlab/model.hpp"
+
+#include <cmath>
+
+#include <ATen/ATen.h>
+#include <torch/nn/init.h>
+
+namespace attnlab {
+namespace nn = torch::nn;
+
+EncoderBlockImpl::EncoderBlockImpl(const ModelConfig& c, std::shared_ptr<AttentionMethod> attention)
+    : heads_(c.heads), head_dim_(c.head_dim), pre_norm_(c.norm == "pre"), attention_(std::move(attention)) {
+  const std::int64_t width = c.heads * c.head_dim;
+  qkv_ = register_module("qkv", nn::Linear(c.dim, 3 * width));
+  out_ = register_module("out", nn::Linear(width, c.dim));
+  ffn_in_ = register_module("ffn_in", nn::Linear(c.dim, c.ffn_dim));
+  ffn_out_ = register_module("ffn_out", nn::Linear(c.ffn_dim, c.dim));
+  norm1_ = register_module("norm1", nn::LayerNorm(nn::LayerNormOptions({c.dim})));
+  norm2_ = register_module("norm2", nn::LayerNorm(nn::LayerNormOptions({c.dim})));
+  dropout_ = register_module("dropout", nn::Dropout(c.dropout));
+  register_module("attention", attention_);
+}
+
+at::Tensor EncoderBlockImpl::attend(const at::Tensor& x, const at::Tensor& key_valid) {
+  const auto b = x.size(0), n = x.size(1);
+  // [B, N, 3*H*Dh] -> 3 x [B, H, N, Dh]
+  auto qkv = qkv_->forward(x).view({b, n, 3, heads_, head_dim_}).permute({2, 0, 3, 1, 4});
+  auto a = attention_->forward(qkv[0], qkv[1], qkv[2], key_valid);
+  a = a.transpose(1, 2).reshape({b, n, heads_ * head_dim_});
+  return dropout_->forward(out_->forward(a));
+}
+
+at::Tensor EncoderBlockImpl::feed_forward(const at::Tensor& x) {
+  auto h = dropout_->forward(at::gelu(ffn_in_->forward(x)));
+  return dropout_->forward(ffn_out_->forward(h));
+}
+
+at::Tensor EncoderBlockImpl::forward(const at::Tensor& x, const at::Tensor& key_valid) {
+  if (pre_norm_) {
+    auto h = x + attend(norm1_->forward(x), key_valid);
+    return h + feed_forward(norm2_->forward(h));
+  }
+  auto h = norm1_->forward(x + attend(x, key_valid));
+  return norm2_->forward(h + feed_forward(h));
+}
+
+EncoderClassifierImpl::EncoderClassifierImpl(const ModelConfig& c, const TaskInfo& task, const AttentionMaker& make_attention)
+    : config_(c), task_(task) {
+  const bool cls = c.pooling == "cls";
+  const std::int64_t positions = task.max_len + (cls ? 1 : 0);
+  tokens_ = register_module("tokens", nn::Embedding(task.vocab_size, c.dim));
+  nn::init::normal_(tokens_->weight, 0.0, 0.02);
+  if (c.positions == "learned") {
+    learned_positions_ = register_module("positions", nn::Embedding(positions, c.dim));
+    nn::init::normal_(learned_positions_->weight, 0.0, 0.02);
+  } else {
+    // Vaswani et al. (2017) §3.5: PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...)
+    auto pos = at::arange(positions, at::kFloat).unsqueeze(1);
+    auto freq = at::exp(at::arange(0, c.dim, 2, at::kFloat) * (-std::log(10000.0) / c.dim));
+    auto table = at::zeros({positions, c.dim});
+    table.slice(1, 0, c.dim, 2).copy_(at::sin(pos * freq));
+    table.slice(1, 1, c.dim, 2).copy_(at::cos(pos * freq).slice(1, 0, c.dim / 2));
+    sinusoid_ = register_buffer("sinusoid", table);
+  }
+  if (cls) cls_ = register_parameter("cls", at::randn({c.dim}) * 0.02);
+  dropout_ = register_module("dropout", nn::Dropout(c.dropout));
+  const AttentionShape shape{c.heads, c.head_dim, positions};
+  for (std::int64_t i = 0; i < c.layers; ++i)
+    blocks_.push_back(register_module("block" + std::to_string(i), EncoderBlock(c, make_attention(shape))));
+  if (c.norm == "pre") final_norm_ = register_module("final_norm", nn::LayerNorm(nn::LayerNormOptions({c.dim})));
+  head_in_ = register_module("head_in", nn::Linear(c.dim * (task.inputs == 2 ? 4 : 1), c.ffn_dim));
+  head_out_ = register_module("head_out", nn::Linear(c.ffn_dim, task.num_classes));
+}
+
+at::Tensor EncoderClassifierImpl::encode(const at::Tensor& tokens, const at::Tensor& lengths) {
+  const auto b = tokens.size(0), n = tokens.size(1);
+  auto x = tokens_->forward(tokens);
+  auto valid = at::arange(n, lengths.options()).unsqueeze(0) < lengths.unsqueeze(1);  // [B, N]
+  if (cls_.defined()) {
+    x = at::cat({cls_.expand({b, 1, config_.dim}), x}, 1);
+    valid = at::cat({at::ones({b, 1}, valid.options()), valid}, 1);
+  }
+  const auto len = x.size(1);
+  x = x + (learned_positions_ ? learned_positions_->weight.slice(0, 0, len) : sinusoid_.slice(0, 0, len));
+  x = dropout_->forward(x);
+  for (auto& block : blocks_) x = block->forward(x, valid);
+  if (final_norm_) x = final_norm_->forward(x);
+  if (cls_.defined()) return x.select(1, 0);
+  // mean over real tokens only
+  auto weights = valid.to(x.scalar_type()).unsqueeze(2);
+  return (x * weights).sum(1) / weights.sum(1).clamp_min(1.0);
+}
+
+at::Tensor EncoderClassifierImpl::forward(const at::Tensor& tokens, const at::Tensor& lengths) {
+  at::Tensor features;
+  if (task_.inputs == 2) {
+    // One encoder pass over both towers stacked on the batch axis, then split.
+    const auto b = tokens.size(0);
+    auto both = encode(tokens.transpose(0, 1).reshape({2 * b, tokens.size(2)}), lengths.transpose(0, 1).reshape({2 * b}));
+    auto u = both.slice(0, 0, b), v = both.slice(0, b, 2 * b);
+    features = at::cat({u, v, u * v, u - v}, 1);
+  } else {
+    features = encode(tokens.select(1, 0), lengths.select(1, 0));
+  }
+  return head_out_->forward(at::relu(head_in_->forward(features)));
+}
+
+std::vector<std::shared_ptr<AttentionMethod>> EncoderClassifierImpl::attention_methods() const {
+  std::vector<std::shared_ptr<AttentionMethod>> methods;
+  for (const auto& block : blocks_) methods.push_back(block->attention());
+  return methods;
+}
+
+std::int64_t EncoderClassifierImpl::parameter_count() const {
+  std::int64_t count = 0;
+  for (const auto& p : parameters()) count += p.numel();
+  return count;
+}
+
+}  // namespace attnlab

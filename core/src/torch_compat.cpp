@@ -1,0 +1,151 @@
+#include "attnlab/torch_compat.hpp"
+
+#include <sys/resource.h>
+
+#include <cstdlib>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <new>
+#include <stdexcept>
+#include <thread>
+
+#include <ATen/Parallel.h>
+#include <c10/util/Exception.h>
+#include <torch/version.h>
+
+#ifdef ATTNLAB_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
+namespace attnlab::compat {
+
+std::string torch_version() { return TORCH_VERSION; }
+
+bool built_with_cuda() {
+#ifdef ATTNLAB_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+int cuda_device_count() {
+#ifdef ATTNLAB_WITH_CUDA
+  return static_cast<int>(c10::cuda::device_count());
+#else
+  return 0;
+#endif
+}
+
+static std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  }
+  return "cpu";
+}
+
+std::string device_name(const c10::Device& device) {
+#ifdef ATTNLAB_WITH_CUDA
+  if (device.is_cuda()) return at::cuda::getDeviceProperties(device.index())->name;
+#endif
+  (void)device;
+  return cpu_model_name();
+}
+
+c10::Device parse_device(const std::string& text) {
+  if (text == "cpu") return c10::Device(c10::kCPU);
+  if (text.rfind("cuda", 0) == 0) {
+    int index = 0;
+    if (text.size() > 4) {
+      if (text[4] != ':' || text.size() == 5) throw std::invalid_argument("device '" + text + "': expected cpu, cuda or cuda:N");
+      std::size_t used = 0;
+      try { index = std::stoi(text.substr(5), &used); } catch (const std::exception&) { used = 0; }
+      if (used == 0 || used != text.size() - 5 || index < 0)
+        throw std::invalid_argument("device '" + text + "': expected cpu, cuda or cuda:N");
+    }
+    const int count = cuda_device_count();
+    if (index >= count)
+      throw std::invalid_argument("device '" + text + "': this machine has " + std::to_string(count) +
+                                  " CUDA device(s)" + (built_with_cuda() ? "" : " (this build has no CUDA)"));
+    return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
+  }
+  throw std::invalid_argument("device '" + text + "': expected cpu, cuda or cuda:N");
+}
+
+void reset_peak_memory(const c10::Device& device) {
+#ifdef ATTNLAB_WITH_CUDA
+  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
+#endif
+  (void)device;  // CPU: the process peak is the job's peak, since every job has a process of its own
+}
+
+std::int64_t peak_memory_bytes(const c10::Device& device) {
+#ifdef ATTNLAB_WITH_CUDA
+  if (device.is_cuda()) {
+    // allocated_bytes[0] is StatType::AGGREGATE in every LibTorch since 1.9 (the enum moved
+    // namespaces in 2.x, the index did not).
+    return c10::cuda::CUDACachingAllocator::getDeviceStats(device.index()).allocated_bytes[0].peak;
+  }
+#endif
+  (void)device;
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<std::int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+void synchronize(const c10::Device& device) {
+#ifdef ATTNLAB_WITH_CUDA
+  if (device.is_cuda()) c10::cuda::device_synchronize();
+#endif
+  (void)device;
+}
+
+bool is_out_of_memory(const std::exception& error) {
+  if (dynamic_cast<const std::bad_alloc*>(&error)) return true;
+  if (dynamic_cast<const c10::Error*>(&error)) {
+    const std::string what = error.what();
+    return what.find("out of memory") != std::string::npos || what.find("DefaultCPUAllocator: can't allocate") != std::string::npos;
+  }
+  return false;
+}
+
+int configure_threads(int requested) {
+  int threads = requested;
+  if (threads <= 0) {
+    if (const char* env = std::getenv("ATTNLAB_THREADS")) threads = std::atoi(env);
+  }
+  if (threads <= 0) threads = static_cast<int>(std::thread::hardware_concurrency());
+  if (threads <= 0) threads = 1;
+  at::set_num_threads(threads);
+  return threads;
+}
+
+}  // namespace attnlab::compat
+
+#include <ATen/ATen.h>
+
+namespace attnlab::compat {
+
+at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                        const at::Tensor& key_valid, double dropout, bool training) {
+  const auto mask = key_valid.unsqueeze(1).unsqueeze(2);  // [B, 1, 1, N], broadcast over heads and queries
+#if TORCH_VERSION_MAJOR >= 2
+  return at::scaled_dot_product_attention(q, k, v, mask, training ? dropout : 0.0);
+#else
+  auto scores = at::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(-1)));
+  scores = scores.masked_fill(mask.logical_not(), -std::numeric_limits<double>::infinity());
+  auto probs = at::softmax(scores, -1);
+  if (training && dropout > 0) probs = at::dropout(probs, dropout, true);
+  return at::matmul(probs, v);
+#endif
+}
+
+}  // namespace attnlab::compat

@@ -1,0 +1,217 @@
+#include "attnlab/trainer.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <c10/core/InferenceMode.h>
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/optim/adamw.h>
+#include <torch/serialize.h>
+#include <torch/utils.h>
+
+#include "attnlab/data_loader.hpp"
+#include "attnlab/torch_compat.hpp"
+
+namespace attnlab {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Streams derived from the run seed, so that data order, dropout and attention randomness are
+// independent of each other yet all fixed by the one seed.
+constexpr std::uint64_t kDataStream = 0x9E3779B97F4A7C15ULL;
+constexpr std::uint64_t kAttentionStream = 0xD1B54A32D192ED03ULL;
+
+struct Evaluation {
+  double loss = kNaN, acc = kNaN;
+};
+
+Evaluation evaluate(EncoderClassifier& model, const SplitData& split, std::int64_t batch_size, c10::Device device,
+                    std::int64_t max_batches) {
+  c10::InferenceMode no_grad;
+  model->eval();
+  BatchIterator batches(split, batch_size, device, /*shuffle=*/false, 0);
+  Batch batch;
+  auto loss_sum = at::zeros({}, at::TensorOptions(device).dtype(at::kDouble));
+  auto correct = at::zeros({}, at::TensorOptions(device).dtype(at::kLong));
+  std::int64_t seen = 0, used = 0;
+  while ((max_batches == 0 || used < max_batches) && batches.next(batch)) {
+    auto logits = model->forward(batch.tokens, batch.lengths);
+    loss_sum += at::cross_entropy_loss(logits, batch.labels, {}, at::Reduction::Sum).to(at::kDouble);
+    correct += logits.argmax(1).eq(batch.labels).sum();
+    seen += batch.labels.size(0);
+    ++used;
+  }
+  model->train();
+  return {loss_sum.item<double>() / seen, static_cast<double>(correct.item<std::int64_t>()) / seen};
+}
+
+// The best-validation weights, kept in memory to evaluate the test split with them at the end.
+std::vector<at::Tensor> snapshot(EncoderClassifier& model) {
+  std::vector<at::Tensor> state;
+  for (const auto& p : model->parameters()) state.push_back(p.detach().clone());
+  for (const auto& b : model->buffers()) state.push_back(b.detach().clone());
+  return state;
+}
+
+void restore(EncoderClassifier& model, const std::vector<at::Tensor>& state) {
+  c10::InferenceMode no_grad;
+  std::size_t i = 0;
+  for (auto& p : model->parameters()) p.detach().copy_(state[i++]);
+  for (auto& b : model->buffers()) b.detach().copy_(state[i++]);
+}
+
+void save_checkpoint(EncoderClassifier& model, const std::string& path) {
+  // write then rename: a crash never leaves a half-written "best" checkpoint
+  const std::string partial = path + ".partial";
+  torch::save(model, partial);
+  if (std::rename(partial.c_str(), path.c_str()) != 0) throw std::runtime_error("cannot write checkpoint " + path);
+}
+
+}  // namespace
+
+double learning_rate_at(const TrainConfig& c, std::int64_t step) {
+  if (step < c.warmup) return c.lr * static_cast<double>(step + 1) / static_cast<double>(c.warmup);
+  const double span = static_cast<double>(std::max<std::int64_t>(1, c.steps - c.warmup));
+  const double progress = std::min(1.0, static_cast<double>(step - c.warmup) / span);
+  if (c.decay == "linear") return c.lr * (1.0 - progress);
+  if (c.decay == "cosine") return c.lr * 0.5 * (1.0 + std::cos(M_PI * progress));
+  if (c.decay == "sqrt") return c.lr * std::sqrt(static_cast<double>(std::max<std::int64_t>(c.warmup, 1)) / (step + 1));
+  return c.lr;
+}
+
+double majority_rate(const at::Tensor& labels, std::int64_t num_classes) {
+  if (labels.numel() == 0) return kNaN;
+  auto counts = at::bincount(labels.to(at::kLong).flatten(), {}, num_classes);
+  return static_cast<double>(counts.max().item<std::int64_t>()) / static_cast<double>(labels.numel());
+}
+
+RunOutcome train_and_evaluate(const TrainJob& job, const TrainSplits& data, TrainObserver& observer) {
+  const auto& tc = job.train;
+  const auto start = Clock::now();
+  auto seconds_since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+
+  torch::manual_seed(job.seed);  // weights and dropout
+  EncoderClassifier model(job.model, job.task, job.make_attention);
+  model->to(job.device);
+  auto attention_generator = at::make_generator<at::CPUGeneratorImpl>(job.seed ^ kAttentionStream);
+  for (auto& method : model->attention_methods())
+    if (method->stochastic()) method->redraw(attention_generator);
+
+  torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(tc.lr)
+                                                         .betas(std::make_tuple(tc.beta1, tc.beta2))
+                                                         .eps(tc.eps)
+                                                         .weight_decay(tc.weight_decay));
+  BatchIterator train_batches(data.train, tc.batch_size, job.device, /*shuffle=*/true, job.seed ^ kDataStream);
+  compat::reset_peak_memory(job.device);
+
+  RunOutcome outcome;
+  std::vector<MetricPoint> points;
+  // Training-curve accumulators stay on the device: reading them synchronises, so only at log steps.
+  auto loss_sum = at::zeros({}, at::TensorOptions(job.device).dtype(at::kDouble));
+  auto correct = at::zeros({}, at::TensorOptions(job.device).dtype(at::kLong));
+  std::int64_t seen = 0, micro_batches = 0;
+  double best_val = -1, last_val = kNaN, eval_seconds = 0, last_train_loss = kNaN, last_train_acc = kNaN;
+  std::int64_t best_step = -1, steps_done = 0;
+  std::vector<at::Tensor> best_state;
+  Batch batch;
+
+  try {
+    for (std::int64_t step = 0; step < tc.steps; ++step) {
+      const double lr = learning_rate_at(tc, step);
+      for (auto& group : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+      optimizer.zero_grad();
+      for (std::int64_t micro = 0; micro < tc.grad_accum; ++micro) {
+        train_batches.next(batch);
+        auto logits = model->forward(batch.tokens, batch.lengths);
+        auto loss = at::cross_entropy_loss(logits, batch.labels);
+        (tc.grad_accum > 1 ? loss / static_cast<double>(tc.grad_accum) : loss).backward();
+        loss_sum += loss.detach().to(at::kDouble);
+        correct += logits.detach().argmax(1).eq(batch.labels).sum();
+        seen += batch.labels.size(0);
+        ++micro_batches;
+      }
+      if (tc.clip_norm > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), tc.clip_norm);
+      optimizer.step();
+      steps_done = step + 1;
+
+      const bool last = steps_done == tc.steps;
+      if (steps_done % tc.log_every == 0 || last) {
+        last_train_loss = loss_sum.item<double>() / static_cast<double>(micro_batches);
+        last_train_acc = static_cast<double>(correct.item<std::int64_t>()) / static_cast<double>(seen);
+        loss_sum.zero_();
+        correct.zero_();
+        seen = micro_batches = 0;
+        const double wall = seconds_since(start);
+        points.push_back({steps_done, "train", "loss", last_train_loss, wall});
+        points.push_back({steps_done, "train", "acc", last_train_acc, wall});
+        points.push_back({steps_done, "train", "lr", lr, wall});
+        if (!std::isfinite(last_train_loss)) {
+          outcome.status = "diverged";
+          outcome.error = "training loss became " + std::to_string(last_train_loss) + " by step " + std::to_string(steps_done);
+          break;
+        }
+        const double train_seconds = wall - eval_seconds;
+        observer.on_progress({steps_done, tc.steps, last_train_loss, last_train_acc, last_val,
+                              steps_done / std::max(train_seconds, 1e-9), wall});
+      }
+      if (steps_done % tc.eval_every == 0 || last) {
+        const auto eval_start = Clock::now();
+        const auto val = evaluate(model, data.val, tc.batch_size, job.device, tc.eval_batches);
+        eval_seconds += seconds_since(eval_start);
+        last_val = val.acc;
+        const double wall = seconds_since(start);
+        points.push_back({steps_done, "val", "loss", val.loss, wall});
+        points.push_back({steps_done, "val", "acc", val.acc, wall});
+        if (val.acc > best_val) {
+          best_val = val.acc;
+          best_step = steps_done;
+          best_state = snapshot(model);
+          if (!job.checkpoint_path.empty()) save_checkpoint(model, job.checkpoint_path);
+        }
+        observer.on_metrics(points);
+        points.clear();
+      }
+    }
+  } catch (const std::exception& e) {
+    outcome.status = compat::is_out_of_memory(e) ? "oom" : "failed";
+    std::string what = e.what();
+    outcome.error = what.substr(0, what.find('\n'));  // c10 errors append a backtrace
+  }
+
+  const double train_seconds = seconds_since(start) - eval_seconds;
+  auto& r = outcome.results;
+  r.push_back({"steps_done", static_cast<double>(steps_done)});
+  r.push_back({"train_seconds", train_seconds});
+  r.push_back({"steps_per_second", steps_done / std::max(train_seconds, 1e-9)});
+  r.push_back({"param_count", static_cast<double>(model->parameter_count())});
+  r.push_back({"majority_rate", majority_rate(data.test.labels, job.task.num_classes)});
+  if (best_step >= 0) {
+    r.push_back({"best_val_acc", best_val});
+    r.push_back({"best_step", static_cast<double>(best_step)});
+  }
+  if (outcome.status == "done" && best_step >= 0) {
+    try {
+      restore(model, best_state);
+      const auto test = evaluate(model, data.test, tc.batch_size, job.device, 0);
+      r.push_back({"test_acc", test.acc});
+      r.push_back({"test_loss", test.loss});
+      points.push_back({best_step, "test", "acc", test.acc, seconds_since(start)});
+      points.push_back({best_step, "test", "loss", test.loss, seconds_since(start)});
+    } catch (const std::exception& e) {
+      outcome.status = compat::is_out_of_memory(e) ? "oom" : "failed";
+      outcome.error = std::string("test evaluation: ") + e.what();
+    }
+  }
+  r.push_back({"peak_memory_bytes", static_cast<double>(compat::peak_memory_bytes(job.device))});
+  r.push_back({"wall_seconds", seconds_since(start)});
+  if (!points.empty()) observer.on_metrics(points);
+  return outcome;
+}
+
+}  // namespace attnlab

@@ -1,0 +1,140 @@
+// The listops dataset plugin: LRA ListOps, from the official TSV files or generated with the LRA
+// generator's rules (then written in the same format and read back by the same reader).
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
+#include <c10/core/TensorOptions.h>
+#include <torch/version.h>  // TORCH_VERSION_MAJOR/MINOR for ATTNLAB_PLUGIN_INFO
+
+#include "attnlab/dataset.hpp"
+#include "attnlab/params.hpp"
+#include "attnlab/plugin.hpp"
+#include "listops_format.hpp"
+
+namespace attnlab::listops {
+namespace {
+
+constexpr double kMaxCount = 100000000;  // 1e8 rows per split
+constexpr double kMaxTokens = 1000000;   // 1e6 tokens per row
+
+const ParamSpec kParams[] = {
+    {"source", ParamType::string, "generate", 0, 0, "generate|files",
+     "where the data comes from: 'generate' writes the three files with the LRA generator's rules into the cache "
+     "directory (reused when complete); 'files' reads basic_{train,val,test}.tsv from `path`"},
+    {"path", ParamType::string, "", 0, 0, nullptr,
+     "directory holding the official LRA files basic_train.tsv, basic_val.tsv, basic_test.tsv (source = files)"},
+    {"max_len", ParamType::integer, "2000", 1, kMaxTokens, nullptr,
+     "tokens per input: longer sources are truncated, shorter ones padded with id 0"},
+    {"train_size", ParamType::integer, "96000", 1, kMaxCount, nullptr, "generated training rows (LRA: 96000)"},
+    {"val_size", ParamType::integer, "2000", 1, kMaxCount, nullptr, "generated validation rows (LRA: 2000)"},
+    {"test_size", ParamType::integer, "2000", 1, kMaxCount, nullptr, "generated test rows (LRA: 2000)"},
+    {"max_depth", ParamType::integer, "10", 1, 64, nullptr,
+     "generator: depth of the root is 1, nodes at max_depth are always values (LRA: 10)"},
+    {"max_args", ParamType::integer, "10", 2, 1000, nullptr, "generator: an operator takes 2..max_args arguments (LRA: 10)"},
+    {"min_length", ParamType::integer, "500", 0, kMaxTokens, nullptr,
+     "generator: keep trees with min_length < tokens < max_length, tokens counted without parentheses (LRA: 500)"},
+    {"max_length", ParamType::integer, "2000", 2, kMaxTokens, nullptr,
+     "generator: upper bound, exclusive (LRA: 2000); growth stops once a tree reaches it"},
+    {"operator_p", ParamType::real, "0.25", 0, 1, nullptr,
+     "generator: LRA's VALUE_P; below max_depth a node is an operator when u <= operator_p (u uniform in [0, 1)), "
+     "otherwise a digit (LRA: 0.25, i.e. 25% operators)"},
+    {"generator_seed", ParamType::integer, "0", 0, 9007199254740992.0, nullptr,
+     "generator: seed of its std::mt19937_64; the same parameters give byte-identical files on any machine"},
+};
+
+// A vector's storage handed to a tensor without a copy; the tensor's deleter frees it.
+template <typename T>
+at::Tensor adopt(std::vector<T>&& data, std::vector<std::int64_t> sizes, c10::ScalarType dtype) {
+  const auto options = at::TensorOptions().dtype(dtype);
+  if (data.empty()) return at::empty(sizes, options);
+  auto* owner = new std::vector<T>(std::move(data));
+  return at::from_blob(owner->data(), sizes, [owner](void*) { delete owner; }, options);
+}
+
+class ListOpsDataset final : public Dataset {
+ public:
+  ListOpsDataset(const DatasetContext& ctx, const ParamValues& params) {
+    const std::string& source = params.string("source");
+    max_len_ = params.integer("max_len");
+    spec_.train_size = params.integer("train_size");
+    spec_.val_size = params.integer("val_size");
+    spec_.test_size = params.integer("test_size");
+    spec_.gen.max_depth = params.integer("max_depth");
+    spec_.gen.max_args = params.integer("max_args");
+    spec_.gen.min_length = params.integer("min_length");
+    spec_.gen.max_length = params.integer("max_length");
+    spec_.gen.operator_p = params.real("operator_p");
+    spec_.gen.seed = static_cast<std::uint64_t>(params.integer("generator_seed"));
+
+    if (source == "files") {
+      generate_ = false;
+      dir_ = params.string("path");
+      if (dir_.empty()) throw ParamError("path: must name the directory with the LRA files when source = \"files\"");
+    } else if (source == "generate") {
+      generate_ = true;
+      try {
+        check_generator_params(spec_.gen);
+      } catch (const std::invalid_argument& e) {
+        throw ParamError(e.what());
+      }
+      if (ctx.cache_dir.empty()) throw DataError("listops: no cache directory to generate the data into");
+      dir_ = (std::filesystem::path(ctx.cache_dir) / ("listops-" + spec_hash(spec_))).string();
+    } else {
+      throw ParamError("source: '" + source + "' is not one of generate|files");
+    }
+  }
+
+  TaskInfo info() const override {
+    TaskInfo t;
+    t.vocab_size = kVocabSize;
+    t.num_classes = kNumClasses;
+    t.max_len = max_len_;
+    t.inputs = 1;
+    return t;
+  }
+
+  SplitData load(Split split) override {
+    if (generate_ && !generated_) {
+      ensure_generated(dir_, spec_);
+      generated_ = true;
+    }
+    const int index = split == Split::train ? 0 : split == Split::val ? 1 : 2;
+    const std::string file = (std::filesystem::path(dir_) / kSplitFiles[index]).string();
+    SplitTokens rows = read_tsv(file, max_len_);
+    const auto n = static_cast<std::int64_t>(rows.size());
+    SplitData out;
+    out.tokens = adopt(std::move(rows.tokens), {n, 1, max_len_}, at::kShort);
+    out.lengths = adopt(std::move(rows.lengths), {n, 1}, at::kLong);
+    out.labels = adopt(std::move(rows.labels), {n}, at::kLong);
+    return out;
+  }
+
+ private:
+  bool generate_ = true;
+  bool generated_ = false;
+  std::string dir_;
+  std::int64_t max_len_ = 0;
+  GenerateSpec spec_;
+};
+
+std::shared_ptr<Dataset> create(const DatasetContext& ctx, const ParamValues& params) {
+  return std::make_shared<ListOpsDataset>(ctx, params);
+}
+
+}  // namespace
+}  // namespace attnlab::listops
+
+ATTNLAB_PLUGIN_INFO(dataset, "listops", "1.0",
+                    "LRA ListOps: nested MIN/MAX/MED/SM expressions over digits, 10 classes; official TSV files "
+                    "or generated with the LRA generator's rules",
+                    attnlab::listops::kParams);
+
+ATTNLAB_DATASET_FACTORY(attnlab::listops::create)

@@ -1,0 +1,15 @@
+#pragma once
+// The attnlab subcommands. Each takes the arguments after its name and returns the exit status.
+#include <string>
+#include <vector>
+
+namespace attnlab {
+
+using Args = std::vector<std::string>;
+
+int cmd_plugins(const Args& args);
+int cmd_run(const Args& args, const std::string& self_exe);
+int cmd_results(const Args& args);
+int cmd_exec_job(const Args& args);
+
+}  // namespace attnlab

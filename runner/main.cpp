@@ -1,0 +1,48 @@
+// attnlab: the command line. `attnlab <command> [options]`; see `attnlab --help`.
+#include <unistd.h>
+
+#include <climits>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "build_info.hpp"
+
+namespace {
+const char* kUsage =
+    "attnlab: experiments on efficient attention\n"
+    "\n"
+    "usage: attnlab <command> [options]\n"
+    "  plugins   list the attention methods and datasets found, with their parameters\n"
+    "  run       run an experiment file (methods x datasets x seeds) and store the results\n"
+    "  results   print the stored runs' final figures\n"
+    "\n"
+    "attnlab <command> --help shows a command's options.\n";
+
+// The job processes are this same binary: resolve it once, by its real path.
+std::string self_executable(const char* argv0) {
+  char buf[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string(argv0);
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return std::cerr << kUsage, 2;
+  const std::string command = argv[1];
+  const attnlab::Args args(argv + 2, argv + argc);
+  if (command == "--help" || command == "-h" || command == "help") return std::cout << kUsage, 0;
+  if (command == "--version") return std::cout << "attnlab " << attnlab::build_info::kVersion << " (" << attnlab::build_info::git_revision() << ")\n", 0;
+  try {
+    if (command == "plugins") return attnlab::cmd_plugins(args);
+    if (command == "run") return attnlab::cmd_run(args, self_executable(argv[0]));
+    if (command == "results") return attnlab::cmd_results(args);
+    if (command == "exec-job") return attnlab::cmd_exec_job(args);
+    std::cerr << "attnlab: unknown command '" << command << "'\n" << kUsage;
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "attnlab: error: " << e.what() << "\n";
+    return 2;
+  }
+}

@@ -1,0 +1,57 @@
+#pragma once
+// Plugin discovery and loading (Boost.DLL). The descriptor is read and checked before anything
+// else in a plugin is touched; every refused file gets one line naming it and the reason, and
+// the other plugins still load. Loaded libraries are never unloaded (see permanent_libraries in
+// plugin_host.cpp): objects a plugin made may outlive any registry.
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "attnlab/attention.hpp"
+#include "attnlab/dataset.hpp"
+#include "attnlab/plugin.hpp"
+
+namespace attnlab {
+
+struct LoadedPlugin {
+  std::string path;
+  std::string sha256;       // of the file, recorded with every run that uses it
+  const PluginInfo* info;   // lives in the loaded library
+  AttentionFactory* make_attention = nullptr;  // kind == attention
+  DatasetFactory* make_dataset = nullptr;      // kind == dataset
+
+  PluginKind kind() const { return info->kind; }
+  std::string name() const { return info->name; }
+  ParamValues defaults() const { return ParamValues::defaults(info->params, info->param_count); }
+};
+
+struct PluginLoadError {
+  std::string path;
+  std::string reason;
+  std::string line() const { return path + ": " + reason; }
+};
+
+class PluginRegistry {
+ public:
+  // Folders to search, in order: the --plugins folders, then ATTNLAB_PLUGIN_PATH (':'-separated),
+  // then the build's own plugins/ and datasets/ folders.
+  static std::vector<std::string> search_path(const std::vector<std::string>& cli_dirs);
+
+  // Loads every `*.so` in the folders, in order (sorted by file name within a folder).
+  void load_folders(const std::vector<std::string>& folders);
+  // Loads one file; on refusal records a PluginLoadError and returns false.
+  bool load_file(const std::string& path);
+
+  const LoadedPlugin* find(PluginKind kind, const std::string& name) const;
+  std::vector<std::string> names(PluginKind kind) const;
+  const std::deque<LoadedPlugin>& plugins() const { return plugins_; }
+  const std::vector<PluginLoadError>& errors() const { return errors_; }
+  const std::vector<std::string>& searched() const { return searched_; }
+
+ private:
+  std::deque<LoadedPlugin> plugins_;  // a deque: pointers from find() stay valid as more load
+  std::vector<PluginLoadError> errors_;
+  std::vector<std::string> searched_;
+};
+
+}  // namespace attnlab

@@ -1,0 +1,154 @@
+// Opening the database, experiments and jobs. Runs, curves and results: runs.cpp.
+#include <chrono>
+#include <thread>
+
+#include "attnlab/store.hpp"
+#include "migrations.hpp"
+#include "sqlite.hpp"
+
+namespace attnlab::store {
+
+std::optional<double> RunSummary::result(const std::string& name) const {
+  for (const auto& [key, value] : results)
+    if (key == name) return value;
+  return std::nullopt;
+}
+
+namespace {
+
+constexpr int kBusyTimeoutMs = 30'000;
+
+// Switching a new file to WAL needs an exclusive lock, and SQLite answers SQLITE_BUSY at once
+// (without the busy handler) when another process is opening the same new file: retry, up to the
+// busy timeout. WAL is persistent, so later openers find it set and never wait here.
+void set_wal(sqlite3* db, const std::string& path) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
+  for (;;) {
+    try {
+      sql::Statement wal(db, path, "PRAGMA journal_mode = WAL");
+      wal.run();
+      return;
+    } catch (const sql::SqliteError& e) {
+      if (e.primary_code() != SQLITE_BUSY || std::chrono::steady_clock::now() > deadline) throw;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+void configure_and_migrate(sqlite3* db, const std::string& path) {
+  if (sqlite3_busy_timeout(db, kBusyTimeoutMs) != SQLITE_OK) sql::fail(db, path, "cannot set busy timeout");
+  try {
+    // The first statement reads the file header: a file that is not SQLite fails here.
+    set_wal(db, path);
+    sql::exec(db, path, "PRAGMA foreign_keys = ON");
+    migrate(db, path);
+  } catch (const sql::SqliteError& e) {
+    if (e.primary_code() == SQLITE_NOTADB)
+      throw StoreError(path + ": not an attnlab database (file is not a database)");
+    throw;
+  }
+}
+
+Job read_job(const sql::Statement& st) {
+  Job j;
+  j.id = st.column_int64(0);
+  j.experiment_id = st.column_int64(1);
+  j.method = st.column_text(2);
+  j.dataset = st.column_text(3);
+  j.seed = st.column_int64(4);
+  j.config_toml = st.column_text(5);
+  j.config_hash = st.column_text(6);
+  j.state = st.column_text(7);
+  return j;
+}
+
+constexpr const char* kJobColumns =
+    "SELECT id, experiment_id, method, dataset, seed, config_toml, config_hash, state FROM jobs ";
+
+}  // namespace
+
+Database::Database(const std::string& path) : path_(path) {
+  const int rc = sqlite3_open_v2(path_.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+  try {
+    if (rc != SQLITE_OK) sql::fail(db_, path_, "cannot open database");
+    sqlite3_extended_result_codes(db_, 1);
+    configure_and_migrate(db_, path_);
+  } catch (...) {
+    // The destructor does not run for a constructor that throws: release the handle here.
+    sqlite3_close_v2(db_);
+    db_ = nullptr;
+    throw;
+  }
+}
+
+Database::~Database() { sqlite3_close_v2(db_); }
+
+int Database::schema_version() { return user_version(db_, path_); }
+
+std::int64_t Database::add_experiment(const std::string& name, const std::string& source_path,
+                                      const std::string& config_text) {
+  sql::Statement st(db_, path_, "INSERT INTO experiments (name, source_path, config_text) VALUES (?1, ?2, ?3)");
+  st.bind(1, name).bind_text_or_null(2, source_path).bind(3, config_text);
+  st.run();
+  return sqlite3_last_insert_rowid(db_);
+}
+
+AddedJob Database::add_job(const JobSpec& spec) {
+  sql::Transaction tx(db_, path_);
+  AddedJob added;
+  {
+    sql::Statement find(db_, path_, "SELECT id, state FROM jobs WHERE config_hash = ?1");
+    find.bind(1, spec.config_hash);
+    if (find.step()) {
+      added.job_id = find.column_int64(0);
+      added.existed = true;
+      added.state = find.column_text(1);
+      return added;  // nothing written; the guard rolls the empty transaction back
+    }
+  }
+  sql::Statement insert(db_, path_,
+                        "INSERT INTO jobs (experiment_id, method, dataset, seed, config_toml, config_hash) "
+                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+  insert.bind(1, spec.experiment_id)
+      .bind(2, spec.method)
+      .bind(3, spec.dataset)
+      .bind(4, spec.seed)
+      .bind(5, spec.config_toml)
+      .bind(6, spec.config_hash);
+  insert.run();
+  added.job_id = sqlite3_last_insert_rowid(db_);
+  added.state = "queued";
+
+  sql::Statement param(db_, path_, "INSERT INTO job_params (job_id, key, value) VALUES (?1, ?2, ?3)");
+  for (const auto& [key, value] : spec.params) {
+    param.bind(1, added.job_id).bind(2, key).bind(3, value);
+    param.run();
+    param.reset();
+  }
+  tx.commit();
+  return added;
+}
+
+Job Database::job(std::int64_t job_id) {
+  sql::Statement st(db_, path_, (std::string(kJobColumns) + "WHERE id = ?1").c_str());
+  st.bind(1, job_id);
+  if (!st.step()) throw StoreError(path_ + ": no job with id " + std::to_string(job_id));
+  return read_job(st);
+}
+
+std::vector<Job> Database::jobs_of_experiment(std::int64_t experiment_id) {
+  sql::Statement st(db_, path_, (std::string(kJobColumns) + "WHERE experiment_id = ?1 ORDER BY id").c_str());
+  st.bind(1, experiment_id);
+  std::vector<Job> jobs;
+  while (st.step()) jobs.push_back(read_job(st));
+  return jobs;
+}
+
+void Database::requeue_job(std::int64_t job_id) {
+  sql::Statement st(db_, path_, "UPDATE jobs SET state = 'queued' WHERE id = ?1");
+  st.bind(1, job_id);
+  st.run();
+  if (sqlite3_changes(db_) == 0) throw StoreError(path_ + ": no job with id " + std::to_string(job_id));
+}
+
+}  // namespace attnlab::store

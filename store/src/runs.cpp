@@ -1,0 +1,196 @@
+// Runs, their plugins, curves and results, and the summaries read back from them.
+
+#include "attnlab/store.hpp"
+#include "sqlite.hpp"
+
+namespace attnlab::store {
+namespace {
+
+// Final statuses a run may be ended with, and the job state each one leaves behind.
+std::string job_state_after(const std::string& path, const std::string& status) {
+  if (status == "done" || status == "failed" || status == "diverged" || status == "oom") return status;
+  if (status == "interrupted") return "queued";  // to be run again
+  throw StoreError(path + ": '" + status +
+                   "' is not a final run status (done, failed, diverged, oom, interrupted)");
+}
+
+void set_job_state_of_run(sqlite3* db, const std::string& path, std::int64_t run_id, const std::string& state) {
+  sql::Statement st(db, path, "UPDATE jobs SET state = ?1 WHERE id = (SELECT job_id FROM runs WHERE id = ?2)");
+  st.bind(1, state).bind(2, run_id);
+  st.run();
+}
+
+}  // namespace
+
+std::int64_t Database::start_run(std::int64_t job_id, const RunEnvironment& env, std::int64_t pid) {
+  sql::Transaction tx(db_, path_);
+  std::int64_t attempt = 1;
+  {
+    sql::Statement st(db_, path_, "SELECT COALESCE(MAX(attempt), 0) + 1 FROM runs WHERE job_id = ?1");
+    st.bind(1, job_id);
+    if (st.step()) attempt = st.column_int64(0);
+  }
+  {
+    sql::Statement job_state(db_, path_, "UPDATE jobs SET state = 'running' WHERE id = ?1");
+    job_state.bind(1, job_id);
+    job_state.run();
+    if (sqlite3_changes(db_) == 0) throw StoreError(path_ + ": no job with id " + std::to_string(job_id));
+  }
+  sql::Statement insert(db_, path_,
+                        "INSERT INTO runs (job_id, attempt, status, host, device, device_name, torch_version, "
+                        "attnlab_version, git_revision, threads, pid, started_at) "
+                        "VALUES (?1, ?2, 'running', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
+                        "strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))");
+  insert.bind(1, job_id)
+      .bind(2, attempt)
+      .bind_text_or_null(3, env.host)
+      .bind_text_or_null(4, env.device)
+      .bind_text_or_null(5, env.device_name)
+      .bind_text_or_null(6, env.torch_version)
+      .bind_text_or_null(7, env.attnlab_version)
+      .bind_text_or_null(8, env.git_revision)
+      .bind(9, env.threads)
+      .bind(10, pid);
+  insert.run();
+  const std::int64_t run_id = sqlite3_last_insert_rowid(db_);
+
+  sql::Statement plugin(db_, path_,
+                        "INSERT INTO run_plugins (run_id, kind, name, version, path, sha256) "
+                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+  for (const PluginFile& p : env.plugins) {
+    plugin.bind(1, run_id).bind(2, p.kind).bind(3, p.name).bind(4, p.version).bind(5, p.path).bind(6, p.sha256);
+    plugin.run();
+    plugin.reset();
+  }
+  tx.commit();
+  return run_id;
+}
+
+void Database::append_curve(std::int64_t run_id, const std::vector<CurvePoint>& points) {
+  if (points.empty()) return;
+  sql::Transaction tx(db_, path_);
+  sql::Statement st(db_, path_,
+                    "INSERT OR REPLACE INTO curves (run_id, step, split, name, value, wall_seconds) "
+                    "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+  for (const CurvePoint& p : points) {
+    st.bind(1, run_id).bind(2, p.step).bind(3, p.split).bind(4, p.name).bind(5, p.value).bind(6, p.wall_seconds);
+    st.run();
+    st.reset();
+  }
+  tx.commit();
+}
+
+void Database::finish_run(std::int64_t run_id, const std::string& status,
+                          const std::vector<std::pair<std::string, double>>& results, const std::string& error,
+                          const std::string& checkpoint_path) {
+  const std::string job_state = job_state_after(path_, status);
+  sql::Transaction tx(db_, path_);
+  {
+    sql::Statement st(db_, path_,
+                      "UPDATE runs SET status = ?1, finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), "
+                      "error = ?2, checkpoint_path = ?3 WHERE id = ?4");
+    st.bind(1, status).bind_text_or_null(2, error).bind_text_or_null(3, checkpoint_path).bind(4, run_id);
+    st.run();
+    if (sqlite3_changes(db_) == 0) throw StoreError(path_ + ": no run with id " + std::to_string(run_id));
+  }
+  {
+    sql::Statement st(db_, path_, "INSERT OR REPLACE INTO results (run_id, name, value) VALUES (?1, ?2, ?3)");
+    for (const auto& [name, value] : results) {
+      st.bind(1, run_id).bind(2, name).bind(3, value);
+      st.run();
+      st.reset();
+    }
+  }
+  set_job_state_of_run(db_, path_, run_id, job_state);
+  tx.commit();
+}
+
+bool Database::fail_run_if_unfinished(std::int64_t run_id, const std::string& status, const std::string& error) {
+  const std::string job_state = job_state_after(path_, status);
+  sql::Transaction tx(db_, path_);
+  {
+    sql::Statement st(db_, path_,
+                      "UPDATE runs SET status = ?1, finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), "
+                      "error = ?2 WHERE id = ?3 AND status = 'running'");
+    st.bind(1, status).bind_text_or_null(2, error).bind(3, run_id);
+    st.run();
+  }
+  const bool changed = sqlite3_changes(db_) > 0;
+  if (changed) set_job_state_of_run(db_, path_, run_id, job_state);
+  tx.commit();
+  return changed;
+}
+
+std::optional<std::int64_t> Database::latest_run_of_job(std::int64_t job_id) {
+  sql::Statement st(db_, path_, "SELECT id FROM runs WHERE job_id = ?1 ORDER BY attempt DESC LIMIT 1");
+  st.bind(1, job_id);
+  if (!st.step()) return std::nullopt;
+  return st.column_int64(0);
+}
+
+std::vector<RunSummary> Database::run_summaries(std::optional<std::int64_t> experiment_id) {
+  // One statement (one consistent snapshot): a run's row repeats once per result, results in name order.
+  // ?1 is NULL for "all experiments".
+  sql::Statement st(db_, path_,
+                    "SELECT r.id, r.job_id, e.name, j.method, j.dataset, j.seed, r.attempt, r.status, r.device, "
+                    "r.error, r.started_at, r.finished_at, res.name, res.value "
+                    "FROM runs r JOIN jobs j ON j.id = r.job_id JOIN experiments e ON e.id = j.experiment_id "
+                    "LEFT JOIN results res ON res.run_id = r.id "
+                    "WHERE ?1 IS NULL OR j.experiment_id = ?1 ORDER BY r.id, res.name");
+  if (experiment_id)
+    st.bind(1, *experiment_id);
+  else
+    st.bind_null(1);
+  std::vector<RunSummary> out;
+  while (st.step()) {
+    const std::int64_t run_id = st.column_int64(0);
+    if (out.empty() || out.back().run_id != run_id) {
+      RunSummary s;
+      s.run_id = run_id;
+      s.job_id = st.column_int64(1);
+      s.experiment = st.column_text(2);
+      s.method = st.column_text(3);
+      s.dataset = st.column_text(4);
+      s.seed = st.column_int64(5);
+      s.attempt = st.column_int64(6);
+      s.status = st.column_text(7);
+      s.device = st.column_text(8);
+      s.error = st.column_text(9);
+      s.started_at = st.column_text(10);
+      s.finished_at = st.column_text(11);
+      out.push_back(std::move(s));
+    }
+    if (!st.column_is_null(12)) out.back().results.emplace_back(st.column_text(12), st.column_double(13));
+  }
+  return out;
+}
+
+std::vector<CurvePoint> Database::curve(std::int64_t run_id) {
+  sql::Statement st(db_, path_,
+                    "SELECT step, split, name, value, wall_seconds FROM curves WHERE run_id = ?1 "
+                    "ORDER BY split, name, step");
+  st.bind(1, run_id);
+  std::vector<CurvePoint> points;
+  while (st.step()) {
+    CurvePoint p;
+    p.step = st.column_int64(0);
+    p.split = st.column_text(1);
+    p.name = st.column_text(2);
+    p.value = st.column_double(3);
+    p.wall_seconds = st.column_double(4);
+    points.push_back(std::move(p));
+  }
+  return points;
+}
+
+std::vector<PluginFile> Database::run_plugins(std::int64_t run_id) {
+  sql::Statement st(db_, path_,
+                    "SELECT kind, name, version, path, sha256 FROM run_plugins WHERE run_id = ?1 ORDER BY kind, name");
+  st.bind(1, run_id);
+  std::vector<PluginFile> plugins;
+  while (st.step()) plugins.push_back({st.column_text(0), st.column_text(1), st.column_text(2), st.column_text(3),
+                                       st.column_text(4)});
+  return plugins;
+}
+
+}  // namespace attnlab::store

@@ -1,0 +1,185 @@
+// End to end through the attnlab binary: plugin listing, a tiny experiment whose rows are checked
+// in the database, re-running, a config error that stores nothing, and a killed job process.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+extern char** environ;
+
+namespace {
+namespace fs = std::filesystem;
+
+struct Cli : ::testing::Test {
+  fs::path dir;
+  void SetUp() override {
+    dir = fs::temp_directory_path() / ("attnlab-cli-" + std::to_string(getpid()) + "-" +
+                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  void TearDown() override { fs::remove_all(dir); }
+
+  std::string path(const std::string& name) const { return (dir / name).string(); }
+
+  // Runs attnlab with `args`; returns the exit status, stdout+stderr in `output`.
+  int attnlab(const std::string& args, std::string& output) const {
+    const std::string log = path("out.log");
+    const std::string command = std::string(ATTNLAB_BINARY) + " " + args + " > " + log + " 2>&1";
+    const int status = std::system(command.c_str());
+    std::ifstream in(log);
+    std::stringstream text;
+    text << in.rdbuf();
+    output = text.str();
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+  std::string experiment(int steps, int seeds) const {
+    std::string seed_list = "1";
+    for (int s = 2; s <= seeds; ++s) seed_list += ", " + std::to_string(s);
+    const std::string file = path("tiny.toml");
+    std::ofstream(file) << "[experiment]\nname = \"tiny\"\nseeds = [" << seed_list << "]\n"
+                        << "[model]\nlayers = 1\ndim = 16\nffn_dim = 32\nheads = 2\n"
+                        << "[train]\nsteps = " << steps << "\nbatch_size = 8\nlr = 0.002\nwarmup = 2\n"
+                        << "eval_every = 10\nlog_every = 5\n"
+                        << "[methods.softmax]\n"
+                        << "[datasets.listops]\nmax_len = 64\ntrain_size = 64\nval_size = 16\ntest_size = 16\n"
+                        << "max_depth = 3\nmax_args = 4\nmin_length = 3\nmax_length = 60\n";
+    return file;
+  }
+
+  std::string common() const { return "--db " + path("r.db") + " --cache-dir " + path("cache") + " --threads 1"; }
+};
+
+// One value from the database.
+std::string query(const std::string& db_path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+  sqlite3_busy_timeout(db, 10000);
+  sqlite3_stmt* stmt = nullptr;
+  std::string out = "(error)";
+  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr) == SQLITE_OK) {
+    const int rc = sqlite3_step(stmt);
+    if (rc == SQLITE_ROW) {
+      const auto* text = sqlite3_column_text(stmt, 0);
+      out = text ? reinterpret_cast<const char*>(text) : "NULL";
+    } else if (rc == SQLITE_DONE) {
+      out = "(none)";
+    }
+  }
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  return out;
+}
+
+TEST_F(Cli, PluginsListsMethodsDatasetsAndParameters) {
+  std::string out;
+  ASSERT_EQ(attnlab("plugins", out), 0) << out;
+  EXPECT_NE(out.find("softmax 1.0"), std::string::npos) << out;
+  EXPECT_NE(out.find("listops"), std::string::npos);
+  EXPECT_NE(out.find("- dropout (real, default 0.0, range [0, 0.99])"), std::string::npos) << out;
+  EXPECT_NE(out.find("- max_len (integer"), std::string::npos);
+}
+
+TEST_F(Cli, RunStoresEveryRowAndPrintsTheSummary) {
+  std::string out;
+  ASSERT_EQ(attnlab("run " + experiment(20, 2) + " " + common(), out), 0) << out;
+  const auto db = path("r.db");
+  EXPECT_EQ(query(db, "SELECT count(*) FROM jobs WHERE state = 'done'"), "2");
+  EXPECT_EQ(query(db, "SELECT count(*) FROM runs WHERE status = 'done' AND finished_at IS NOT NULL"), "2");
+  EXPECT_EQ(query(db, "SELECT count(*) FROM results WHERE name = 'test_acc' AND value BETWEEN 0 AND 1"), "2");
+  EXPECT_EQ(query(db, "SELECT count(*) FROM results WHERE name = 'peak_memory_bytes' AND value > 1e6"), "2");
+  EXPECT_EQ(query(db, "SELECT count(*) FROM results WHERE name = 'majority_rate' AND value > 0"), "2");
+  EXPECT_EQ(query(db, "SELECT count(*) FROM results WHERE name = 'steps_done' AND value = 20"), "2");
+  // train loss every 5 steps, val every 10: 4 + 2 points per run
+  EXPECT_EQ(query(db, "SELECT count(*) FROM curves WHERE run_id = 1 AND split = 'train' AND name = 'loss'"), "4");
+  EXPECT_EQ(query(db, "SELECT count(*) FROM curves WHERE run_id = 1 AND split = 'val' AND name = 'acc'"), "2");
+  EXPECT_EQ(query(db, "SELECT count(*) FROM run_plugins WHERE length(sha256) = 64"), "4");
+  EXPECT_NE(query(db, "SELECT torch_version FROM runs WHERE id = 1"), "NULL");
+  EXPECT_NE(query(db, "SELECT git_revision FROM runs WHERE id = 1"), "NULL");
+  EXPECT_EQ(query(db, "SELECT value FROM job_params WHERE job_id = 1 AND key = 'train.steps'"), "20");
+  EXPECT_EQ(query(db, "SELECT count(*) FROM run_summary WHERE test_acc IS NOT NULL"), "2");
+  EXPECT_TRUE(fs::exists(path("r.db.ckpt/run-1.pt")));
+  EXPECT_NE(out.find("majority rate"), std::string::npos) << out;
+  EXPECT_NE(out.find("test acc (mean ± std)"), std::string::npos);
+
+  // the same experiment again: nothing new runs; --rerun runs both again
+  ASSERT_EQ(attnlab("run " + path("tiny.toml") + " " + common(), out), 0) << out;
+  EXPECT_NE(out.find("is already done"), std::string::npos) << out;
+  EXPECT_EQ(query(db, "SELECT count(*) FROM runs"), "2");
+  ASSERT_EQ(attnlab("run " + path("tiny.toml") + " " + common() + " --rerun", out), 0) << out;
+  EXPECT_EQ(query(db, "SELECT count(*) FROM runs WHERE attempt = 2 AND status = 'done'"), "2");
+  // same seed, same CPU build: the same numbers
+  EXPECT_EQ(query(db, "SELECT value FROM results WHERE run_id = 1 AND name = 'test_acc'"),
+            query(db, "SELECT value FROM results WHERE run_id = 3 AND name = 'test_acc'"));
+  EXPECT_EQ(query(db, "SELECT group_concat(value) FROM curves WHERE run_id = 2"),
+            query(db, "SELECT group_concat(value) FROM curves WHERE run_id = 4"));
+
+  ASSERT_EQ(attnlab("results --db " + db, out), 0) << out;
+  EXPECT_NE(out.find("softmax  listops"), std::string::npos) << out;
+}
+
+TEST_F(Cli, ConfigErrorIsOneLineAndStoresNothing) {
+  const std::string file = path("bad.toml");
+  std::ofstream(file) << "[methods.softmax]\ndropout = \"high\"\n[datasets.listops]\n";
+  std::string out;
+  EXPECT_EQ(attnlab("run " + file + " " + common(), out), 2);
+  EXPECT_EQ(out, "attnlab: error: " + file + ":2: [methods.softmax] dropout: expected a real number, got a string "
+                 "(attention plugin softmax)\n");
+  EXPECT_FALSE(fs::exists(path("r.db")));
+}
+
+TEST_F(Cli, UnknownDeviceIsRefusedBeforeAnythingIsStored) {
+  std::string out;
+  EXPECT_EQ(attnlab("run " + experiment(5, 1) + " " + common() + " --device cuda:7", out), 2);
+  EXPECT_NE(out.find("device 'cuda:7'"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(path("r.db")));
+}
+
+TEST_F(Cli, KilledJobProcessFailsThatRunOnlyAndTheDatabaseStaysWhole) {
+  const std::string file = experiment(100000, 1);  // far too long to finish
+  const std::string db = path("r.db");
+  std::vector<std::string> args = {ATTNLAB_BINARY, "run", file, "--db", db, "--cache-dir", path("cache"), "--threads", "1"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, path("run.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  pid_t parent = 0;
+  ASSERT_EQ(posix_spawn(&parent, argv[0], &actions, nullptr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
+
+  // wait until the job process has written some of its curve, then kill it
+  std::string pid = "(none)";
+  for (int i = 0; i < 600 && (pid == "(none)" || pid == "(error)"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (fs::exists(db) && query(db, "SELECT count(*) FROM curves") != "0" && query(db, "SELECT count(*) FROM curves") != "(error)")
+      pid = query(db, "SELECT pid FROM runs WHERE status = 'running'");
+  }
+  ASSERT_NE(pid, "(none)") << "the job never started";
+  ASSERT_EQ(kill(std::stoi(pid), SIGKILL), 0);
+  int status = 0;
+  waitpid(parent, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+  EXPECT_EQ(query(db, "PRAGMA integrity_check"), "ok");
+  EXPECT_EQ(query(db, "SELECT status FROM runs WHERE id = 1"), "failed");
+  EXPECT_EQ(query(db, "SELECT error FROM runs WHERE id = 1"), "job process killed by signal 9 (Killed)");
+  EXPECT_EQ(query(db, "SELECT state FROM jobs WHERE id = 1"), "failed");
+  EXPECT_NE(query(db, "SELECT count(*) FROM curves WHERE run_id = 1"), "0");  // what was measured is kept
+}
+
+}  // namespace

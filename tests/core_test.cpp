@@ -1,0 +1,253 @@
+// core/: parameters, schedules, the softmax plugin against the explicit formula, the model's
+// padding behaviour, and seeded determinism of a short CPU training run.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include <ATen/ATen.h>
+
+#include "attnlab/config.hpp"
+#include "attnlab/trainer.hpp"
+#include "plugin_host.hpp"
+
+namespace attnlab {
+namespace {
+
+const ParamSpec kSpecs[] = {
+    {"n", ParamType::integer, "4", 1, 10, nullptr, ""},
+    {"r", ParamType::real, "0.5", 0, 1, nullptr, ""},
+    {"b", ParamType::boolean, "true", 0, 0, nullptr, ""},
+    {"s", ParamType::string, "mean", 0, 0, "mean|cls", ""},
+};
+
+TEST(Params, DefaultsParseToTheirTypes) {
+  auto v = ParamValues::defaults(kSpecs, 4);
+  EXPECT_EQ(v.integer("n"), 4);
+  EXPECT_DOUBLE_EQ(v.real("r"), 0.5);
+  EXPECT_TRUE(v.boolean("b"));
+  EXPECT_EQ(v.string("s"), "mean");
+  EXPECT_DOUBLE_EQ(v.real("n"), 4.0);  // integers read as reals
+  EXPECT_THROW(v.integer("r"), ParamError);
+  EXPECT_THROW(v.integer("missing"), ParamError);
+}
+
+TEST(Params, CheckRefusesWrongTypeRangeAndChoice) {
+  EXPECT_THROW(check_param(kSpecs[0], ParamValue(std::int64_t{11})), ParamError);
+  EXPECT_THROW(check_param(kSpecs[0], ParamValue(2.5)), ParamError);
+  EXPECT_THROW(check_param(kSpecs[1], ParamValue(1.5)), ParamError);
+  EXPECT_THROW(check_param(kSpecs[3], ParamValue(std::string("max"))), ParamError);
+  EXPECT_EQ(std::get<double>(check_param(kSpecs[1], ParamValue(std::int64_t{1}))), 1.0);  // int accepted as real
+  try {
+    check_param(kSpecs[0], ParamValue(std::int64_t{0}));
+    FAIL();
+  } catch (const ParamError& e) {
+    EXPECT_STREQ(e.what(), "n: 0 is out of range [1, 10]");
+  }
+}
+
+TEST(Params, RealsWriteBackAsShortestRoundTrip) {
+  EXPECT_EQ(to_toml(ParamValue(0.1)), "0.1");
+  EXPECT_EQ(to_toml(ParamValue(1.0)), "1.0");
+  EXPECT_EQ(to_toml(ParamValue(1e-4)), "0.0001");
+  EXPECT_EQ(to_toml(ParamValue(std::string("a\"b"))), "\"a\\\"b\"");
+}
+
+TEST(Schedule, WarmupThenDecays) {
+  TrainConfig c;
+  c.lr = 1.0;
+  c.steps = 110;
+  c.warmup = 10;
+  c.decay = "linear";
+  EXPECT_DOUBLE_EQ(learning_rate_at(c, 0), 0.1);
+  EXPECT_DOUBLE_EQ(learning_rate_at(c, 9), 1.0);
+  EXPECT_DOUBLE_EQ(learning_rate_at(c, 10), 1.0);
+  EXPECT_DOUBLE_EQ(learning_rate_at(c, 60), 0.5);
+  c.decay = "cosine";
+  EXPECT_NEAR(learning_rate_at(c, 60), 0.5, 1e-12);
+  EXPECT_NEAR(learning_rate_at(c, 35), 0.5 * (1 + std::cos(M_PI * 0.25)), 1e-12);
+  c.decay = "sqrt";
+  EXPECT_DOUBLE_EQ(learning_rate_at(c, 39), std::sqrt(10.0 / 40.0));
+  c.decay = "constant";
+  EXPECT_DOUBLE_EQ(learning_rate_at(c, 100), 1.0);
+}
+
+TEST(Metrics, MajorityRate) {
+  EXPECT_DOUBLE_EQ(majority_rate(at::tensor({0, 1, 1, 2, 1}, at::kLong), 3), 0.6);
+}
+
+// --- the softmax plugin, loaded as the CLI loads it --------------------------------------------
+
+const LoadedPlugin& softmax_plugin() {
+  static PluginRegistry registry = [] {
+    PluginRegistry r;
+    r.load_folders(PluginRegistry::search_path({}));
+    return r;
+  }();
+  const auto* p = registry.find(PluginKind::attention, "softmax");
+  if (!p) throw std::runtime_error("softmax plugin not found");
+  return *p;
+}
+
+std::shared_ptr<AttentionMethod> make_softmax() {
+  return softmax_plugin().make_attention({2, 8, 16}, softmax_plugin().defaults());
+}
+
+TEST(Softmax, MatchesTheExplicitFormula) {
+  at::manual_seed(0);
+  auto q = at::randn({2, 2, 7, 8}, at::kDouble), k = at::randn({2, 2, 7, 8}, at::kDouble), v = at::randn({2, 2, 7, 8}, at::kDouble);
+  auto valid = at::ones({2, 7}, at::kBool);
+  auto out = make_softmax()->forward(q, k, v, valid);
+  // softmax(Q Kᵀ/√p) V, written out element by element for one (batch, head, query)
+  auto expected = at::softmax(at::matmul(q, k.transpose(-2, -1)) / std::sqrt(8.0), -1).matmul(v);
+  EXPECT_TRUE(at::allclose(out, expected, 1e-10, 1e-12));
+  double manual[8] = {};
+  double weights[7], total = 0;
+  for (int j = 0; j < 7; ++j) {
+    weights[j] = std::exp((q[1][0][3] * k[1][0][j]).sum().item<double>() / std::sqrt(8.0));
+    total += weights[j];
+  }
+  for (int j = 0; j < 7; ++j)
+    for (int d = 0; d < 8; ++d) manual[d] += weights[j] / total * v[1][0][j][d].item<double>();
+  for (int d = 0; d < 8; ++d) EXPECT_NEAR(out[1][0][3][d].item<double>(), manual[d], 1e-12);
+}
+
+TEST(Softmax, PaddingNeverChangesRealTokens) {
+  at::manual_seed(1);
+  const int n = 9, real = 5;
+  auto q = at::randn({1, 2, n, 8}, at::kDouble), k = at::randn({1, 2, n, 8}, at::kDouble), v = at::randn({1, 2, n, 8}, at::kDouble);
+  auto valid = at::arange(n).lt(real).unsqueeze(0);
+  auto attention = make_softmax();
+  auto padded = attention->forward(q, k, v, valid).slice(2, 0, real);
+  // the same sequence without its padding
+  auto unpadded = attention->forward(q.slice(2, 0, real), k.slice(2, 0, real), v.slice(2, 0, real),
+                                     at::ones({1, real}, at::kBool));
+  EXPECT_TRUE(at::allclose(padded, unpadded, 1e-10, 1e-12));
+  // garbage at padded positions changes nothing on real ones
+  auto k2 = k.clone(), v2 = v.clone();
+  k2.slice(2, real, n).normal_().mul_(100);
+  v2.slice(2, real, n).normal_().mul_(100);
+  EXPECT_TRUE(at::equal(attention->forward(q, k2, v2, valid).slice(2, 0, real), padded));
+}
+
+// --- the model and a short seeded training run --------------------------------------------------
+
+// A toy task the model can learn: the label is the first token (classes 0..3), tokens 1..8.
+SplitData toy_split(std::int64_t n, std::int64_t len, std::uint64_t seed) {
+  auto g = at::make_generator<at::CPUGeneratorImpl>(seed);
+  SplitData d;
+  d.tokens = at::randint(1, 9, {n, 1, len}, g, at::kShort);
+  d.lengths = at::randint(len / 2, len + 1, {n, 1}, g, at::kLong);
+  d.labels = (d.tokens.select(1, 0).select(1, 0).to(at::kLong) - 1) % 4;
+  return d;
+}
+
+TEST(Model, PaddedTokensDoNotChangeTheLogits) {
+  at::manual_seed(3);
+  ModelConfig mc;
+  TaskInfo task{10, 4, 12, 1};
+  EncoderClassifier model(mc, task, [](const AttentionShape&) { return make_softmax(); });
+  model->eval();
+  auto tokens = at::randint(1, 10, {3, 1, 12}, at::kLong);
+  auto lengths = at::tensor({12, 7, 3}, at::kLong).unsqueeze(1);
+  auto logits = model->forward(tokens, lengths);
+  EXPECT_EQ(logits.sizes(), (at::IntArrayRef{3, 4}));
+  auto other = tokens.clone();
+  other[1][0].slice(0, 7, 12).fill_(9);
+  other[2][0].slice(0, 3, 12).fill_(0);
+  EXPECT_TRUE(at::allclose(model->forward(other, lengths), logits, 1e-5, 1e-6));
+}
+
+TEST(Model, PairTasksShareOneEncoder) {
+  ModelConfig mc;
+  TaskInfo task{10, 2, 8, 2};
+  EncoderClassifier model(mc, task, [](const AttentionShape&) { return make_softmax(); });
+  model->eval();
+  auto tokens = at::randint(1, 10, {4, 2, 8}, at::kLong);
+  auto lengths = at::full({4, 2}, 8, at::kLong);
+  EXPECT_EQ(model->forward(tokens, lengths).sizes(), (at::IntArrayRef{4, 2}));
+  // swapping the towers changes u - v only: logits differ, but the encoder is one module
+  EXPECT_EQ(model->attention_methods().size(), 2u);
+}
+
+struct Recorder : TrainObserver {
+  std::vector<MetricPoint> points;
+  void on_metrics(const std::vector<MetricPoint>& p) override { points.insert(points.end(), p.begin(), p.end()); }
+  void on_progress(const Progress&) override {}
+};
+
+RunOutcome short_run(std::uint64_t seed, Recorder& recorder) {
+  TrainJob job;
+  job.model.layers = 1;
+  job.model.dim = 16;
+  job.model.ffn_dim = 32;
+  job.model.heads = 2;
+  job.model.head_dim = 8;
+  job.train.steps = 40;
+  job.train.batch_size = 8;
+  job.train.lr = 3e-3;
+  job.train.warmup = 5;
+  job.train.eval_every = 20;
+  job.train.log_every = 10;
+  job.task = {10, 4, 12, 1};
+  job.seed = seed;
+  job.make_attention = [](const AttentionShape&) { return make_softmax(); };
+  TrainSplits splits{toy_split(256, 12, 11), toy_split(64, 12, 12), toy_split(64, 12, 13)};
+  return train_and_evaluate(job, splits, recorder);
+}
+
+double result(const RunOutcome& o, const std::string& name) {
+  for (const auto& [n, v] : o.results)
+    if (n == name) return v;
+  return NAN;
+}
+
+TEST(Training, SameSeedSameNumbersOnCpu) {
+  Recorder a, b, c;
+  const auto first = short_run(7, a), second = short_run(7, b), other = short_run(8, c);
+  ASSERT_EQ(first.status, "done") << first.error;
+  ASSERT_EQ(a.points.size(), b.points.size());
+  for (std::size_t i = 0; i < a.points.size(); ++i) {
+    EXPECT_EQ(a.points[i].step, b.points[i].step);
+    EXPECT_EQ(a.points[i].name, b.points[i].name);
+    EXPECT_EQ(a.points[i].value, b.points[i].value) << a.points[i].split << " " << a.points[i].name << " step " << a.points[i].step;
+  }
+  EXPECT_EQ(result(first, "test_acc"), result(second, "test_acc"));
+  EXPECT_EQ(result(first, "best_val_acc"), result(second, "best_val_acc"));
+  // another seed gives another run (weights and data order differ)
+  bool differs = false;
+  for (std::size_t i = 0; i < a.points.size() && i < c.points.size(); ++i) differs |= a.points[i].value != c.points[i].value;
+  EXPECT_TRUE(differs);
+  // and the toy task is learnt well above chance (0.25) in 40 steps
+  EXPECT_GT(result(first, "test_acc"), 0.5);
+  EXPECT_EQ(result(first, "steps_done"), 40);
+  EXPECT_GT(result(first, "peak_memory_bytes"), 1e6);
+}
+
+TEST(Training, DivergenceEndsTheRunWithWhatWasMeasured) {
+  Recorder r;
+  TrainJob job;
+  job.model.layers = 1;
+  job.model.dim = 16;
+  job.model.ffn_dim = 16;
+  job.model.heads = 2;
+  job.model.head_dim = 8;
+  job.train.steps = 30;
+  job.train.batch_size = 8;
+  job.train.lr = 1e30;  // guaranteed to blow up
+  job.train.clip_norm = 0;
+  job.train.warmup = 0;
+  job.train.decay = "constant";
+  job.train.log_every = 5;
+  job.train.eval_every = 100;
+  job.task = {10, 4, 12, 1};
+  job.make_attention = [](const AttentionShape&) { return make_softmax(); };
+  TrainSplits splits{toy_split(64, 12, 1), toy_split(16, 12, 2), toy_split(16, 12, 3)};
+  const auto outcome = train_and_evaluate(job, splits, r);
+  EXPECT_EQ(outcome.status, "diverged");
+  EXPECT_NE(outcome.error.find("training loss became"), std::string::npos);
+  EXPECT_LT(result(outcome, "steps_done"), 30);
+  EXPECT_FALSE(r.points.empty());  // the curve up to the divergence is kept
+}
+
+}  // namespace
+}  // namespace attnlab

@@ -1,0 +1,135 @@
+// Experiment files: expansion into jobs, override precedence, and one-line errors that name the
+// file, the line and the key.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "experiment.hpp"
+
+namespace attnlab {
+namespace {
+namespace fs = std::filesystem;
+
+const PluginRegistry& registry() {
+  static PluginRegistry r = [] {
+    PluginRegistry loaded;
+    loaded.load_folders(PluginRegistry::search_path({}));
+    return loaded;
+  }();
+  return r;
+}
+
+std::string write_file(const std::string& name, const std::string& text) {
+  const fs::path dir = fs::temp_directory_path() / ("attnlab-exp-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const auto path = (dir / name).string();
+  std::ofstream(path) << text;
+  return path;
+}
+
+std::string error_of(const std::string& text) {
+  const auto path = write_file("bad.toml", text);
+  try {
+    load_experiment(path, registry());
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+const char* kGood = R"(
+[experiment]
+name = "two-seeds"
+seeds = [1, 2]
+
+[model]
+layers = 1
+
+[train]
+steps = 30
+lr = 0.001
+
+[datasets.listops]
+max_len = 64
+[datasets.listops.train]
+lr = 0.002
+batch_size = 4
+
+[methods.softmax]
+dropout = 0.1
+[methods.softmax.train]
+lr = 0.003
+)";
+
+TEST(Experiment, ExpandsMethodsDatasetsSeedsWithOverrides) {
+  const auto e = load_experiment(write_file("good.toml", kGood), registry());
+  EXPECT_EQ(e.name, "two-seeds");
+  ASSERT_EQ(e.jobs.size(), 2u);
+  const auto& job = e.jobs[0];
+  EXPECT_EQ(job.method, "softmax");
+  EXPECT_EQ(job.dataset, "listops");
+  EXPECT_EQ(job.seed, 1);
+  EXPECT_EQ(job.model.integer("layers"), 1);
+  EXPECT_EQ(job.model.integer("dim"), 64);              // default
+  EXPECT_EQ(job.train.integer("steps"), 30);
+  EXPECT_DOUBLE_EQ(job.train.real("lr"), 0.003);        // method beats dataset beats [train]
+  EXPECT_EQ(job.train.integer("batch_size"), 4);        // from the dataset's override
+  EXPECT_DOUBLE_EQ(job.method_params.real("dropout"), 0.1);
+  EXPECT_EQ(job.dataset_params.integer("max_len"), 64);
+  EXPECT_NE(e.jobs[0].config_hash, e.jobs[1].config_hash);  // the seed is part of the identity
+  EXPECT_EQ(job.config_hash.size(), 64u);
+  bool found = false;
+  for (const auto& [k, v] : job.flat) found |= k == "methods.softmax.dropout" && v == "0.1";
+  EXPECT_TRUE(found);
+}
+
+TEST(Experiment, ResolvedConfigRoundTripsToTheSameJob) {
+  const auto e = load_experiment(write_file("good.toml", kGood), registry());
+  const auto back = parse_job_config(e.jobs[1].config_toml, "job 2", registry());
+  EXPECT_EQ(back.config_toml, e.jobs[1].config_toml);
+  EXPECT_EQ(back.config_hash, e.jobs[1].config_hash);
+  EXPECT_EQ(back.seed, 2);
+  EXPECT_DOUBLE_EQ(back.train.real("lr"), 0.003);
+}
+
+TEST(Experiment, ErrorsNameFileLineAndKey) {
+  const auto file = (fs::temp_directory_path() / ("attnlab-exp-" + std::to_string(getpid())) / "bad.toml").string();
+  EXPECT_EQ(error_of("[train]\nsteps = 10\nlrr = 0.1\n[methods.softmax]\n[datasets.listops]\n"),
+            file + ":3: [train] lrr: unknown key (known: steps, batch_size, grad_accum, lr, weight_decay, beta1, beta2, "
+                   "eps, warmup, decay, clip_norm, eval_every, eval_batches, log_every)");
+  EXPECT_EQ(error_of("[train]\nsteps = \"ten\"\n[methods.softmax]\n[datasets.listops]\n"),
+            file + ":2: [train] steps: expected an integer, got a string");
+  EXPECT_EQ(error_of("[model]\npooling = \"max\"\n[methods.softmax]\n[datasets.listops]\n"),
+            file + ":2: [model] pooling: 'max' is not one of mean|cls");
+  EXPECT_EQ(error_of("[methods.softmax]\ndropout = 2.0\n[datasets.listops]\n"),
+            file + ":2: [methods.softmax] dropout: 2 is out of range [0, 0.99] (attention plugin softmax)");
+  EXPECT_EQ(error_of("[methods.softmax]\nlandmarks = 3\n[datasets.listops]\n"),
+            file + ":2: [methods.softmax] landmarks: unknown key (attention plugin softmax) (known: dropout, model, train)");
+  EXPECT_EQ(error_of("[methods.softmax]\n[methods.nope]\n[datasets.listops]\n"),
+            file + ":2: [methods.nope] no attention plugin named 'nope' (found: softmax)");
+  EXPECT_EQ(error_of("[methods.softmax]\n[datasets.listops]\n[trainn]\n"),
+            file + ":3: trainn: unknown section (known: experiment, model, train, methods, datasets)");
+  EXPECT_EQ(error_of("[experiment]\nseeds = []\n[methods.softmax]\n[datasets.listops]\n"),
+            file + ":2: [experiment] seeds: expected a non-empty array of integers");
+  EXPECT_EQ(error_of("[datasets.listops]\n"), file + ": no [methods.NAME] table: name at least one attention plugin");
+  EXPECT_EQ(error_of("[model]\ndim = 10\nheads = 3\n[methods.softmax]\n[datasets.listops]\n"),
+            file + ": [methods.softmax x datasets.listops] head_dim: 0 needs dim divisible by heads");
+  const auto syntax = error_of("[train\nsteps = 1\n");
+  EXPECT_EQ(syntax.rfind(file + ":1:", 0), 0u) << syntax;
+  EXPECT_NE(syntax.find("TOML syntax"), std::string::npos);
+  EXPECT_EQ(error_of("[train]\nsteps = 0\n[methods.softmax]\n[datasets.listops]\n"),
+            file + ":2: [train] steps: 0 is out of range [1, 2147483647]");
+}
+
+TEST(Experiment, MissingFileIsOneLine) {
+  try {
+    load_experiment("/nonexistent/x.toml", registry());
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "/nonexistent/x.toml: cannot read the experiment file");
+  }
+}
+
+}  // namespace
+}  // namespace attnlab

@@ -1,0 +1,2 @@
+// A shared library that is not an attnlab plugin.
+extern "C" int some_function() { return 42; }

@@ -1,0 +1,638 @@
+// Tests of attnlab::store::Database against real SQLite files in a fresh temporary directory.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "attnlab/store.hpp"
+
+namespace fs = std::filesystem;
+using attnlab::store::AddedJob;
+using attnlab::store::CurvePoint;
+using attnlab::store::Database;
+using attnlab::store::JobSpec;
+using attnlab::store::PluginFile;
+using attnlab::store::RunEnvironment;
+using attnlab::store::RunSummary;
+using attnlab::store::StoreError;
+
+namespace {
+
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Runs one query with no parameters on a raw handle; returns the first column of each row as text
+// ("NULL" for NULL).
+std::vector<std::string> query(sqlite3* db, const std::string& sql) {
+  sqlite3_stmt* st = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  std::vector<std::string> rows;
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    const auto* text = sqlite3_column_text(st, 0);
+    rows.emplace_back(text ? reinterpret_cast<const char*>(text) : "NULL");
+  }
+  EXPECT_EQ(rc, SQLITE_DONE) << sqlite3_errmsg(db);
+  sqlite3_finalize(st);
+  return rows;
+}
+
+std::string query_one(sqlite3* db, const std::string& sql) {
+  auto rows = query(db, sql);
+  EXPECT_EQ(rows.size(), 1u) << sql;
+  return rows.empty() ? std::string() : rows.front();
+}
+
+// Runs SQL on the file through a separate, raw connection.
+void raw_exec(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* err = nullptr;
+  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+  EXPECT_EQ(rc, SQLITE_OK) << (err ? err : "");
+  sqlite3_free(err);
+  sqlite3_close(db);
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+bool is_timestamp(const std::string& s) {
+  static const std::regex iso(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z)");
+  return std::regex_match(s, iso);
+}
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "attnlab-store-test-XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  std::string file(const std::string& name) const { return (dir_ / name).string(); }
+
+  static JobSpec spec(std::int64_t experiment_id, const std::string& hash, std::int64_t seed = 1) {
+    JobSpec s;
+    s.experiment_id = experiment_id;
+    s.method = "softmax";
+    s.dataset = "listops";
+    s.seed = seed;
+    s.config_toml = "[train]\nlr = 0.0001\n";
+    s.config_hash = hash;
+    s.params = {{"train.lr", "0.0001"}, {"model.layers", "2"}};
+    return s;
+  }
+
+  static RunEnvironment env() {
+    RunEnvironment e;
+    e.host = "node7";
+    e.device = "cuda:0";
+    e.device_name = "NVIDIA H100 80GB HBM3";
+    e.torch_version = "2.3.1";
+    e.attnlab_version = "0.1.0";
+    e.git_revision = "abc123";
+    e.threads = 16;
+    e.plugins = {{"attention", "softmax", "1.0", "/build/plugins/libsoftmax.so", std::string(64, 'a')},
+                 {"dataset", "listops", "0.2", "/build/datasets/liblistops.so", std::string(64, 'b')}};
+    return e;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(StoreTest, MigratesNewFileToVersion1) {
+  const std::string path = file("new.db");
+  Database db(path);
+  EXPECT_EQ(db.path(), path);
+  EXPECT_EQ(db.schema_version(), 1);
+  EXPECT_EQ(query_one(db.handle(), "PRAGMA user_version"), "1");
+  EXPECT_EQ(query_one(db.handle(), "PRAGMA journal_mode"), "wal");
+  EXPECT_EQ(query_one(db.handle(), "PRAGMA foreign_keys"), "1");
+
+  auto tables = query(db.handle(), "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name");
+  EXPECT_EQ(tables, (std::vector<std::string>{"curves", "experiments", "job_params", "jobs", "results",
+                                              "run_plugins", "runs"}));
+  EXPECT_EQ(query(db.handle(), "SELECT name FROM sqlite_master WHERE type = 'view'"),
+            std::vector<std::string>{"run_summary"});
+  auto view_columns = query(db.handle(), "SELECT name FROM pragma_table_info('run_summary')");
+  EXPECT_EQ(view_columns,
+            (std::vector<std::string>{"run_id", "job_id", "experiment", "method", "dataset", "seed", "attempt",
+                                      "status", "device", "started_at", "finished_at", "error", "test_acc",
+                                      "best_val_acc", "wall_seconds", "steps_per_second", "peak_memory_bytes",
+                                      "param_count", "majority_rate"}));
+  EXPECT_EQ(query_one(db.handle(), "PRAGMA integrity_check"), "ok");
+}
+
+TEST_F(StoreTest, MigratesExistingEmptyFile) {
+  const std::string path = file("empty.db");
+  std::ofstream(path).close();
+  ASSERT_EQ(fs::file_size(path), 0u);
+  Database db(path);
+  EXPECT_EQ(db.schema_version(), 1);
+}
+
+TEST_F(StoreTest, ReopenKeepsDataWithoutMigratingAgain) {
+  const std::string path = file("reopen.db");
+  std::int64_t exp = 0;
+  std::string schema_before;
+  {
+    Database db(path);
+    exp = db.add_experiment("first", "exp/first.toml", "x = 1");
+    db.add_job(spec(exp, "h1"));
+    schema_before = query_one(db.handle(), "SELECT group_concat(sql, ';') FROM sqlite_master");
+  }
+  Database db(path);  // re-running migration 1 would fail on CREATE TABLE
+  EXPECT_EQ(db.schema_version(), 1);
+  EXPECT_EQ(query_one(db.handle(), "SELECT group_concat(sql, ';') FROM sqlite_master"), schema_before);
+  EXPECT_EQ(query_one(db.handle(), "SELECT name || '|' || source_path || '|' || config_text FROM experiments"),
+            "first|exp/first.toml|x = 1");
+  auto jobs = db.jobs_of_experiment(exp);
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0].config_hash, "h1");
+}
+
+TEST_F(StoreTest, RefusesNewerSchemaNamingFileAndVersions) {
+  const std::string path = file("future.db");
+  { Database db(path); }
+  raw_exec(path, "PRAGMA user_version = 7");
+  try {
+    Database db(path);
+    FAIL() << "opened a database from the future";
+  } catch (const StoreError& e) {
+    EXPECT_EQ(std::string(e.what()), path + ": database schema version 7 is newer than this attnlab knows (1)");
+  }
+  // Left untouched.
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
+  EXPECT_EQ(query_one(raw, "PRAGMA user_version"), "7");
+  sqlite3_close(raw);
+}
+
+TEST_F(StoreTest, RefusesTextFileAndLeavesItAlone) {
+  for (const std::string& text : {std::string("not a db\n"), std::string(5000, 'x') + "\n"}) {
+    const std::string path = file("notes.txt");
+    std::ofstream(path, std::ios::binary) << text;
+    try {
+      Database db(path);
+      FAIL() << "opened a text file";
+    } catch (const StoreError& e) {
+      const std::string msg = e.what();
+      EXPECT_EQ(msg, path + ": not an attnlab database (file is not a database)");
+      EXPECT_EQ(msg.find('\n'), std::string::npos);
+    }
+    EXPECT_EQ(read_file(path), text);
+    EXPECT_FALSE(fs::exists(path + "-wal"));
+  }
+}
+
+TEST_F(StoreTest, RefusesForeignSqliteDatabase) {
+  const std::string path = file("other.db");
+  raw_exec(path, "CREATE TABLE jobs (x); INSERT INTO jobs VALUES (42)");
+  try {
+    Database db(path);
+    FAIL() << "migrated someone else's database";
+  } catch (const StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find(path + ": not an attnlab database"), std::string::npos) << e.what();
+  }
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
+  EXPECT_EQ(query_one(raw, "SELECT x FROM jobs"), "42");
+  EXPECT_EQ(query_one(raw, "PRAGMA user_version"), "0");
+  sqlite3_close(raw);
+}
+
+TEST_F(StoreTest, RefusesUnopenablePath) {
+  const std::string path = file("no/such/dir/x.db");
+  try {
+    Database db(path);
+    FAIL();
+  } catch (const StoreError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind(path + ": ", 0), 0u) << e.what();
+  }
+}
+
+TEST_F(StoreTest, FullRoundTrip) {
+  const std::string path = file("round.db");
+  Database db(path);
+  const auto exp = db.add_experiment("lra-small", "experiments/lra.toml", "[experiment]\nname = 'lra-small'\n");
+  EXPECT_GT(exp, 0);
+  EXPECT_TRUE(is_timestamp(query_one(db.handle(), "SELECT created_at FROM experiments")));
+
+  const AddedJob added = db.add_job(spec(exp, "hash-1", 3));
+  EXPECT_FALSE(added.existed);
+  EXPECT_EQ(added.state, "queued");
+  auto job = db.job(added.job_id);
+  EXPECT_EQ(job.id, added.job_id);
+  EXPECT_EQ(job.experiment_id, exp);
+  EXPECT_EQ(job.method, "softmax");
+  EXPECT_EQ(job.dataset, "listops");
+  EXPECT_EQ(job.seed, 3);
+  EXPECT_EQ(job.config_toml, "[train]\nlr = 0.0001\n");
+  EXPECT_EQ(job.config_hash, "hash-1");
+  EXPECT_EQ(job.state, "queued");
+  EXPECT_EQ(query(db.handle(), "SELECT key || '=' || value FROM job_params ORDER BY key"),
+            (std::vector<std::string>{"model.layers=2", "train.lr=0.0001"}));
+  EXPECT_TRUE(is_timestamp(query_one(db.handle(), "SELECT created_at FROM jobs")));
+
+  const auto run = db.start_run(added.job_id, env(), 4242);
+  EXPECT_EQ(db.job(added.job_id).state, "running");
+  EXPECT_EQ(query_one(db.handle(),
+                      "SELECT host || '|' || device || '|' || device_name || '|' || torch_version || '|' || "
+                      "attnlab_version || '|' || git_revision || '|' || threads || '|' || pid FROM runs"),
+            "node7|cuda:0|NVIDIA H100 80GB HBM3|2.3.1|0.1.0|abc123|16|4242");
+
+  const std::vector<CurvePoint> points = {
+      {0, "train", "loss", 2.5, 0.1},   {100, "train", "loss", 1.25, 10.5}, {100, "val", "acc", 0.5, 11.0},
+      {200, "train", "loss", kNaN, 20.0}, {200, "val", "acc", 0.75, 21.0},
+  };
+  db.append_curve(run, {points[0], points[1]});
+  db.append_curve(run, {points[2], points[3], points[4]});
+  db.append_curve(run, {});
+  EXPECT_EQ(query_one(db.handle(), "SELECT quote(value) FROM curves WHERE step = 200 AND split = 'train'"), "NULL");
+
+  const std::vector<std::pair<std::string, double>> results = {
+      {"test_acc", 0.8125}, {"best_val_acc", 0.75}, {"test_loss", kNaN}, {"peak_memory_bytes", 123456789.0}};
+  db.finish_run(run, "done", results, "", "ckpt/run1.pt");
+  EXPECT_EQ(db.job(added.job_id).state, "done");
+
+  auto summaries = db.run_summaries();
+  ASSERT_EQ(summaries.size(), 1u);
+  const RunSummary& s = summaries[0];
+  EXPECT_EQ(s.run_id, run);
+  EXPECT_EQ(s.job_id, added.job_id);
+  EXPECT_EQ(s.experiment, "lra-small");
+  EXPECT_EQ(s.method, "softmax");
+  EXPECT_EQ(s.dataset, "listops");
+  EXPECT_EQ(s.seed, 3);
+  EXPECT_EQ(s.attempt, 1);
+  EXPECT_EQ(s.status, "done");
+  EXPECT_EQ(s.device, "cuda:0");
+  EXPECT_EQ(s.error, "");
+  EXPECT_TRUE(is_timestamp(s.started_at)) << s.started_at;
+  EXPECT_TRUE(is_timestamp(s.finished_at)) << s.finished_at;
+  EXPECT_LE(s.started_at, s.finished_at);
+  ASSERT_EQ(s.results.size(), 4u);  // sorted by name
+  EXPECT_EQ(s.results[0], (std::pair<std::string, double>{"best_val_acc", 0.75}));
+  EXPECT_EQ(s.results[1], (std::pair<std::string, double>{"peak_memory_bytes", 123456789.0}));
+  EXPECT_EQ(s.results[2], (std::pair<std::string, double>{"test_acc", 0.8125}));
+  EXPECT_EQ(s.results[3].first, "test_loss");
+  EXPECT_TRUE(std::isnan(s.results[3].second));
+  EXPECT_EQ(s.result("test_acc"), 0.8125);
+  EXPECT_TRUE(s.result("test_loss").has_value());
+  EXPECT_FALSE(s.result("param_count").has_value());
+  EXPECT_EQ(query_one(db.handle(), "SELECT checkpoint_path || '|' || quote(error) FROM runs"), "ckpt/run1.pt|NULL");
+
+  // The view pivots the same numbers.
+  EXPECT_EQ(query_one(db.handle(),
+                      "SELECT experiment || '|' || method || '|' || seed || '|' || status || '|' || test_acc || "
+                      "'|' || best_val_acc || '|' || peak_memory_bytes || '|' || quote(param_count) "
+                      "FROM run_summary"),
+            "lra-small|softmax|3|done|0.8125|0.75|123456789.0|NULL");
+
+  auto curve = db.curve(run);  // ordered by split, name, step
+  ASSERT_EQ(curve.size(), 5u);
+  const std::vector<int> order = {0, 1, 3, 2, 4};
+  for (std::size_t i = 0; i < curve.size(); ++i) {
+    const CurvePoint& want = points[static_cast<std::size_t>(order[i])];
+    EXPECT_EQ(curve[i].step, want.step) << i;
+    EXPECT_EQ(curve[i].split, want.split) << i;
+    EXPECT_EQ(curve[i].name, want.name) << i;
+    if (std::isnan(want.value))
+      EXPECT_TRUE(std::isnan(curve[i].value)) << i;
+    else
+      EXPECT_EQ(curve[i].value, want.value) << i;
+    EXPECT_EQ(curve[i].wall_seconds, want.wall_seconds) << i;
+  }
+
+  auto plugins = db.run_plugins(run);
+  ASSERT_EQ(plugins.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(plugins[i].kind, env().plugins[i].kind);
+    EXPECT_EQ(plugins[i].name, env().plugins[i].name);
+    EXPECT_EQ(plugins[i].version, env().plugins[i].version);
+    EXPECT_EQ(plugins[i].path, env().plugins[i].path);
+    EXPECT_EQ(plugins[i].sha256, env().plugins[i].sha256);
+  }
+  EXPECT_EQ(db.latest_run_of_job(added.job_id), run);
+  EXPECT_TRUE(query(db.handle(), "PRAGMA foreign_key_check").empty());
+}
+
+TEST_F(StoreTest, CurvePointsReplaceSameKey) {
+  Database db(file("replace.db"));
+  const auto job = db.add_job(spec(db.add_experiment("e", "", "c"), "h")).job_id;
+  const auto run = db.start_run(job, env(), 1);
+  db.append_curve(run, {{10, "val", "acc", 0.5, 1.0}});
+  db.append_curve(run, {{10, "val", "acc", 0.625, 2.0}});
+  auto curve = db.curve(run);
+  ASSERT_EQ(curve.size(), 1u);
+  EXPECT_EQ(curve[0].value, 0.625);
+  EXPECT_EQ(curve[0].wall_seconds, 2.0);
+}
+
+TEST_F(StoreTest, AddJobTwiceWithSameHashReturnsExisting) {
+  Database db(file("dup.db"));
+  const auto exp = db.add_experiment("e", "", "c");
+  const AddedJob first = db.add_job(spec(exp, "same-hash"));
+  db.start_run(first.job_id, env(), 1);
+  JobSpec other = spec(exp, "same-hash");
+  other.method = "linear";
+  other.params = {{"only", "this"}};
+  const AddedJob second = db.add_job(other);
+  EXPECT_TRUE(second.existed);
+  EXPECT_EQ(second.job_id, first.job_id);
+  EXPECT_EQ(second.state, "running");
+  EXPECT_EQ(query_one(db.handle(), "SELECT count(*) FROM jobs"), "1");
+  EXPECT_EQ(query_one(db.handle(), "SELECT count(*) FROM job_params"), "2");
+  EXPECT_EQ(db.job(first.job_id).method, "softmax");
+
+  const AddedJob third = db.add_job(spec(exp, "other-hash", 2));
+  EXPECT_FALSE(third.existed);
+  EXPECT_NE(third.job_id, first.job_id);
+  auto jobs = db.jobs_of_experiment(exp);
+  ASSERT_EQ(jobs.size(), 2u);
+  EXPECT_EQ(jobs[0].id, first.job_id);
+  EXPECT_EQ(jobs[1].id, third.job_id);
+}
+
+TEST_F(StoreTest, AddJobIsAtomic) {
+  Database db(file("atomic.db"));
+  const auto exp = db.add_experiment("e", "", "c");
+  JobSpec bad = spec(exp, "h");
+  bad.params = {{"k", "1"}, {"k", "2"}};  // duplicate key: the second insert fails
+  EXPECT_THROW(db.add_job(bad), StoreError);
+  EXPECT_EQ(query_one(db.handle(), "SELECT count(*) FROM jobs"), "0");
+  EXPECT_EQ(query_one(db.handle(), "SELECT count(*) FROM job_params"), "0");
+  // The connection is usable afterwards (no transaction left open).
+  EXPECT_FALSE(db.add_job(spec(exp, "h")).existed);
+}
+
+TEST_F(StoreTest, AttemptsCountUp) {
+  Database db(file("attempts.db"));
+  const auto job = db.add_job(spec(db.add_experiment("e", "", "c"), "h")).job_id;
+  EXPECT_EQ(db.latest_run_of_job(job), std::nullopt);
+  const auto r1 = db.start_run(job, env(), 1);
+  db.finish_run(r1, "failed", {}, "boom", "");
+  EXPECT_EQ(db.job(job).state, "failed");
+  const auto r2 = db.start_run(job, env(), 2);
+  db.finish_run(r2, "interrupted", {}, "SIGINT", "");
+  EXPECT_EQ(db.job(job).state, "queued");
+  const auto r3 = db.start_run(job, env(), 3);
+  EXPECT_EQ(db.latest_run_of_job(job), r3);
+  auto s = db.run_summaries();
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_EQ(s[0].attempt, 1);
+  EXPECT_EQ(s[1].attempt, 2);
+  EXPECT_EQ(s[2].attempt, 3);
+  EXPECT_EQ(s[0].error, "boom");
+  EXPECT_EQ(s[1].status, "interrupted");
+  EXPECT_EQ(s[2].status, "running");
+}
+
+TEST_F(StoreTest, RequeueAndStatusMapping) {
+  Database db(file("requeue.db"));
+  const auto exp = db.add_experiment("e", "", "c");
+  for (const std::string status : {"done", "failed", "diverged", "oom"}) {
+    const auto job = db.add_job(spec(exp, "h-" + status)).job_id;
+    db.finish_run(db.start_run(job, env(), 1), status, {}, "", "");
+    EXPECT_EQ(db.job(job).state, status);
+    db.requeue_job(job);
+    EXPECT_EQ(db.job(job).state, "queued");
+  }
+}
+
+TEST_F(StoreTest, RejectsBadInput) {
+  Database db(file("bad.db"));
+  const auto exp = db.add_experiment("e", "", "c");
+  const auto job = db.add_job(spec(exp, "h")).job_id;
+  const auto run = db.start_run(job, env(), 1);
+  EXPECT_THROW(db.finish_run(run, "running", {}, "", ""), StoreError);
+  EXPECT_THROW(db.finish_run(run, "bogus", {}, "", ""), StoreError);
+  EXPECT_THROW(db.fail_run_if_unfinished(run, "bogus", ""), StoreError);
+  EXPECT_THROW(db.finish_run(run + 100, "done", {}, "", ""), StoreError);
+  EXPECT_THROW(db.job(job + 100), StoreError);
+  EXPECT_THROW(db.requeue_job(job + 100), StoreError);
+  EXPECT_THROW(db.start_run(job + 100, env(), 1), StoreError);
+  EXPECT_THROW(db.add_job(spec(exp + 100, "h2")), StoreError);  // foreign key
+  EXPECT_THROW(db.append_curve(run + 100, {{1, "train", "loss", 1.0, 1.0}}), StoreError);
+  try {
+    db.add_job(spec(exp + 100, "h3"));
+  } catch (const StoreError& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.rfind(db.path() + ": ", 0), 0u) << msg;
+    EXPECT_NE(msg.find("FOREIGN KEY constraint failed"), std::string::npos) << msg;
+  }
+  auto s = db.run_summaries();
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].status, "running");
+  EXPECT_EQ(query_one(db.handle(), "SELECT count(*) FROM curves"), "0");
+}
+
+TEST_F(StoreTest, FailRunIfUnfinished) {
+  Database db(file("fail.db"));
+  const auto exp = db.add_experiment("e", "", "c");
+  const auto job_a = db.add_job(spec(exp, "a")).job_id;
+  const auto job_b = db.add_job(spec(exp, "b")).job_id;
+  const auto running = db.start_run(job_a, env(), 1);
+  const auto finished = db.start_run(job_b, env(), 2);
+  db.finish_run(finished, "done", {{"test_acc", 0.9}}, "", "");
+
+  EXPECT_TRUE(db.fail_run_if_unfinished(running, "failed", "exit code 139"));
+  EXPECT_FALSE(db.fail_run_if_unfinished(running, "failed", "again"));
+  EXPECT_FALSE(db.fail_run_if_unfinished(finished, "failed", "should not stick"));
+
+  auto s = db.run_summaries();
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].status, "failed");
+  EXPECT_EQ(s[0].error, "exit code 139");
+  EXPECT_TRUE(is_timestamp(s[0].finished_at));
+  EXPECT_EQ(db.job(job_a).state, "failed");
+  EXPECT_EQ(s[1].status, "done");
+  EXPECT_EQ(s[1].error, "");
+  EXPECT_EQ(s[1].result("test_acc"), 0.9);
+  EXPECT_EQ(db.job(job_b).state, "done");
+
+  // An interrupted crash puts the job back in the queue.
+  const auto again = db.start_run(job_a, env(), 3);
+  EXPECT_TRUE(db.fail_run_if_unfinished(again, "interrupted", "SIGTERM"));
+  EXPECT_EQ(db.job(job_a).state, "queued");
+}
+
+TEST_F(StoreTest, UnfinishedRunSurvivesCloseAndReopen) {
+  const std::string path = file("crash.db");
+  std::int64_t run = 0, job = 0;
+  {
+    Database db(path);
+    job = db.add_job(spec(db.add_experiment("e", "", "c"), "h")).job_id;
+    run = db.start_run(job, env(), 99);
+    db.append_curve(run, {{1, "train", "loss", 3.0, 0.5}});
+  }  // never finished
+  Database db(path);
+  auto s = db.run_summaries();
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].status, "running");
+  EXPECT_EQ(s[0].finished_at, "");
+  EXPECT_TRUE(s[0].results.empty());
+  EXPECT_EQ(db.curve(run).size(), 1u);
+  EXPECT_EQ(db.job(job).state, "running");
+  EXPECT_EQ(query_one(db.handle(), "PRAGMA integrity_check"), "ok");
+}
+
+TEST_F(StoreTest, RunOfKilledProcessSurvives) {
+  const std::string path = file("killed.db");
+  std::int64_t job = 0;
+  {
+    Database db(path);
+    job = db.add_job(spec(db.add_experiment("e", "", "c"), "h")).job_id;
+  }
+  const pid_t child = fork();
+  ASSERT_NE(child, -1);
+  if (child == 0) {
+    try {
+      Database db(path);
+      const auto run = db.start_run(job, env(), getpid());
+      db.append_curve(run, {{1, "train", "loss", 3.0, 0.5}, {2, "train", "loss", 2.0, 1.0}});
+    } catch (...) {
+      _exit(3);
+    }
+    kill(getpid(), SIGKILL);  // no destructors, no close: the WAL stays as it is
+    _exit(4);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "child status " << status;
+
+  Database db(path);
+  EXPECT_EQ(query_one(db.handle(), "PRAGMA integrity_check"), "ok");
+  const auto run = db.latest_run_of_job(job);
+  ASSERT_TRUE(run.has_value());
+  auto s = db.run_summaries();
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].status, "running");
+  EXPECT_EQ(s[0].finished_at, "");
+  EXPECT_EQ(db.curve(*run).size(), 2u);
+  EXPECT_TRUE(db.fail_run_if_unfinished(*run, "failed", "killed by signal 9"));
+  EXPECT_EQ(db.job(job).state, "failed");
+}
+
+TEST_F(StoreTest, ConcurrentProcessesCreateOneDatabase) {
+  const std::string path = file("race.db");
+  constexpr int kChildren = 6;
+  std::vector<pid_t> children;
+  for (int i = 0; i < kChildren; ++i) {
+    const pid_t child = fork();
+    ASSERT_NE(child, -1);
+    if (child == 0) {
+      int code = 0;
+      try {
+        Database db(path);
+        const auto exp = db.add_experiment("e" + std::to_string(i), "", "c");
+        db.start_run(db.add_job(spec(exp, "h" + std::to_string(i))).job_id, env(), getpid());
+      } catch (const std::exception& e) {
+        fprintf(stderr, "child %d: %s\n", i, e.what());
+        code = 1;
+      }
+      _exit(code);
+    }
+    children.push_back(child);
+  }
+  for (pid_t child : children) {
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  }
+  Database db(path);
+  EXPECT_EQ(db.schema_version(), 1);
+  EXPECT_EQ(db.run_summaries().size(), static_cast<std::size_t>(kChildren));
+  EXPECT_EQ(query_one(db.handle(), "PRAGMA integrity_check"), "ok");
+}
+
+TEST_F(StoreTest, TextWithQuotesIsBoundNotSpliced) {
+  const std::string evil = "it's \"quoted\" '; DROP TABLE runs; --";
+  Database db(file("quotes.db"));
+  const auto exp = db.add_experiment(evil, evil, evil);
+  JobSpec js = spec(exp, evil);
+  js.method = evil;
+  js.dataset = evil;
+  js.config_toml = evil;
+  js.params = {{evil, evil}};
+  const auto job = db.add_job(js).job_id;
+  RunEnvironment e = env();
+  e.host = evil;
+  e.plugins = {{"attention", evil, evil, evil, evil}};
+  const auto run = db.start_run(job, e, 1);
+  db.append_curve(run, {{1, evil, evil, 1.0, 1.0}});
+  db.finish_run(run, "failed", {{evil, 1.0}}, evil, evil);
+
+  EXPECT_EQ(query(db.handle(), "SELECT name FROM sqlite_master WHERE name = 'runs'"),
+            std::vector<std::string>{"runs"});
+  EXPECT_TRUE(db.add_job(js).existed);
+  const auto j = db.job(job);
+  EXPECT_EQ(j.method, evil);
+  EXPECT_EQ(j.dataset, evil);
+  EXPECT_EQ(j.config_toml, evil);
+  EXPECT_EQ(j.config_hash, evil);
+  auto s = db.run_summaries(exp);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].experiment, evil);
+  EXPECT_EQ(s[0].method, evil);
+  EXPECT_EQ(s[0].error, evil);
+  EXPECT_EQ(s[0].result(evil), 1.0);
+  auto c = db.curve(run);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].split, evil);
+  EXPECT_EQ(c[0].name, evil);
+  auto p = db.run_plugins(run);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].name, evil);
+  EXPECT_EQ(p[0].sha256, evil);
+  EXPECT_EQ(query_one(db.handle(), "SELECT key FROM job_params"), evil);
+  EXPECT_EQ(query_one(db.handle(), "SELECT host FROM runs"), evil);
+  EXPECT_EQ(query_one(db.handle(), "SELECT checkpoint_path FROM runs"), evil);
+}
+
+TEST_F(StoreTest, RunSummariesFilterByExperiment) {
+  Database db(file("filter.db"));
+  const auto e1 = db.add_experiment("one", "", "c");
+  const auto e2 = db.add_experiment("two", "", "c");
+  const auto r1 = db.start_run(db.add_job(spec(e1, "a")).job_id, env(), 1);
+  const auto r2 = db.start_run(db.add_job(spec(e2, "b")).job_id, env(), 1);
+  const auto r3 = db.start_run(db.add_job(spec(e1, "c")).job_id, env(), 1);
+  auto ids = [](const std::vector<RunSummary>& v) {
+    std::vector<std::int64_t> out;
+    for (const auto& s : v) out.push_back(s.run_id);
+    return out;
+  };
+  EXPECT_EQ(ids(db.run_summaries()), (std::vector<std::int64_t>{r1, r2, r3}));
+  EXPECT_EQ(ids(db.run_summaries(e1)), (std::vector<std::int64_t>{r1, r3}));
+  EXPECT_EQ(ids(db.run_summaries(e2)), (std::vector<std::int64_t>{r2}));
+  EXPECT_TRUE(db.run_summaries(e2 + 10).empty());
+}
+
+TEST_F(StoreTest, TwoConnectionsSeeEachOther) {
+  const std::string path = file("shared.db");
+  Database a(path);
+  Database b(path);
+  const auto exp = a.add_experiment("e", "", "c");
+  const auto job = b.add_job(spec(exp, "h")).job_id;
+  EXPECT_EQ(a.job(job).config_hash, "h");
+  EXPECT_EQ(b.schema_version(), 1);
+}
+
+}  // namespace
