@@ -112,7 +112,7 @@ int cmd_plugins(const Args& args) {
         std::cout << "    - " << s.name << " (" << to_string(s.type) << ", default " << s.default_value;
         if (s.choices) std::cout << ", one of " << s.choices;
         else if (s.type == ParamType::integer || s.type == ParamType::real)
-          std::cout << ", range [" << s.min_value << ", " << s.max_value << "]";
+          std::cout << ", range [" << format_number(s.min_value) << ", " << format_number(s.max_value) << "]";
         std::cout << "): " << s.doc << "\n";
       }
     }
@@ -174,14 +174,14 @@ int cmd_run(const Args& args, const std::string& self_exe) {
     job_ids.push_back(added.job_id);
     if (added.existed && added.state == "done" && !vm.count("rerun")) {
       std::cout << "job " << added.job_id << " (" << job.method << "/" << job.dataset << " seed " << job.seed
-                << ") is already done; --rerun runs it again\n";
+                << ") is already done; --rerun runs it again" << std::endl;
       continue;
     }
     if (added.existed) db.requeue_job(added.job_id);
     to_run.push_back(added.job_id);
   }
   std::cout << "experiment '" << experiment.name << "': " << experiment.jobs.size() << " job(s), " << to_run.size()
-            << " to run, database " << db_path << "\n";
+            << " to run, database " << db_path << std::endl;  // flushed: job processes share stdout
 
   std::signal(SIGINT, forward_signal);
   std::signal(SIGTERM, forward_signal);

@@ -93,8 +93,8 @@ bool PluginRegistry::load_file(const std::string& path) {
     return refuse("unknown plugin kind " + std::to_string(static_cast<unsigned>(info->kind)));
   if (!info->name || !*info->name) return refuse("the descriptor has no name");
   if (const auto* other = find(info->kind, info->name))
-    return refuse(std::string("a ") + to_string(info->kind) + " plugin named '" + info->name + "' is already loaded from " +
-                  other->path + "; this one is ignored");
+    return refuse(std::string("the name '") + info->name + "' is taken by the " + to_string(info->kind) +
+                  " plugin already loaded from " + other->path + "; this one is ignored");
   if (!library.has(ATTNLAB_FACTORY_SYMBOL))
     return refuse("the descriptor is there but the factory " ATTNLAB_FACTORY_SYMBOL " is missing");
   try {

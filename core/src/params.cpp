@@ -37,12 +37,14 @@ bool in_choices(const char* choices, const std::string& value) {
   return false;
 }
 
-std::string format_bound(double x) {
-  char buf[32];
-  return std::string(buf, std::to_chars(buf, buf + sizeof buf, x).ptr);  // 2147483647, not 2.14748e+09
-}
-
 }  // namespace
+
+std::string format_number(double x) {
+  // whole numbers as integers (1000000, not 1e+06); others as the shortest round trip
+  if (std::isfinite(x) && x == std::floor(x) && std::fabs(x) < 1e15) return std::to_string(static_cast<std::int64_t>(x));
+  char buf[32];
+  return std::string(buf, std::to_chars(buf, buf + sizeof buf, x).ptr);
+}
 
 ParamValues ParamValues::defaults(const ParamSpec* specs, std::size_t count) {
   ParamValues values;
@@ -115,8 +117,8 @@ ParamValue check_param(const ParamSpec& spec, const ParamValue& value) {
       auto p = std::get_if<std::int64_t>(&value);
       if (!p) throw ParamError(where + "expected an integer, got a " + type_name(value));
       if (*p < spec.min_value || *p > spec.max_value)
-        throw ParamError(where + std::to_string(*p) + " is out of range [" + format_bound(spec.min_value) + ", " +
-                         format_bound(spec.max_value) + "]");
+        throw ParamError(where + std::to_string(*p) + " is out of range [" + format_number(spec.min_value) + ", " +
+                         format_number(spec.max_value) + "]");
       return *p;
     }
     case ParamType::real: {
@@ -125,8 +127,8 @@ ParamValue check_param(const ParamSpec& spec, const ParamValue& value) {
       else if (auto q = std::get_if<std::int64_t>(&value)) v = static_cast<double>(*q);
       else throw ParamError(where + "expected a real number, got a " + type_name(value));
       if (!std::isfinite(v) || v < spec.min_value || v > spec.max_value)
-        throw ParamError(where + format_bound(v) + " is out of range [" + format_bound(spec.min_value) + ", " +
-                         format_bound(spec.max_value) + "]");
+        throw ParamError(where + format_number(v) + " is out of range [" + format_number(spec.min_value) + ", " +
+                         format_number(spec.max_value) + "]");
       return v;
     }
     case ParamType::boolean:

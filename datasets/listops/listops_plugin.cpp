@@ -78,6 +78,7 @@ class ListOpsDataset final : public Dataset {
       generate_ = false;
       dir_ = params.string("path");
       if (dir_.empty()) throw ParamError("path: must name the directory with the LRA files when source = \"files\"");
+      if (!std::filesystem::is_directory(dir_)) throw DataError(dir_ + ": no such directory (listops path)");
     } else if (source == "generate") {
       generate_ = true;
       try {

@@ -50,5 +50,7 @@ const ParamSpec* find_param(const ParamSpec* specs, std::size_t count, const std
 // "128", "0.1", "true", "\"mean\"": how a value is written back to TOML.
 std::string to_toml(const ParamValue& value);
 std::string to_text(const ParamValue& value);
+// Bounds and other numbers for people: 1000000, 0.99, 1e-08.
+std::string format_number(double x);
 
 }  // namespace attnlab

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs everything attnlab needs from Debian 12's packages. Runs apt-get as root (or via sudo).
+set -euo pipefail
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  libtorch-dev            # LibTorch 1.13 (CPU)
+  libopenblas0-openmp     # without it LibTorch runs on the reference BLAS, ~3x slower per step
+  libboost-dev libboost-program-options-dev
+  libtomlplusplus-dev libsqlite3-dev sqlite3 nettle-dev
+  libgtest-dev
+)
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
+echo "attnlab: dependencies installed"
