@@ -94,11 +94,9 @@ std::string execute_job(const JobExecOptions& options, const PluginRegistry& reg
     const ParamValues method_params = plan.method_params;
     job.make_attention = [factory, method_params](const AttentionShape& shape) { return factory(shape, method_params); };
     outcome = train_and_evaluate(job, splits, observer);
-    if (outcome.status == "done") {
-      db.finish_run(run_id, outcome.status, outcome.results, outcome.error, job.checkpoint_path);
-    } else {
-      db.finish_run(run_id, outcome.status, outcome.results, outcome.error, "");
-    }
+    // a run that ended early may still have saved a best-validation checkpoint
+    const bool saved = std::filesystem::exists(job.checkpoint_path);
+    db.finish_run(run_id, outcome.status, outcome.results, outcome.error, saved ? job.checkpoint_path : "");
   } catch (const std::exception& e) {
     std::string what = e.what();
     outcome.status = compat::is_out_of_memory(e) ? "oom" : "failed";

@@ -88,7 +88,7 @@ struct GeneratorParams {
   std::int64_t max_args = 10;     // an operator takes 2..max_args arguments
   std::int64_t min_length = 500;  // keep trees with min_length < tokens < max_length (LRA: strict)
   std::int64_t max_length = 2000;
-  double operator_p = 0.25;          // LRA's VALUE_P: below max_depth a node is an operator when
+  double operator_p = 0.25;       // LRA's VALUE_P: below max_depth a node is an operator when
                                   // u <= operator_p (u uniform in [0, 1)), else a value
   std::uint64_t seed = 0;
 };
