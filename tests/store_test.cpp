@@ -20,6 +20,8 @@
 
 namespace fs = std::filesystem;
 using attnlab::store::AddedJob;
+using attnlab::store::ApproxResult;
+using attnlab::store::BenchResult;
 using attnlab::store::CurvePoint;
 using attnlab::store::Database;
 using attnlab::store::JobSpec;
@@ -117,18 +119,18 @@ class StoreTest : public ::testing::Test {
   fs::path dir_;
 };
 
-TEST_F(StoreTest, MigratesNewFileToVersion1) {
+TEST_F(StoreTest, MigratesNewFileToTheCurrentVersion) {
   const std::string path = file("new.db");
   Database db(path);
   EXPECT_EQ(db.path(), path);
-  EXPECT_EQ(db.schema_version(), 1);
-  EXPECT_EQ(query_one(db.handle(), "PRAGMA user_version"), "1");
+  EXPECT_EQ(db.schema_version(), Database::kSchemaVersion);
+  EXPECT_EQ(query_one(db.handle(), "PRAGMA user_version"), std::to_string(Database::kSchemaVersion));
   EXPECT_EQ(query_one(db.handle(), "PRAGMA journal_mode"), "wal");
   EXPECT_EQ(query_one(db.handle(), "PRAGMA foreign_keys"), "1");
 
   auto tables = query(db.handle(), "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name");
-  EXPECT_EQ(tables, (std::vector<std::string>{"curves", "experiments", "job_params", "jobs", "results",
-                                              "run_plugins", "runs"}));
+  EXPECT_EQ(tables, (std::vector<std::string>{"approx_results", "bench_results", "curves", "experiments", "job_params",
+                                              "jobs", "results", "run_plugins", "runs"}));
   EXPECT_EQ(query(db.handle(), "SELECT name FROM sqlite_master WHERE type = 'view'"),
             std::vector<std::string>{"run_summary"});
   auto view_columns = query(db.handle(), "SELECT name FROM pragma_table_info('run_summary')");
@@ -145,7 +147,7 @@ TEST_F(StoreTest, MigratesExistingEmptyFile) {
   std::ofstream(path).close();
   ASSERT_EQ(fs::file_size(path), 0u);
   Database db(path);
-  EXPECT_EQ(db.schema_version(), 1);
+  EXPECT_EQ(db.schema_version(), Database::kSchemaVersion);
 }
 
 TEST_F(StoreTest, ReopenKeepsDataWithoutMigratingAgain) {
@@ -159,13 +161,80 @@ TEST_F(StoreTest, ReopenKeepsDataWithoutMigratingAgain) {
     schema_before = query_one(db.handle(), "SELECT group_concat(sql, ';') FROM sqlite_master");
   }
   Database db(path);  // re-running migration 1 would fail on CREATE TABLE
-  EXPECT_EQ(db.schema_version(), 1);
+  EXPECT_EQ(db.schema_version(), Database::kSchemaVersion);
   EXPECT_EQ(query_one(db.handle(), "SELECT group_concat(sql, ';') FROM sqlite_master"), schema_before);
   EXPECT_EQ(query_one(db.handle(), "SELECT name || '|' || source_path || '|' || config_text FROM experiments"),
             "first|exp/first.toml|x = 1");
   auto jobs = db.jobs_of_experiment(exp);
   ASSERT_EQ(jobs.size(), 1u);
   EXPECT_EQ(jobs[0].config_hash, "h1");
+}
+
+TEST_F(StoreTest, UpgradesAVersion1DatabaseKeepingItsRows) {
+  const std::string path = file("v1.db");
+  {
+    Database db(path);
+    db.add_experiment("kept", "x.toml", "[experiment]");
+  }
+  // take it back to what version 1 was: no study tables, user_version 1
+  raw_exec(path, "DROP TABLE bench_results; DROP TABLE approx_results; PRAGMA user_version = 1");
+  Database db(path);
+  EXPECT_EQ(db.schema_version(), 2);
+  EXPECT_EQ(query_one(db.handle(), "SELECT name FROM experiments"), "kept");
+  EXPECT_EQ(query_one(db.handle(), "SELECT count(*) FROM bench_results"), "0");
+}
+
+TEST_F(StoreTest, StudyResultsRoundTrip) {
+  Database db(file("studies.db"));
+  BenchResult b;
+  b.method = "skyformer";
+  b.dataset = "listops";
+  b.seq_len = 4096;
+  b.batch_size = 4;
+  b.device = "cpu";
+  b.steps_timed = 5;
+  b.step_seconds_median = 0.5;
+  b.step_seconds_min = 0.4;
+  b.step_seconds_max = 0.7;
+  b.peak_memory_bytes = 1.5e9;
+  b.status = "done";
+  b.config_toml = "[model]\nlayers = 2\n";
+  db.add_bench_result(b);
+  b.status = "oom";
+  b.error = "out of memory";
+  db.add_bench_result(b);
+  const auto benches = db.bench_results();
+  ASSERT_EQ(benches.size(), 2u);
+  EXPECT_EQ(benches[0].method, "skyformer");
+  EXPECT_EQ(benches[0].seq_len, 4096);
+  EXPECT_DOUBLE_EQ(benches[0].step_seconds_median, 0.5);
+  EXPECT_DOUBLE_EQ(benches[0].peak_memory_bytes, 1.5e9);
+  EXPECT_EQ(benches[1].status, "oom");
+  EXPECT_EQ(benches[1].error, "out of memory");
+  EXPECT_FALSE(benches[0].created_at.empty());
+  b.status = "exploded";
+  EXPECT_THROW(db.add_bench_result(b), StoreError);  // CHECK constraint
+
+  ApproxResult a;
+  a.method = "nystromformer";
+  a.reference = "softmax";
+  a.source = "npy:/tmp/qkv";
+  a.param = "landmarks";
+  a.features = 64;
+  a.seq_len = 1024;
+  a.samples = 8;
+  a.abs_error_mean = 0.25;
+  a.abs_error_std = 0.01;
+  a.rel_error_mean = 0.1;
+  a.rel_error_std = 0.002;
+  auto second = a;
+  second.features = 128;
+  EXPECT_EQ(db.add_approx_results({a, second}), 2);
+  const auto approx = db.approx_results();
+  ASSERT_EQ(approx.size(), 2u);
+  EXPECT_EQ(approx[0].source, "npy:/tmp/qkv");
+  EXPECT_EQ(approx[1].features, 128);
+  EXPECT_DOUBLE_EQ(approx[0].rel_error_std, 0.002);
 }
 
 TEST_F(StoreTest, RefusesNewerSchemaNamingFileAndVersions) {
@@ -176,7 +245,7 @@ TEST_F(StoreTest, RefusesNewerSchemaNamingFileAndVersions) {
     Database db(path);
     FAIL() << "opened a database from the future";
   } catch (const StoreError& e) {
-    EXPECT_EQ(std::string(e.what()), path + ": database schema version 7 is newer than this attnlab knows (1)");
+    EXPECT_EQ(std::string(e.what()), path + ": database schema version 7 is newer than this attnlab knows (2)");
   }
   // Left untouched.
   sqlite3* raw = nullptr;
@@ -558,7 +627,7 @@ TEST_F(StoreTest, ConcurrentProcessesCreateOneDatabase) {
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
   }
   Database db(path);
-  EXPECT_EQ(db.schema_version(), 1);
+  EXPECT_EQ(db.schema_version(), Database::kSchemaVersion);
   EXPECT_EQ(db.run_summaries().size(), static_cast<std::size_t>(kChildren));
   EXPECT_EQ(query_one(db.handle(), "PRAGMA integrity_check"), "ok");
 }
@@ -632,7 +701,7 @@ TEST_F(StoreTest, TwoConnectionsSeeEachOther) {
   const auto exp = a.add_experiment("e", "", "c");
   const auto job = b.add_job(spec(exp, "h")).job_id;
   EXPECT_EQ(a.job(job).config_hash, "h");
-  EXPECT_EQ(b.schema_version(), 1);
+  EXPECT_EQ(b.schema_version(), Database::kSchemaVersion);
 }
 
 }  // namespace

@@ -21,6 +21,13 @@ EncoderBlockImpl::EncoderBlockImpl(const ModelConfig& c, std::shared_ptr<Attenti
   register_module("attention", attention_);
 }
 
+std::array<at::Tensor, 3> EncoderBlockImpl::project_qkv(const at::Tensor& x) {
+  const auto b = x.size(0), n = x.size(1);
+  // [B, N, 3*H*Dh] -> 3 x [B, H, N, Dh]
+  auto qkv = qkv_->forward(pre_norm_ ? norm1_->forward(x) : x).view({b, n, 3, heads_, head_dim_}).permute({2, 0, 3, 1, 4});
+  return {qkv[0], qkv[1], qkv[2]};
+}
+
 at::Tensor EncoderBlockImpl::attend(const at::Tensor& x, const at::Tensor& key_valid) {
   const auto b = x.size(0), n = x.size(1);
   // [B, N, 3*H*Dh] -> 3 x [B, H, N, Dh]
@@ -72,7 +79,7 @@ EncoderClassifierImpl::EncoderClassifierImpl(const ModelConfig& c, const TaskInf
   head_out_ = register_module("head_out", nn::Linear(c.ffn_dim, task.num_classes));
 }
 
-at::Tensor EncoderClassifierImpl::encode(const at::Tensor& tokens, const at::Tensor& lengths) {
+std::pair<at::Tensor, at::Tensor> EncoderClassifierImpl::embed(const at::Tensor& tokens, const at::Tensor& lengths) {
   const auto b = tokens.size(0), n = tokens.size(1);
   auto x = tokens_->forward(tokens);
   auto valid = at::arange(n, lengths.options()).unsqueeze(0) < lengths.unsqueeze(1);  // [B, N]
@@ -82,7 +89,19 @@ at::Tensor EncoderClassifierImpl::encode(const at::Tensor& tokens, const at::Ten
   }
   const auto len = x.size(1);
   x = x + (learned_positions_ ? learned_positions_->weight.slice(0, 0, len) : sinusoid_.slice(0, 0, len));
-  x = dropout_->forward(x);
+  return {dropout_->forward(x), valid};
+}
+
+EncoderClassifierImpl::LayerInputs EncoderClassifierImpl::layer_inputs(const at::Tensor& tokens, const at::Tensor& lengths,
+                                                                      std::int64_t layer) {
+  auto [x, valid] = embed(tokens, lengths);
+  for (std::int64_t i = 0; i < layer; ++i) x = blocks_.at(i)->forward(x, valid);
+  auto qkv = blocks_.at(layer)->project_qkv(x);
+  return {qkv[0], qkv[1], qkv[2], valid};
+}
+
+at::Tensor EncoderClassifierImpl::encode(const at::Tensor& tokens, const at::Tensor& lengths) {
+  auto [x, valid] = embed(tokens, lengths);
   for (auto& block : blocks_) x = block->forward(x, valid);
   if (final_norm_) x = final_norm_->forward(x);
   if (cls_.defined()) return x.select(1, 0);

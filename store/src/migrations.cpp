@@ -1,6 +1,7 @@
 #include "migrations.hpp"
 
 #include "schema_v1.hpp"
+#include "schema_v2.hpp"
 #include "sqlite.hpp"
 
 namespace attnlab::store {
@@ -14,6 +15,7 @@ struct Migration {
 // Append only. Never edit a migration that has shipped; add a new one instead.
 constexpr Migration kMigrations[] = {
     {1, kSchemaV1},
+    {2, kSchemaV2},
 };
 
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == Database::kSchemaVersion,

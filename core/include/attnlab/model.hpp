@@ -3,6 +3,7 @@
 // L blocks (attention -> residual -> norm -> FFN -> residual -> norm, pre- or post-norm), mean or
 // CLS pooling, MLP head. Pair tasks (TaskInfo::inputs == 2) encode both inputs with the same
 // encoder and classify [u, v, u*v, u-v] (LRA's two-tower matching model).
+#include <array>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -27,6 +28,8 @@ class EncoderBlockImpl : public torch::nn::Module {
   // x: [B, N, dim]; key_valid: [B, N] bool.
   at::Tensor forward(const at::Tensor& x, const at::Tensor& key_valid);
   const std::shared_ptr<AttentionMethod>& attention() const { return attention_; }
+  // The q, k, v [B, H, N, Dh] this block hands its attention for input x (after the pre-norm).
+  std::array<at::Tensor, 3> project_qkv(const at::Tensor& x);
 
  private:
   at::Tensor attend(const at::Tensor& x, const at::Tensor& key_valid);
@@ -48,10 +51,19 @@ class EncoderClassifierImpl : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& tokens, const at::Tensor& lengths);
   // One input: tokens [B, L], lengths [B] -> pooled embedding [B, dim] (f in the instability score).
   at::Tensor encode(const at::Tensor& tokens, const at::Tensor& lengths);
+  std::int64_t layers() const { return static_cast<std::int64_t>(blocks_.size()); }
   std::vector<std::shared_ptr<AttentionMethod>> attention_methods() const;
+  // What layer `layer`'s attention sees for one input (tokens [B, L], lengths [B]): q, k, v
+  // [B, H, N, Dh] and key_valid [B, N]. For studies of attention itself (attnlab approx).
+  struct LayerInputs {
+    at::Tensor q, k, v, key_valid;
+  };
+  LayerInputs layer_inputs(const at::Tensor& tokens, const at::Tensor& lengths, std::int64_t layer);
   std::int64_t parameter_count() const;
 
  private:
+  // token + position embeddings (and the CLS token), dropout; returns x [B, N', dim] and valid [B, N']
+  std::pair<at::Tensor, at::Tensor> embed(const at::Tensor& tokens, const at::Tensor& lengths);
   ModelConfig config_;
   TaskInfo task_;
   torch::nn::Embedding tokens_{nullptr};

@@ -93,9 +93,49 @@ struct RunSummary {
   std::optional<double> result(const std::string& name) const;
 };
 
+// One `attnlab bench` measurement: a training step of one method at one sequence length.
+struct BenchResult {
+  std::string method;
+  std::string dataset;        // whose task config (vocabulary, classes) the model was built for
+  std::int64_t seq_len = 0;
+  std::int64_t batch_size = 0;
+  std::string device;
+  std::string device_name;
+  std::string torch_version;
+  std::string git_revision;
+  std::int64_t threads = 0;
+  std::int64_t steps_timed = 0;
+  double step_seconds_median = 0;  // forward + backward + optimiser step
+  double step_seconds_min = 0;
+  double step_seconds_max = 0;
+  double peak_memory_bytes = 0;    // CUDA allocator peak, or the peak RSS of a fresh process (CPU)
+  std::string status;              // done | oom | failed
+  std::string error;
+  std::string config_toml;         // model + method parameters used
+  std::string created_at;          // filled when read back
+};
+
+// One cell of `attnlab approx`: spectral-norm error of a method against exact attention at one
+// sequence length and one number of features/landmarks, over heads and repeated draws.
+struct ApproxResult {
+  std::string method;
+  std::string reference;     // softmax | kernelized
+  std::string source;        // "init:<dataset>", "run:<id>", or "npy:<dir>"
+  std::string param;         // the parameter varied (e.g. landmarks)
+  std::int64_t features = 0; // its value d
+  std::int64_t seq_len = 0;
+  std::int64_t samples = 0;  // heads x draws averaged
+  double abs_error_mean = 0, abs_error_std = 0;  // ||A_method - A_exact||_2
+  double rel_error_mean = 0, rel_error_std = 0;  // ... / ||A_exact||_2
+  std::string device;
+  std::string torch_version;
+  std::string git_revision;
+  std::string created_at;    // filled when read back
+};
+
 class Database {
  public:
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
 
   // Opens or creates the file, sets WAL and a busy timeout, and applies forward migrations.
   // A file that is not SQLite, or whose schema is newer than this build knows, is a StoreError
@@ -133,6 +173,14 @@ class Database {
   std::vector<RunSummary> run_summaries(std::optional<std::int64_t> experiment_id = std::nullopt);
   std::vector<CurvePoint> curve(std::int64_t run_id);
   std::vector<PluginFile> run_plugins(std::int64_t run_id);
+  // The configuration a run's job ran with, and its checkpoint ("" if none).
+  std::string checkpoint_of_run(std::int64_t run_id);
+
+  // Studies (schema version 2). Each add is one transaction; reads are in insertion order.
+  std::int64_t add_bench_result(const BenchResult& result);
+  std::vector<BenchResult> bench_results();
+  std::int64_t add_approx_results(const std::vector<ApproxResult>& results);  // returns how many
+  std::vector<ApproxResult> approx_results();
 
   sqlite3* handle() { return db_; }
 

@@ -1,0 +1,110 @@
+// The studies' results: attnlab bench and attnlab approx (schema version 2).
+
+#include "attnlab/store.hpp"
+#include "sqlite.hpp"
+
+namespace attnlab::store {
+
+std::int64_t Database::add_bench_result(const BenchResult& r) {
+  sql::Transaction tx(db_, path_);
+  sql::Statement st(db_, path_,
+                    "INSERT INTO bench_results (method, dataset, seq_len, batch_size, device, device_name, "
+                    "torch_version, git_revision, threads, steps_timed, step_seconds_median, step_seconds_min, "
+                    "step_seconds_max, peak_memory_bytes, status, error, config_toml) "
+                    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)");
+  st.bind(1, r.method).bind(2, r.dataset).bind(3, r.seq_len).bind(4, r.batch_size).bind(5, r.device)
+      .bind_text_or_null(6, r.device_name).bind_text_or_null(7, r.torch_version).bind_text_or_null(8, r.git_revision)
+      .bind(9, r.threads).bind(10, r.steps_timed).bind(11, r.step_seconds_median).bind(12, r.step_seconds_min)
+      .bind(13, r.step_seconds_max).bind(14, r.peak_memory_bytes).bind(15, r.status).bind_text_or_null(16, r.error)
+      .bind(17, r.config_toml);
+  st.run();
+  const std::int64_t id = sqlite3_last_insert_rowid(db_);
+  tx.commit();
+  return id;
+}
+
+std::vector<BenchResult> Database::bench_results() {
+  sql::Statement st(db_, path_,
+                    "SELECT method, dataset, seq_len, batch_size, device, device_name, torch_version, git_revision, "
+                    "threads, steps_timed, step_seconds_median, step_seconds_min, step_seconds_max, "
+                    "peak_memory_bytes, status, error, config_toml, created_at FROM bench_results ORDER BY id");
+  std::vector<BenchResult> out;
+  while (st.step()) {
+    BenchResult r;
+    r.method = st.column_text(0);
+    r.dataset = st.column_text(1);
+    r.seq_len = st.column_int64(2);
+    r.batch_size = st.column_int64(3);
+    r.device = st.column_text(4);
+    r.device_name = st.column_text(5);
+    r.torch_version = st.column_text(6);
+    r.git_revision = st.column_text(7);
+    r.threads = st.column_int64(8);
+    r.steps_timed = st.column_int64(9);
+    r.step_seconds_median = st.column_double(10);
+    r.step_seconds_min = st.column_double(11);
+    r.step_seconds_max = st.column_double(12);
+    r.peak_memory_bytes = st.column_double(13);
+    r.status = st.column_text(14);
+    r.error = st.column_text(15);
+    r.config_toml = st.column_text(16);
+    r.created_at = st.column_text(17);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::int64_t Database::add_approx_results(const std::vector<ApproxResult>& results) {
+  sql::Transaction tx(db_, path_);
+  sql::Statement st(db_, path_,
+                    "INSERT INTO approx_results (method, reference, source, param, features, seq_len, samples, "
+                    "abs_error_mean, abs_error_std, rel_error_mean, rel_error_std, device, torch_version, git_revision) "
+                    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)");
+  for (const auto& r : results) {
+    st.bind(1, r.method).bind(2, r.reference).bind(3, r.source).bind(4, r.param).bind(5, r.features)
+        .bind(6, r.seq_len).bind(7, r.samples).bind(8, r.abs_error_mean).bind(9, r.abs_error_std)
+        .bind(10, r.rel_error_mean).bind(11, r.rel_error_std).bind_text_or_null(12, r.device)
+        .bind_text_or_null(13, r.torch_version).bind_text_or_null(14, r.git_revision);
+    st.run();
+    st.reset();
+  }
+  tx.commit();
+  return static_cast<std::int64_t>(results.size());
+}
+
+std::vector<ApproxResult> Database::approx_results() {
+  sql::Statement st(db_, path_,
+                    "SELECT method, reference, source, param, features, seq_len, samples, abs_error_mean, abs_error_std, "
+                    "rel_error_mean, rel_error_std, device, torch_version, git_revision, created_at "
+                    "FROM approx_results ORDER BY id");
+  std::vector<ApproxResult> out;
+  while (st.step()) {
+    ApproxResult r;
+    r.method = st.column_text(0);
+    r.reference = st.column_text(1);
+    r.source = st.column_text(2);
+    r.param = st.column_text(3);
+    r.features = st.column_int64(4);
+    r.seq_len = st.column_int64(5);
+    r.samples = st.column_int64(6);
+    r.abs_error_mean = st.column_double(7);
+    r.abs_error_std = st.column_double(8);
+    r.rel_error_mean = st.column_double(9);
+    r.rel_error_std = st.column_double(10);
+    r.device = st.column_text(11);
+    r.torch_version = st.column_text(12);
+    r.git_revision = st.column_text(13);
+    r.created_at = st.column_text(14);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::string Database::checkpoint_of_run(std::int64_t run_id) {
+  sql::Statement st(db_, path_, "SELECT checkpoint_path FROM runs WHERE id = ?1");
+  st.bind(1, run_id);
+  if (!st.step()) throw StoreError(path_ + ": no run with id " + std::to_string(run_id));
+  return st.column_text(0);
+}
+
+}  // namespace attnlab::store
