@@ -11,5 +11,6 @@ int cmd_plugins(const Args& args);
 int cmd_run(const Args& args, const std::string& self_exe);
 int cmd_results(const Args& args);
 int cmd_exec_job(const Args& args);
+int cmd_instability(const Args& args);  // instability_cmd.cpp
 
 }  // namespace attnlab

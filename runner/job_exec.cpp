@@ -93,6 +93,11 @@ std::string execute_job(const JobExecOptions& options, const PluginRegistry& reg
     AttentionFactory* factory = method->make_attention;
     const ParamValues method_params = plan.method_params;
     job.make_attention = [factory, method_params](const AttentionShape& shape) { return factory(shape, method_params); };
+    if (const auto* softmax = registry.find(PluginKind::attention, "softmax")) {
+      AttentionFactory* reference = softmax->make_attention;
+      const ParamValues reference_params = softmax->defaults();
+      job.reference_attention = [reference, reference_params](const AttentionShape& shape) { return reference(shape, reference_params); };
+    }
     outcome = train_and_evaluate(job, splits, observer);
     // a run that ended early may still have saved a best-validation checkpoint
     const bool saved = std::filesystem::exists(job.checkpoint_path);

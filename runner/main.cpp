@@ -17,6 +17,7 @@ const char* kUsage =
     "  plugins   list the attention methods and datasets found, with their parameters\n"
     "  run       run an experiment file (methods x datasets x seeds) and store the results\n"
     "  results   print the stored runs' final figures\n"
+    "  instability  Skyformer's instability score of an experiment's jobs against softmax\n"
     "\n"
     "attnlab <command> --help shows a command's options.\n";
 
@@ -39,6 +40,7 @@ int main(int argc, char** argv) {
     if (command == "run") return attnlab::cmd_run(args, self_executable(argv[0]));
     if (command == "results") return attnlab::cmd_results(args);
     if (command == "exec-job") return attnlab::cmd_exec_job(args);
+    if (command == "instability") return attnlab::cmd_instability(args);
     std::cerr << "attnlab: unknown command '" << command << "'\n" << kUsage;
     return 2;
   } catch (const std::exception& e) {

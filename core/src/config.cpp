@@ -35,6 +35,9 @@ const ParamSpec kTrainParams[] = {
     {"eval_every", ParamType::integer, "200", 1, kBig, nullptr, "steps between validations (and checkpoint choices)"},
     {"eval_batches", ParamType::integer, "0", 0, kBig, nullptr, "validation batches per evaluation; 0 = the whole split"},
     {"log_every", ParamType::integer, "20", 1, kBig, nullptr, "steps between training-curve points"},
+    {"instability_steps", ParamType::integer, "0", 0, 10000, nullptr,
+     "measure Skyformer's instability score (App. F) over this many steps before training, against softmax "
+     "attention from the same weights (20 in the paper); 0 = off"},
 };
 const std::size_t kTrainParamCount = sizeof(kTrainParams) / sizeof(kTrainParams[0]);
 
@@ -72,6 +75,7 @@ TrainConfig train_config_from(const ParamValues& v) {
   c.eval_every = v.integer("eval_every");
   c.eval_batches = v.integer("eval_batches");
   c.log_every = v.integer("log_every");
+  c.instability_steps = v.integer("instability_steps");
   return c;
 }
 

@@ -14,6 +14,7 @@
 #include <torch/utils.h>
 
 #include "attnlab/data_loader.hpp"
+#include "attnlab/instability.hpp"
 #include "attnlab/torch_compat.hpp"
 
 namespace attnlab {
@@ -96,6 +97,19 @@ RunOutcome train_and_evaluate(const TrainJob& job, const TrainSplits& data, Trai
   const auto start = Clock::now();
   auto seconds_since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
 
+  RunOutcome outcome;
+  if (tc.instability_steps > 0 && job.reference_attention) {
+    // before anything else: it reseeds the global generator, which the run then seeds afresh
+    const auto score = instability_score(job, job.reference_attention, data.train, tc.instability_steps);
+    outcome.results.push_back({"instability_ratio", score.ratio});
+    std::vector<MetricPoint> taus;
+    for (std::size_t i = 0; i < score.tau.size(); ++i) {
+      taus.push_back({static_cast<std::int64_t>(i + 1), "train", "tau", score.tau[i], 0.0});
+      taus.push_back({static_cast<std::int64_t>(i + 1), "train", "tau_softmax", score.tau_reference[i], 0.0});
+    }
+    observer.on_metrics(taus);
+  }
+
   torch::manual_seed(job.seed);  // weights and dropout
   EncoderClassifier model(job.model, job.task, job.make_attention);
   model->to(job.device);
@@ -110,7 +124,6 @@ RunOutcome train_and_evaluate(const TrainJob& job, const TrainSplits& data, Trai
   BatchIterator train_batches(data.train, tc.batch_size, job.device, /*shuffle=*/true, job.seed ^ kDataStream);
   compat::reset_peak_memory(job.device);
 
-  RunOutcome outcome;
   std::vector<MetricPoint> points;
   // Training-curve accumulators stay on the device: reading them synchronises, so only at log steps.
   auto loss_sum = at::zeros({}, at::TensorOptions(job.device).dtype(at::kDouble));

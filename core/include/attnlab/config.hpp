@@ -38,6 +38,7 @@ struct TrainConfig {
   std::int64_t eval_every = 200;
   std::int64_t eval_batches = 0; // 0: the whole validation split
   std::int64_t log_every = 20;
+  std::int64_t instability_steps = 0;  // > 0: Skyformer's instability score over that many steps first
 };
 
 extern const ParamSpec kModelParams[];

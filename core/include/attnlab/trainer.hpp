@@ -51,6 +51,7 @@ struct TrainJob {
   std::uint64_t seed = 0;
   c10::Device device = c10::Device(c10::kCPU);
   AttentionMaker make_attention;
+  AttentionMaker reference_attention;  // softmax: the reference of the instability score
   std::string checkpoint_path;  // best-validation weights are saved here
 };
 
