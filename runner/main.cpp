@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "bench.hpp"
+#define ATTNLAB_APPROX_COMMAND_ONLY  // cmd_approx only: no LibTorch header here
+#include "approx.hpp"
 #include "commands.hpp"
 #include "build_info.hpp"
 
@@ -17,6 +20,8 @@ const char* kUsage =
     "  plugins   list the attention methods and datasets found, with their parameters\n"
     "  run       run an experiment file (methods x datasets x seeds) and store the results\n"
     "  results   print the stored runs' final figures\n"
+    "  approx    approximation error of methods against exact attention (spectral norm)\n"
+    "  bench     time a training step and its peak memory per method and sequence length\n"
     "  instability  Skyformer's instability score of an experiment's jobs against softmax\n"
     "\n"
     "attnlab <command> --help shows a command's options.\n";
@@ -39,7 +44,10 @@ int main(int argc, char** argv) {
     if (command == "plugins") return attnlab::cmd_plugins(args);
     if (command == "run") return attnlab::cmd_run(args, self_executable(argv[0]));
     if (command == "results") return attnlab::cmd_results(args);
+    if (command == "approx") return attnlab::cmd_approx(args);
     if (command == "exec-job") return attnlab::cmd_exec_job(args);
+    if (command == "bench") return attnlab::cmd_bench(args, self_executable(argv[0]));
+    if (command == "bench-one") return attnlab::cmd_bench_one(args);
     if (command == "instability") return attnlab::cmd_instability(args);
     std::cerr << "attnlab: unknown command '" << command << "'\n" << kUsage;
     return 2;

@@ -1,1 +1,261 @@
-// placeholder: replaced by the suite's author
+// attnlab bench end to end through the binary (tiny settings: softmax at 32 and 64 tokens), its
+// refusals, --show, and the table's ratios on rows made here.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "bench.hpp"
+
+extern char** environ;
+
+namespace {
+namespace fs = std::filesystem;
+
+struct Bench : ::testing::Test {
+  fs::path dir;
+  void SetUp() override {
+    dir = fs::temp_directory_path() / ("attnlab-bench-" + std::to_string(getpid()) + "-" +
+                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  void TearDown() override { fs::remove_all(dir); }
+
+  std::string path(const std::string& name) const { return (dir / name).string(); }
+
+  // Runs attnlab with `args`; returns the exit status, stdout+stderr in `output`.
+  int attnlab(const std::string& args, std::string& output) const {
+    const std::string log = path("out.log");
+    const std::string command = std::string(ATTNLAB_BINARY) + " " + args + " > " + log + " 2>&1";
+    const int status = std::system(command.c_str());
+    std::ifstream in(log);
+    std::stringstream text;
+    text << in.rdbuf();
+    output = text.str();
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+  std::string tiny() const {
+    return "bench --db " + path("b.db") + " --cache-dir " + path("cache") +
+           " --methods softmax --lengths 32,64 --batch-size 2 --steps 2 --warmup 1 --threads 1";
+  }
+};
+
+// One value from the database.
+std::string query(const std::string& db_path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+  sqlite3_busy_timeout(db, 10000);
+  sqlite3_stmt* stmt = nullptr;
+  std::string out = "(error)";
+  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr) == SQLITE_OK) {
+    const int rc = sqlite3_step(stmt);
+    if (rc == SQLITE_ROW) {
+      const auto* text = sqlite3_column_text(stmt, 0);
+      out = text ? reinterpret_cast<const char*>(text) : "NULL";
+    } else if (rc == SQLITE_DONE) {
+      out = "(none)";
+    }
+  }
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  return out;
+}
+
+// The printed line that starts with `prefix`, or "".
+std::string line_starting(const std::string& text, const std::string& prefix) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(prefix, 0) == 0) return line;
+  return "";
+}
+
+std::vector<std::string> words(const std::string& line) {
+  std::istringstream in(line);
+  std::vector<std::string> out;
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+TEST_F(Bench, StoresOneRowPerLengthAndPrintsRatiosToSoftmax) {
+  std::string out;
+  ASSERT_EQ(attnlab(tiny(), out), 0) << out;
+  const auto db = path("b.db");
+  EXPECT_EQ(query(db, "SELECT count(*) FROM bench_results"), "2");
+  EXPECT_EQ(query(db, "SELECT group_concat(seq_len) FROM (SELECT seq_len FROM bench_results ORDER BY id)"), "32,64");
+  EXPECT_EQ(query(db, "SELECT count(*) FROM bench_results WHERE status = 'done' AND method = 'softmax' "
+                      "AND dataset = 'listops' AND batch_size = 2 AND steps_timed = 2 AND threads = 1 AND device = 'cpu'"),
+            "2");
+  EXPECT_EQ(query(db, "SELECT count(*) FROM bench_results WHERE step_seconds_min > 0 AND "
+                      "step_seconds_min <= step_seconds_median AND step_seconds_median <= step_seconds_max"),
+            "2");
+  EXPECT_EQ(query(db, "SELECT count(*) FROM bench_results WHERE peak_memory_bytes > 1e6"), "2");
+  EXPECT_EQ(query(db, "SELECT count(*) FROM bench_results WHERE length(torch_version) > 0 AND length(git_revision) > 0 "
+                      "AND length(device_name) > 0 AND (error IS NULL OR error = '')"),
+            "2");
+  // the resolved configuration: the job sections and the bench settings
+  const std::string config = query(db, "SELECT config_toml FROM bench_results ORDER BY id LIMIT 1");
+  for (const char* part : {"method = 'softmax'", "[model]", "dim = 64", "layers = 2", "[methods.softmax]", "[bench]",
+                           "seq_len = 32", "steps = 2", "warmup = 1"})
+    EXPECT_NE(config.find(part), std::string::npos) << part << " in\n" << config;
+
+  // the table: each softmax row is its own reference, so both ratios read 1.00
+  EXPECT_NE(out.find("time vs softmax"), std::string::npos) << out;
+  EXPECT_NE(out.find("mem vs softmax"), std::string::npos) << out;
+  for (const char* length : {"32", "64"}) {
+    const auto cells = words(line_starting(out, std::string("softmax  ") + length + " "));
+    ASSERT_EQ(cells.size(), 9u) << out;  // method length status step min-max ratio peak(2 words) ratio
+    EXPECT_EQ(cells[2], "done");
+    EXPECT_EQ(cells[5], "1.00") << out;
+    EXPECT_EQ(cells[8], "1.00") << out;
+  }
+}
+
+TEST_F(Bench, UnknownMethodIsOneLineNamingItAndStoresNothing) {
+  std::string out;
+  EXPECT_EQ(attnlab("bench --db " + path("b.db") + " --methods softmax,no_such_method --lengths 32 --threads 1", out), 2);
+  EXPECT_EQ(out.rfind("attnlab: error: bench: no attention method named 'no_such_method' (found: ", 0), 0u) << out;
+  EXPECT_NE(out.find("softmax"), std::string::npos) << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+  EXPECT_FALSE(fs::exists(path("b.db")));
+}
+
+TEST_F(Bench, ShowPrintsTheStoredRows) {
+  std::string out;
+  EXPECT_EQ(attnlab("bench --show --db " + path("b.db"), out), 2);  // no database yet
+  EXPECT_NE(out.find("no such database"), std::string::npos) << out;
+
+  ASSERT_EQ(attnlab(tiny(), out), 0) << out;
+  ASSERT_EQ(attnlab("bench --show --db " + path("b.db"), out), 0) << out;
+  EXPECT_NE(out.find("time vs softmax"), std::string::npos) << out;
+  int rows = 0;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    const auto cells = words(line);
+    if (cells.size() < 8 || cells[1] != "softmax") continue;
+    ++rows;
+    EXPECT_EQ(cells[2], "listops");
+    EXPECT_TRUE(cells[3] == "32" || cells[3] == "64") << line;
+    EXPECT_EQ(cells[4], "2");    // batch
+    EXPECT_EQ(cells[5], "cpu");  // device
+    EXPECT_EQ(cells[6], "1");    // threads
+    EXPECT_EQ(cells[7], "done");
+  }
+  EXPECT_EQ(rows, 2) << out;
+}
+
+// The first process of the children of `parent`, or 0.
+pid_t child_of(pid_t parent) {
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "stat");
+    std::string stat;
+    std::getline(in, stat);
+    const auto close = stat.rfind(')');  // "pid (comm) state ppid ..."
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 1));
+    std::string state;
+    long ppid = 0;
+    if (rest >> state >> ppid && ppid == parent) return static_cast<pid_t>(std::stol(name));
+  }
+  return 0;
+}
+
+TEST_F(Bench, AKilledMeasurementProcessIsRecordedAsFailedAndTheBenchGoesOn) {
+  // 1024 tokens for 500 steps would take minutes: it is killed as soon as it starts; 16 tokens follow
+  std::vector<std::string> args = {ATTNLAB_BINARY, "bench", "--db", path("b.db"), "--cache-dir", path("cache"),
+                                   "--methods", "softmax", "--lengths", "1024,16", "--batch-size", "2",
+                                   "--steps", "500", "--warmup", "0", "--threads", "1"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, path("bench.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  pid_t parent = 0;
+  ASSERT_EQ(posix_spawn(&parent, argv[0], &actions, nullptr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  pid_t child = 0;
+  for (int i = 0; i < 600 && !child; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    child = child_of(parent);
+  }
+  ASSERT_NE(child, 0) << "no measuring process appeared";
+  ASSERT_EQ(kill(child, SIGKILL), 0);
+  int status = 0;
+  waitpid(parent, &status, 0);
+  std::ifstream in(path("bench.log"));
+  std::stringstream log;
+  log << in.rdbuf();
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << log.str();
+
+  const auto db = path("b.db");
+  EXPECT_EQ(query(db, "SELECT count(*) FROM bench_results"), "2") << log.str();
+  EXPECT_EQ(query(db, "SELECT status || ' ' || seq_len FROM bench_results ORDER BY id LIMIT 1"), "failed 1024");
+  EXPECT_EQ(query(db, "SELECT error FROM bench_results ORDER BY id LIMIT 1").rfind("bench process killed by signal 9 (Killed)", 0), 0u);
+  EXPECT_EQ(query(db, "SELECT status || ' ' || seq_len FROM bench_results ORDER BY id DESC LIMIT 1"), "done 16");
+  EXPECT_NE(log.str().find("softmax at 1024: failed: bench process killed by signal 9"), std::string::npos) << log.str();
+}
+
+// The table from rows made here: ratios only against comparable softmax rows, errors listed.
+TEST(BenchTable, RatiosAgainstComparableSoftmaxAndErrorsListed) {
+  auto row = [](const std::string& method, std::int64_t len, double seconds, double bytes, std::int64_t batch = 4) {
+    attnlab::store::BenchResult r;
+    r.method = method;
+    r.dataset = "listops";
+    r.seq_len = len;
+    r.batch_size = batch;
+    r.device = "cpu";
+    r.threads = 2;
+    r.status = "done";
+    r.step_seconds_median = r.step_seconds_min = r.step_seconds_max = seconds;
+    r.peak_memory_bytes = bytes;
+    r.config_toml = "[model]\ndim = 64\n";
+    return r;
+  };
+  std::vector<attnlab::store::BenchResult> rows = {row("softmax", 1024, 0.8, 1e9), row("linear", 1024, 0.2, 2.5e8),
+                                                   row("linear", 2048, 0.4, 5e8), row("linear", 1024, 0.3, 3e8, 8)};
+  auto failed = row("fancy", 1024, 0, 0);
+  failed.status = "oom";
+  failed.error = "CUDA out of memory";
+  rows.push_back(failed);
+  const std::string table = attnlab::bench_table(rows, false);
+  const auto linear = words(line_starting(table, "linear   1024"));
+  ASSERT_EQ(linear.size(), 9u) << table;
+  EXPECT_EQ(linear[5], "0.25");  // time vs softmax
+  EXPECT_EQ(linear[8], "0.25");  // memory vs softmax
+  EXPECT_EQ(words(line_starting(table, "linear   2048"))[5], "-") << table;  // no softmax at 2048
+  // the batch-8 row (the second at 1024) has no softmax with its batch size
+  std::vector<std::vector<std::string>> at_1024;
+  std::istringstream in(table);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("linear   1024", 0) == 0) at_1024.push_back(words(line));
+  ASSERT_EQ(at_1024.size(), 2u) << table;
+  EXPECT_EQ(at_1024[1][3], "0.3") << table;
+  EXPECT_EQ(at_1024[1][5], "-") << table;
+  EXPECT_EQ(at_1024[1][8], "-") << table;
+  EXPECT_NE(table.find("  fancy at 1024: oom: CUDA out of memory\n"), std::string::npos) << table;
+
+  EXPECT_DOUBLE_EQ(attnlab::median({3, 1, 2}), 2);
+  EXPECT_DOUBLE_EQ(attnlab::median({4, 1, 3, 2}), 2.5);
+  EXPECT_TRUE(std::isnan(attnlab::median({})));
+}
+
+}  // namespace

@@ -116,7 +116,9 @@ TEST(Instability, StoredWithARunWhenAsked) {
   for (const auto& [name, value] : plain.results) {
     if (name != "test_acc" && name != "best_val_acc") continue;
     for (const auto& [other, v] : outcome.results) {
-      if (other == name) EXPECT_EQ(v, value) << name;
+      if (other == name) {
+        EXPECT_EQ(v, value) << name;
+      }
     }
   }
 }

@@ -1,1 +1,454 @@
-// placeholder: replaced by the suite's author
+// Per-method numerics: kernelized attention, the iterative pseudo-inverse (attnlab/linalg),
+// Skyformer and Nyströmformer, each against formulas written out here in double precision. The
+// plugins are loaded through the plugin host, so the .so files are what is tested.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <c10/core/InferenceMode.h>
+
+#include "attnlab/linalg.hpp"
+#include "plugin_host.hpp"
+
+namespace attnlab {
+namespace {
+
+const PluginRegistry& registry() {
+  static PluginRegistry r = [] {
+    PluginRegistry loaded;
+    loaded.load_folders(PluginRegistry::search_path({}));
+    return loaded;
+  }();
+  return r;
+}
+
+const LoadedPlugin& plugin(const std::string& name) {
+  const auto* p = registry().find(PluginKind::attention, name);
+  if (!p) throw std::runtime_error("attention plugin '" + name + "' not found");
+  return *p;
+}
+
+using Overrides = std::vector<std::pair<const char*, ParamValue>>;
+
+std::shared_ptr<AttentionMethod> make(const std::string& name, const Overrides& overrides = {},
+                                      AttentionShape shape = {2, 8, 64}) {
+  ParamValues params = plugin(name).defaults();
+  for (const auto& [key, value] : overrides) params.set(key, value);
+  auto m = plugin(name).make_attention(shape, params);
+  m->eval();
+  return m;
+}
+
+at::Generator generator(std::uint64_t seed) { return at::make_generator<at::CPUGeneratorImpl>(seed); }
+
+// Forward with the method's randomness drawn from a generator seeded with `seed`.
+at::Tensor run(AttentionMethod& m, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+               const at::Tensor& valid, std::uint64_t seed = 7) {
+  auto g = generator(seed);
+  if (m.stochastic()) m.redraw(g);
+  return m.forward(q, k, v, valid);
+}
+
+struct Batch {
+  at::Tensor q, k, v, valid;
+};
+
+// B sequences of n positions, sequence b having real[b] real tokens followed by padding.
+Batch make_batch(std::vector<std::int64_t> real, std::int64_t heads, std::int64_t n, std::int64_t dim,
+                 std::uint64_t seed, double spread = 0.5) {
+  auto g = generator(seed);
+  const auto b = static_cast<std::int64_t>(real.size());
+  Batch x;
+  x.q = at::randn({b, heads, n, dim}, g, at::kDouble) * spread;
+  x.k = at::randn({b, heads, n, dim}, g, at::kDouble) * spread;
+  x.v = at::randn({b, heads, n, dim}, g, at::kDouble);
+  x.valid = at::zeros({b, n}, at::kBool);
+  for (std::int64_t i = 0; i < b; ++i) x.valid[i].slice(0, 0, real[i]).fill_(true);
+  return x;
+}
+
+// Sequence b of a batch without its padding, as a batch of one.
+Batch alone(const Batch& x, std::int64_t b, std::int64_t real) {
+  return {x.q.slice(0, b, b + 1).slice(2, 0, real), x.k.slice(0, b, b + 1).slice(2, 0, real),
+          x.v.slice(0, b, b + 1).slice(2, 0, real), at::ones({1, real}, at::kBool)};
+}
+
+// The same batch with `value` at every padded position of q, k and v.
+Batch fill_padding(const Batch& x, double value) {
+  Batch y{x.q.clone(), x.k.clone(), x.v.clone(), x.valid};
+  const auto padded = x.valid.logical_not().unsqueeze(1).unsqueeze(-1);
+  for (auto* t : {&y.q, &y.k, &y.v}) t->masked_fill_(padded, value);
+  return y;
+}
+
+double max_diff(const at::Tensor& a, const at::Tensor& b) { return (a - b).abs().max().item<double>(); }
+
+// exp(−‖x − y‖² / 2) for the rows x of a [n, p] and y of b [m, p], as a formula on [n, m].
+at::Tensor gaussian(const at::Tensor& a, const at::Tensor& b) {
+  return (-(a.unsqueeze(1) - b.unsqueeze(0)).square().sum(-1) / 2).exp();
+}
+
+// --- the plugin host sees three new methods ----------------------------------------------------
+
+TEST(Methods, PluginsLoadWithTheirSchemas) {
+  const auto& kernelized = plugin("kernelized");
+  EXPECT_EQ(kernelized.info->param_count, 0u);  // an empty schema (nullptr in ATTNLAB_PLUGIN_INFO)
+  EXPECT_EQ(kernelized.info->params, nullptr);
+  EXPECT_TRUE(kernelized.defaults().all().empty());
+  const auto sky = plugin("skyformer").defaults();
+  EXPECT_EQ(sky.integer("landmarks"), 128);
+  EXPECT_DOUBLE_EQ(sky.real("gamma"), 0.1);
+  EXPECT_EQ(sky.integer("iterations"), 6);
+  EXPECT_EQ(sky.string("sampling"), "qk_halves");
+  const auto nys = plugin("nystromformer").defaults();
+  EXPECT_EQ(nys.integer("landmarks"), 64);
+  EXPECT_EQ(nys.integer("conv_kernel"), 33);
+  EXPECT_EQ(nys.string("init"), "per_head");
+  EXPECT_TRUE(make("skyformer")->stochastic());
+  EXPECT_FALSE(make("skyformer", {{"sampling", std::string("all")}})->stochastic());
+  EXPECT_FALSE(make("nystromformer")->stochastic());
+  EXPECT_FALSE(make("kernelized")->stochastic());
+  EXPECT_THROW(make("nystromformer", {{"conv_kernel", std::int64_t{4}}}), ParamError);
+  // the convolution is the module's only trained parameter: one kernel per head
+  auto nystrom = make("nystromformer", {}, {3, 8, 64});
+  ASSERT_EQ(nystrom->parameters().size(), 1u);
+  EXPECT_EQ(nystrom->parameters()[0].sizes(), at::IntArrayRef({3, 1, 33, 1}));
+  EXPECT_TRUE(make("nystromformer", {{"conv_kernel", std::int64_t{0}}})->parameters().empty());
+}
+
+// --- kernelized attention --------------------------------------------------------------------
+
+TEST(Kernelized, MatchesTheFormulaElementByElement) {
+  const std::int64_t heads = 2, n = 7, dim = 8, real = 5;
+  auto x = make_batch({n, real}, heads, n, dim, 1);
+  auto out = make("kernelized")->forward(x.q, x.k, x.v, x.valid);
+  ASSERT_EQ(out.sizes(), x.q.sizes());
+  auto q = x.q.accessor<double, 4>(), k = x.k.accessor<double, 4>(), v = x.v.accessor<double, 4>();
+  auto o = out.accessor<double, 4>();
+  const double root_p = std::sqrt(static_cast<double>(dim));
+  for (std::int64_t b = 0; b < 2; ++b) {
+    const std::int64_t len = b == 0 ? n : real;
+    for (std::int64_t h = 0; h < heads; ++h)
+      for (std::int64_t i = 0; i < len; ++i)
+        for (std::int64_t d = 0; d < dim; ++d) {
+          double expected = 0;
+          for (std::int64_t j = 0; j < len; ++j) {  // padded keys contribute nothing
+            double distance = 0;  // ‖q/p^¼ − k/p^¼‖² = ‖q − k‖² / √p
+            for (std::int64_t e = 0; e < dim; ++e) distance += (q[b][h][i][e] - k[b][h][j][e]) * (q[b][h][i][e] - k[b][h][j][e]);
+            expected += std::exp(-distance / root_p / 2) * v[b][h][j][d];
+          }
+          EXPECT_NEAR(o[b][h][i][d], expected, 1e-12) << b << " " << h << " " << i << " " << d;
+        }
+  }
+}
+
+TEST(Kernelized, HugePaddingChangesNothing) {
+  auto x = make_batch({9, 4}, 2, 9, 8, 2);
+  auto m = make("kernelized");
+  const auto base = m->forward(x.q, x.k, x.v, x.valid);
+  for (double value : {1e6, std::numeric_limits<double>::infinity(), std::nan("")}) {
+    auto y = fill_padding(x, value);
+    auto out = m->forward(y.q, y.k, y.v, y.valid);
+    EXPECT_TRUE(at::equal(out[0], base[0])) << value;
+    EXPECT_TRUE(at::equal(out[1].slice(1, 0, 4), base[1].slice(1, 0, 4))) << value;
+  }
+}
+
+// --- the iterative pseudo-inverse -----------------------------------------------------------
+
+// A batch of symmetric positive definite [m, m] matrices with eigenvalues between 1 and `cond`.
+at::Tensor spd(std::int64_t batch, std::int64_t m, double cond, std::uint64_t seed) {
+  auto g = generator(seed);
+  auto basis = std::get<0>(at::linalg_qr(at::randn({batch, m, m}, g, at::kDouble)));
+  auto eigenvalues = at::logspace(0, std::log10(cond), m, 10.0, at::kDouble);
+  return at::matmul(basis * eigenvalues, basis.transpose(-2, -1));
+}
+
+TEST(Pinv, IterationConvergesToThePseudoInverse) {
+  // The iteration converges at third order (I − A Z_{j+1} = (I − A Z_j)³ (3I + (I − A Z_j)) / 4), so
+  // a small condition number is what 8 steps can reach.
+  const auto a = spd(3, 16, 8, 3);
+  const auto exact = at::pinverse(a);
+  double previous = std::numeric_limits<double>::infinity();
+  for (int iterations = 1; iterations <= 8; ++iterations) {
+    const double error = max_diff(linalg::iterative_pinv(a, iterations), exact);
+    EXPECT_LT(error, previous) << "the error grew at iteration " << iterations;
+    previous = error;
+  }
+  EXPECT_LT(previous, 1e-6);
+  // the exact mode is at::linalg_pinv, symmetric or not
+  EXPECT_LT(max_diff(linalg::exact_pinv(a), exact), 1e-10);
+  EXPECT_LT(max_diff(linalg::exact_pinv(a, /*hermitian=*/true), exact), 1e-10);
+  linalg::PinvOptions options;
+  options.method = linalg::PinvMethod::exact;
+  EXPECT_LT(max_diff(linalg::pinv(a, options), exact), 1e-10);
+}
+
+TEST(Pinv, IterationReachesThePseudoInverseOfASingularMatrix) {
+  // rank 3 of 6, not symmetric, singular values 1, 2, 3: the iteration converges to A⁺. (Past
+  // convergence, rounding outside A's range grows by 13/4 a step: many more iterations than
+  // needed hurt a singular matrix; Skyformer's ridge γ keeps its block non-singular.)
+  auto g = generator(4);
+  const auto u = std::get<0>(at::linalg_qr(at::randn({2, 6, 6}, g, at::kDouble)));
+  const auto w = std::get<0>(at::linalg_qr(at::randn({2, 6, 6}, g, at::kDouble)));
+  const auto a = at::matmul(u * at::tensor({1.0, 2.0, 3.0, 0.0, 0.0, 0.0}, at::kDouble), w.transpose(-2, -1));
+  const auto z = linalg::iterative_pinv(a, 8);
+  EXPECT_LT(max_diff(z, at::pinverse(a)), 1e-10);
+  EXPECT_LT(max_diff(at::matmul(at::matmul(a, z), a), a), 1e-10);  // A Z A = A
+  EXPECT_LT(max_diff(at::matmul(at::matmul(z, a), z), z), 1e-10);  // Z A Z = Z
+}
+
+TEST(Pinv, InitialValueFollowsTheEquation) {
+  // zero iterations return Z_0 = Aᵀ / (‖A‖₁ ‖A‖∞), per matrix or with the largest norms of the batch
+  auto g = generator(5);
+  auto a = at::randn({2, 3, 5, 5}, g, at::kDouble);
+  a[1] *= 10;
+  const auto norm_1 = a.abs().sum(-2).amax(-1), norm_inf = a.abs().sum(-1).amax(-1);  // [2, 3]
+  const auto per_matrix = a.transpose(-2, -1) / (norm_1 * norm_inf).unsqueeze(-1).unsqueeze(-1);
+  const auto global = a.transpose(-2, -1) / (norm_1.max() * norm_inf.max());
+  EXPECT_LT(max_diff(linalg::iterative_pinv(a, 0, linalg::NormScope::per_matrix), per_matrix), 1e-15);
+  EXPECT_LT(max_diff(linalg::iterative_pinv(a, 0, linalg::NormScope::global), global), 1e-15);
+}
+
+TEST(Pinv, GlobalInitCouplesTheBatchPerMatrixDoesNot) {
+  // two well-conditioned matrices of very different scales, inverted together
+  auto a = spd(2, 8, 5, 6);
+  a[1] *= 100;
+  const auto exact = at::pinverse(a);
+  const auto per_matrix = linalg::iterative_pinv(a, 6, linalg::NormScope::per_matrix);
+  const auto global = linalg::iterative_pinv(a, 6, linalg::NormScope::global);
+  // per matrix: each matrix as if it were alone in the batch
+  EXPECT_TRUE(at::allclose(per_matrix[0], linalg::iterative_pinv(a.slice(0, 0, 1), 6)[0], 1e-12, 1e-14));
+  // global: the small matrix starts from a step 10⁴ too short and is far from converged after 6
+  const double small_per_matrix = max_diff(per_matrix[0], exact[0]), small_global = max_diff(global[0], exact[0]);
+  EXPECT_LT(small_per_matrix, 1e-8);
+  EXPECT_GT(small_global, 1e3 * small_per_matrix);
+  // the matrix with the largest norms is the same either way
+  EXPECT_TRUE(at::allclose(global[1], per_matrix[1], 1e-12, 1e-14));
+  // and with a batch of one the two coincide
+  EXPECT_TRUE(at::equal(linalg::iterative_pinv(a.slice(0, 0, 1), 3, linalg::NormScope::global),
+                        linalg::iterative_pinv(a.slice(0, 0, 1), 3, linalg::NormScope::per_matrix)));
+}
+
+// --- Skyformer -------------------------------------------------------------------------------
+
+TEST(Skyformer, AllRowsNoRidgeExactPinvIsKernelizedAttention) {
+  auto x = make_batch({12, 7}, 2, 12, 8, 8);
+  auto sky = make("skyformer", {{"sampling", std::string("all")}, {"gamma", 0.0}, {"pinv", std::string("exact")}});
+  const auto got = run(*sky, x.q, x.k, x.v, x.valid);
+  const auto want = make("kernelized")->forward(x.q, x.k, x.v, x.valid);
+  EXPECT_TRUE(at::allclose(got[0], want[0], 1e-7, 1e-9)) << max_diff(got[0], want[0]);
+  EXPECT_TRUE(at::allclose(got[1].slice(1, 0, 7), want[1].slice(1, 0, 7), 1e-7, 1e-9))
+      << max_diff(got[1].slice(1, 0, 7), want[1].slice(1, 0, 7));
+}
+
+TEST(Skyformer, MatchesTheNystromFormulaWithRidgeAndNormalisation) {
+  // every valid row of [Q; K] a landmark, γ = 0.3: the formula of §4.4 written out per (batch, head)
+  const std::int64_t n = 10, dim = 4, real = 6;
+  const double gamma = 0.3;
+  auto x = make_batch({n, real}, 2, n, dim, 9);
+  auto sky = make("skyformer", {{"sampling", std::string("all")}, {"gamma", gamma}, {"pinv", std::string("exact")}});
+  const auto got = run(*sky, x.q, x.k, x.v, x.valid);
+  const double scale = std::pow(dim, -0.25);
+  for (std::int64_t b = 0; b < 2; ++b) {
+    const std::int64_t len = b == 0 ? n : real;
+    for (std::int64_t h = 0; h < 2; ++h) {
+      const auto q = x.q[b][h].slice(0, 0, len) * scale, k = x.k[b][h].slice(0, 0, len) * scale;
+      const auto v = x.v[b][h].slice(0, 0, len);
+      const auto marks = at::cat({q, k}, 0);
+      const auto block = gaussian(marks, marks) + gamma * at::eye(2 * len, at::kDouble);
+      const auto d = block.sum(-1).rsqrt().diag();
+      const auto inverse = d.matmul(at::pinverse(d.matmul(block).matmul(d))).matmul(d);
+      const auto want = gaussian(q, marks).matmul(inverse).matmul(gaussian(marks, k)).matmul(v);
+      EXPECT_TRUE(at::allclose(got[b][h].slice(0, 0, len), want, 1e-9, 1e-11)) << b << " " << h;
+    }
+  }
+}
+
+TEST(Skyformer, LandmarksComeOnlyFromValidRows) {
+  // few landmarks, so that the draw matters; huge values at every padded position
+  const std::int64_t n = 20, real = 11;
+  auto x = make_batch({n, real, 3}, 2, n, 8, 10);
+  for (const char* sampling : {"qk_halves", "union"}) {
+    auto sky = make("skyformer", {{"landmarks", std::int64_t{6}}, {"sampling", std::string(sampling)}});
+    c10::InferenceMode guard;
+    const auto base = run(*sky, x.q, x.k, x.v, x.valid);
+    auto huge = fill_padding(x, 1e6);
+    const auto out = run(*sky, huge.q, huge.k, huge.v, huge.valid);
+    EXPECT_TRUE(out[0].isfinite().all().item<bool>()) << sampling;
+    EXPECT_TRUE(out[1].slice(1, 0, real).isfinite().all().item<bool>()) << sampling;
+    EXPECT_TRUE(at::equal(out[0], base[0])) << sampling;
+    EXPECT_TRUE(at::equal(out[1].slice(1, 0, real), base[1].slice(1, 0, real))) << sampling;
+    EXPECT_TRUE(at::equal(out[2].slice(1, 0, 3), base[2].slice(1, 0, 3))) << sampling;
+    // and each sequence alone (no padding, a batch of one) draws the same landmarks
+    for (std::int64_t b : {1, 2}) {
+      const std::int64_t len = b == 1 ? real : 3;
+      auto one = alone(x, b, len);
+      const auto single = run(*sky, one.q, one.k, one.v, one.valid)[0];
+      EXPECT_TRUE(at::allclose(single, base[b].slice(1, 0, len), 1e-10, 1e-12))
+          << sampling << " sequence " << b << ": " << max_diff(single, base[b].slice(1, 0, len));
+    }
+  }
+}
+
+TEST(Skyformer, SameSeedSameOutputNewSeedNewLandmarks) {
+  auto x = make_batch({40, 31}, 2, 40, 8, 11);
+  auto a = make("skyformer", {{"landmarks", std::int64_t{8}}});
+  auto b = make("skyformer", {{"landmarks", std::int64_t{8}}});
+  c10::InferenceMode guard;
+  const auto first = run(*a, x.q, x.k, x.v, x.valid, 21);
+  EXPECT_TRUE(at::equal(first, run(*b, x.q, x.k, x.v, x.valid, 21)));  // another module, the same seed
+  EXPECT_TRUE(at::equal(first, a->forward(x.q, x.k, x.v, x.valid)));  // evaluation: the same landmarks every call
+  EXPECT_FALSE(at::allclose(first, run(*a, x.q, x.k, x.v, x.valid, 22)));
+  // training: fresh landmarks every call, the same sequence of them after the same redraw
+  a->train();
+  b->train();
+  auto g1 = generator(21), g2 = generator(21);
+  a->redraw(g1);
+  b->redraw(g2);
+  const auto t1 = a->forward(x.q, x.k, x.v, x.valid), t2 = a->forward(x.q, x.k, x.v, x.valid);
+  EXPECT_FALSE(at::allclose(t1, t2));
+  EXPECT_TRUE(at::equal(t1, b->forward(x.q, x.k, x.v, x.valid)));
+  EXPECT_TRUE(at::equal(t2, b->forward(x.q, x.k, x.v, x.valid)));
+}
+
+TEST(Skyformer, ManyLandmarksApproachKernelizedAttention) {
+  // the iteration and the ridge leave a small error; it shrinks as both are pushed to the limit
+  auto x = make_batch({16}, 2, 16, 8, 12);
+  const auto want = make("kernelized")->forward(x.q, x.k, x.v, x.valid);
+  auto coarse = make("skyformer", {{"sampling", std::string("all")}});
+  auto fine = make("skyformer", {{"sampling", std::string("all")}, {"gamma", 1e-6}, {"iterations", std::int64_t{40}}});
+  const double coarse_error = max_diff(run(*coarse, x.q, x.k, x.v, x.valid), want);
+  const double fine_error = max_diff(run(*fine, x.q, x.k, x.v, x.valid), want);
+  EXPECT_LT(fine_error, 0.1 * coarse_error);
+  EXPECT_LT(fine_error, 1e-2);
+}
+
+TEST(Skyformer, SequenceWithoutRealTokensStaysFinite) {
+  auto x = make_batch({9, 0}, 2, 9, 8, 13);
+  for (const char* sampling : {"qk_halves", "all"}) {
+    auto out = run(*make("skyformer", {{"sampling", std::string(sampling)}}), x.q, x.k, x.v, x.valid);
+    EXPECT_TRUE(out.isfinite().all().item<bool>()) << sampling;
+  }
+}
+
+// --- Nyströmformer ---------------------------------------------------------------------------
+
+TEST(Nystromformer, OneLandmarkPerTokenWithExactPinvIsSoftmax) {
+  auto x = make_batch({16, 11, 1}, 2, 16, 8, 14);
+  const auto want = make("softmax")->forward(x.q, x.k, x.v, x.valid);
+  for (std::int64_t landmarks : {16, 40}) {  // m = n, and m > n (every sequence short)
+    auto nys = make("nystromformer", {{"landmarks", landmarks}, {"pinv", std::string("exact")}, {"conv_kernel", std::int64_t{0}}});
+    const auto got = nys->forward(x.q, x.k, x.v, x.valid);
+    EXPECT_TRUE(at::allclose(got[0], want[0], 1e-9, 1e-11)) << landmarks << ": " << max_diff(got[0], want[0]);
+    EXPECT_TRUE(at::allclose(got[1].slice(1, 0, 11), want[1].slice(1, 0, 11), 1e-9, 1e-11)) << landmarks;
+    EXPECT_TRUE(at::allclose(got[2].slice(1, 0, 1), want[2].slice(1, 0, 1), 1e-9, 1e-11)) << landmarks;
+  }
+}
+
+TEST(Nystromformer, ShortSequencesUseEveryTokenAsALandmark) {
+  // 13 real tokens, 64 landmarks: the sequence's 13 tokens are its landmarks, and the iteration
+  // (run long enough) gives softmax attention
+  auto x = make_batch({30, 13}, 2, 30, 8, 15);
+  const auto want = make("softmax")->forward(x.q, x.k, x.v, x.valid)[1].slice(1, 0, 13);
+  auto nys = make("nystromformer", {{"iterations", std::int64_t{30}}, {"conv_kernel", std::int64_t{0}}});
+  const auto got = nys->forward(x.q, x.k, x.v, x.valid)[1].slice(1, 0, 13);
+  EXPECT_TRUE(at::allclose(got, want, 1e-8, 1e-10)) << max_diff(got, want);
+}
+
+// F A⁺ (B V) with segment means over the real tokens, written out for one (batch, head).
+at::Tensor nystrom_formula(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, std::int64_t m) {
+  const auto len = q.size(0);
+  const double root_p = std::sqrt(static_cast<double>(q.size(1)));
+  std::vector<at::Tensor> q_means, k_means;
+  for (std::int64_t j = 0; j < m; ++j) {
+    // segment j: real tokens ⌈j L/m⌉ .. ⌈(j+1) L/m⌉ - 1
+    const auto start = (j * len + m - 1) / m, stop = ((j + 1) * len + m - 1) / m;
+    q_means.push_back(q.slice(0, start, stop).mean(0));
+    k_means.push_back(k.slice(0, start, stop).mean(0));
+  }
+  const auto qm = at::stack(q_means), km = at::stack(k_means);
+  const auto f = at::softmax(q.matmul(km.t()) / root_p, -1);
+  const auto a = at::softmax(qm.matmul(km.t()) / root_p, -1);
+  const auto b = at::softmax(qm.matmul(k.t()) / root_p, -1);
+  return f.matmul(at::pinverse(a)).matmul(b.matmul(v));
+}
+
+TEST(Nystromformer, MatchesTheFormulaWithSegmentMeansOverRealTokens) {
+  // 5 landmarks over 23 and 13 real tokens: segments of unequal sizes, padding excluded
+  const std::int64_t n = 23, real = 13, m = 5;
+  auto x = make_batch({n, real}, 2, n, 8, 16);
+  auto nys = make("nystromformer", {{"landmarks", m}, {"pinv", std::string("exact")}, {"conv_kernel", std::int64_t{0}}});
+  const auto got = nys->forward(x.q, x.k, x.v, x.valid);
+  for (std::int64_t b = 0; b < 2; ++b) {
+    const std::int64_t len = b == 0 ? n : real;
+    for (std::int64_t h = 0; h < 2; ++h) {
+      const auto want = nystrom_formula(x.q[b][h].slice(0, 0, len), x.k[b][h].slice(0, 0, len),
+                                        x.v[b][h].slice(0, 0, len), m);
+      EXPECT_TRUE(at::allclose(got[b][h].slice(0, 0, len), want, 1e-9, 1e-11))
+          << b << " " << h << ": " << max_diff(got[b][h].slice(0, 0, len), want);
+    }
+  }
+}
+
+TEST(Nystromformer, SegmentMeansIgnorePadding) {
+  // the defaults (iterative pinv, convolution on), one module: a padded sequence gives what it
+  // gives alone, whatever sits at its padded positions
+  const std::int64_t n = 40, real = 27;
+  auto x = make_batch({n, real}, 2, n, 8, 17);
+  auto nys = make("nystromformer", {{"landmarks", std::int64_t{6}}});
+  const auto base = nys->forward(x.q, x.k, x.v, x.valid)[1].slice(1, 0, real);
+  auto one = alone(x, 1, real);
+  const auto single = nys->forward(one.q, one.k, one.v, one.valid)[0];
+  EXPECT_TRUE(at::allclose(single, base, 1e-10, 1e-12)) << max_diff(single, base);
+  auto huge = fill_padding(x, 1e6);
+  const auto out = nys->forward(huge.q, huge.k, huge.v, huge.valid)[1].slice(1, 0, real);
+  EXPECT_TRUE(at::equal(out, base));
+}
+
+TEST(Nystromformer, GlobalInitCouplesTheBatch) {
+  // per head (default): a sequence's output does not depend on its batch; global: it does (the
+  // peaked attention of the first sequence sets the norms the second one starts from)
+  const std::int64_t n = 32, real = 20;
+  auto x = make_batch({n, real}, 2, n, 8, 18);
+  x.q[0] *= 6;
+  x.k[0] *= 6;
+  auto one = alone(x, 1, real);
+  for (const char* init : {"per_head", "global"}) {
+    auto nys = make("nystromformer", {{"landmarks", std::int64_t{8}}, {"init", std::string(init)}, {"conv_kernel", std::int64_t{0}}});
+    const auto in_batch = nys->forward(x.q, x.k, x.v, x.valid)[1].slice(1, 0, real);
+    const auto single = nys->forward(one.q, one.k, one.v, one.valid)[0];
+    EXPECT_EQ(at::allclose(single, in_batch, 1e-10, 1e-12), std::string(init) == "per_head") << init;
+  }
+}
+
+TEST(Nystromformer, ConvolutionIsDepthwiseAlongTheSequence) {
+  // with V alone non-zero on one token, the convolution's share of the output is that token's
+  // row times the head's kernel, shifted: out[i] − (the same with the convolution off) = w[j - i + c] v[j]
+  const std::int64_t n = 12, kernel = 5, token = 6;
+  auto x = make_batch({n}, 2, n, 4, 19);
+  x.v.zero_();
+  x.v.select(2, token).normal_();
+  auto with_conv = make("nystromformer", {{"conv_kernel", kernel}, {"landmarks", std::int64_t{3}}});
+  auto without = make("nystromformer", {{"conv_kernel", std::int64_t{0}}, {"landmarks", std::int64_t{3}}});
+  const auto conv_part = with_conv->forward(x.q, x.k, x.v, x.valid) - without->forward(x.q, x.k, x.v, x.valid);
+  const auto w = with_conv->parameters()[0].to(at::kDouble);  // [H, 1, kernel, 1]
+  for (std::int64_t h = 0; h < 2; ++h)
+    for (std::int64_t i = 0; i < n; ++i) {
+      const auto tap = token - i + kernel / 2;
+      const auto want = (tap >= 0 && tap < kernel) ? (w[h][0][tap][0] * x.v[0][h][token]) : at::zeros({4}, at::kDouble);
+      EXPECT_TRUE(at::allclose(conv_part[0][h][i], want, 1e-6, 1e-6)) << h << " " << i;
+    }
+}
+
+TEST(Nystromformer, SequenceWithoutRealTokensStaysFinite) {
+  auto x = make_batch({9, 0}, 2, 9, 8, 20);
+  auto out = make("nystromformer", {{"landmarks", std::int64_t{4}}})->forward(x.q, x.k, x.v, x.valid);
+  EXPECT_TRUE(out.isfinite().all().item<bool>());
+}
+
+}  // namespace
+}  // namespace attnlab

@@ -42,6 +42,17 @@ struct PluginInfo {
   std::size_t param_count;
 };
 
+namespace detail {
+// The schema argument of ATTNLAB_PLUGIN_INFO: an array of ParamSpec, or nullptr for a plugin
+// without parameters (C++ has no zero-length arrays, so `const ParamSpec k[] = {};` is no option).
+template <std::size_t N>
+constexpr const ParamSpec* param_specs(const ParamSpec (&specs)[N]) noexcept { return specs; }
+template <std::size_t N>
+constexpr std::size_t param_spec_count(const ParamSpec (&)[N]) noexcept { return N; }
+constexpr const ParamSpec* param_specs(std::nullptr_t) noexcept { return nullptr; }
+constexpr std::size_t param_spec_count(std::nullptr_t) noexcept { return 0; }
+}  // namespace detail
+
 inline const char* to_string(PluginKind kind) {
   return kind == PluginKind::attention ? "attention" : kind == PluginKind::dataset ? "dataset" : "unknown";
 }
@@ -61,10 +72,11 @@ inline const char* to_string(ParamType type) {
 #define ATTNLAB_FACTORY_SYMBOL "attnlab_create"
 
 // Exports the descriptor of the plugin being compiled, stamped with the LibTorch version it is
-// compiled against (TORCH_VERSION_MAJOR/MINOR come from <torch/version.h>).
+// compiled against (TORCH_VERSION_MAJOR/MINOR come from <torch/version.h>). `params_` is a
+// ParamSpec array, or nullptr when the plugin has no parameters.
 #define ATTNLAB_PLUGIN_INFO(kind_, name_, version_, description_, params_)                         \
   extern "C" BOOST_SYMBOL_EXPORT const ::attnlab::PluginInfo attnlab_plugin_info;                  \
   extern "C" BOOST_SYMBOL_EXPORT const ::attnlab::PluginInfo attnlab_plugin_info = {              \
       ::attnlab::kContractVersion, TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR,                      \
-      ::attnlab::PluginKind::kind_, name_, version_, description_, params_,                        \
-      sizeof(params_) / sizeof((params_)[0])}
+      ::attnlab::PluginKind::kind_, name_, version_, description_,                                 \
+      ::attnlab::detail::param_specs(params_), ::attnlab::detail::param_spec_count(params_)}

@@ -1,0 +1,56 @@
+#pragma once
+// Linear algebra shared by the landmark methods (Skyformer, Nyströmformer): the Moore-Penrose
+// pseudo-inverse of batched square matrices, by the iteration of Razavi et al. (2014) or exactly,
+// and the Gaussian kernel between two sets of rows.
+#include <string>
+
+#include <ATen/core/Tensor.h>
+
+namespace attnlab::linalg {
+
+// Which matrices the initial value's norms ‖A‖₁ ‖A‖∞ are taken over.
+enum class NormScope {
+  per_matrix,  // each [m, m] matrix (each batch element and head) has its own: matrices stay independent
+  global,      // the largest over the whole batch, as the authors' code does: couples the batch
+};
+
+enum class PinvMethod {
+  iterative,  // Razavi et al. (2014) iteration, `iterations` steps (what the methods train with)
+  exact,      // SVD / eigendecomposition (at::linalg_pinv): the methods' exactness limit
+};
+
+struct PinvOptions {
+  PinvMethod method = PinvMethod::iterative;
+  int iterations = 6;
+  NormScope scope = NormScope::per_matrix;
+  bool hermitian = false;  // exact method only: the matrices are symmetric (eigh instead of SVD)
+};
+
+// Pseudo-inverse of every [m, m] matrix of `a` [..., m, m] by the iteration (Nyströmformer
+// supplement, eq. 10; Razavi et al. 2014)
+//   Z_{j+1} = ¼ Z_j (13 I − A Z_j (15 I − A Z_j (7 I − A Z_j))),   Z_0 = Aᵀ / (‖A‖₁ ‖A‖∞),
+// run `iterations` times. Differentiable; no host synchronisation. On A's range the residual
+// R = I − A Z shrinks at third order, R_{j+1} = R_j³ (3I + R_j) / 4, so a start with small
+// singular values of A Z_0 (an ill-conditioned A) takes a few steps of ×≈3.25 before converging.
+// For a singular A, rounding outside A's range grows by 13/4 a step once converged: many more
+// steps than needed hurt (Skyformer's ridge γ keeps its matrix non-singular).
+at::Tensor iterative_pinv(const at::Tensor& a, int iterations, NormScope scope = NormScope::per_matrix);
+
+// at::linalg_pinv over the batch, singular values below rcond × the largest treated as zero.
+at::Tensor exact_pinv(const at::Tensor& a, bool hermitian = false, double rcond = 1e-15);
+
+at::Tensor pinv(const at::Tensor& a, const PinvOptions& options);
+
+// Parameter values: "per_head" | "global"; "iterative" | "exact". Throw std::invalid_argument.
+NormScope parse_norm_scope(const std::string& text);
+PinvMethod parse_pinv_method(const std::string& text);
+
+// κ(x, y) = exp(−‖x − y‖² / 2) between the rows of x [..., n, d] and y [..., m, d]: [..., n, m].
+// The squared distance is ‖x‖² + ‖y‖² − 2 xᵀy clamped at 0, so κ ≤ 1 despite rounding.
+// x_valid / y_valid (bool, broadcastable to [..., n] / [..., m]; optional): the rows or columns
+// of invalid x / y rows are exactly 0. Every row, valid or not, must hold finite values (the
+// methods zero padded rows first).
+at::Tensor gaussian_kernel(const at::Tensor& x, const at::Tensor& y, const at::Tensor& x_valid = {},
+                           const at::Tensor& y_valid = {});
+
+}  // namespace attnlab::linalg

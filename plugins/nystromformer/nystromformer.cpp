@@ -1,0 +1,125 @@
+// Nyströmformer (Xiong et al., 2021; supplement eqs. 5 and 10): softmax attention approximated
+// through m landmarks, the segment means Q̃, K̃ of Q and K:
+//   softmax(Q Kᵀ/√p) V ≈ softmax(Q K̃ᵀ/√p) · A⁺ · softmax(Q̃ Kᵀ/√p) V,   A = softmax(Q̃ K̃ᵀ/√p),
+// A⁺ by the iteration in attnlab/linalg, computed right to left in O(n · m · p), plus an optional
+// depthwise convolution of V along the sequence (the authors' skip connection).
+#include <cmath>
+#include <cstdint>
+
+#include <ATen/ATen.h>
+
+#include "attnlab/attention.hpp"
+#include "attnlab/linalg.hpp"
+
+namespace attnlab::nystromformer {
+
+const ParamSpec kParams[] = {
+    {"landmarks", ParamType::integer, "64", 1, 65536, nullptr,
+     "landmarks m: segment means over the real tokens (a sequence with fewer real tokens uses each as its own)"},
+    {"iterations", ParamType::integer, "6", 1, 100, nullptr, "iterations of the pseudo-inverse (pinv = iterative)"},
+    {"init", ParamType::string, "per_head", 0, 0, "per_head|global",
+     "norms of the iteration's initial value: each (batch, head) matrix its own, or the largest over the batch (the "
+     "authors' code; couples the sequences of a batch)"},
+    {"pinv", ParamType::string, "iterative", 0, 0, "iterative|exact", "pseudo-inverse of A: the iteration, or exact (SVD)"},
+    {"conv_kernel", ParamType::integer, "33", 0, 1025, nullptr,
+     "odd kernel of the depthwise convolution of V added to the output (the paper's 33; the authors' LRA configs "
+     "use 35), 0 = none"},
+};
+
+// Logits of excluded entries: finite, so that a row with nothing to attend to (a sequence without
+// real tokens) stays finite instead of turning into nan.
+double masked_logit(at::ScalarType type) { return type == at::kHalf ? -60000.0 : -1e30; }
+
+class NystromformerAttention : public AttentionMethod {
+ public:
+  NystromformerAttention(const AttentionShape& shape, std::int64_t landmarks, linalg::PinvOptions pinv,
+                         std::int64_t conv_kernel)
+      : landmarks_(landmarks), pinv_(pinv), conv_kernel_(conv_kernel) {
+    if (conv_kernel_ > 0) {
+      // one kernel per head, as nn.Conv2d(H, H, (k, 1), groups = H, bias = False), with its
+      // default initialisation U(−1/√k, 1/√k)
+      const double bound = 1.0 / std::sqrt(static_cast<double>(conv_kernel_));
+      conv_weight_ = register_parameter("conv_weight", at::empty({shape.heads, 1, conv_kernel_, 1}).uniform_(-bound, bound));
+    }
+  }
+
+  at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& key_valid) override {
+    const auto batch = q.size(0), heads = q.size(1), n = q.size(2), dim = q.size(3);
+    const auto m = landmarks_;
+    // q kᵀ/√p as (q/p^¼)(k/p^¼)ᵀ; padded rows zeroed first, so nothing there (not even inf or
+    // nan) reaches a real token.
+    const double scale = std::pow(static_cast<double>(dim), -0.25);
+    const auto valid = key_valid.to(at::kBool);
+    const auto padded = valid.logical_not().view({batch, 1, n, 1});
+    const auto qs = (q * scale).masked_fill(padded, 0.0);
+    const auto ks = (k * scale).masked_fill(padded, 0.0);
+    const auto vs = v.masked_fill(padded, 0.0);
+
+    // Segments over the L real tokens of each sequence, in order: m' = min(m, L) segments as
+    // equal as possible, the real token of rank r (0-based) in segment ⌊r m' / L⌋. Landmark slots
+    // m' .. m-1 of a short sequence stay unused and are masked out below.
+    const auto len = valid.sum(1, /*keepdim=*/true);                 // [B, 1]
+    const auto used = len.clamp_max(m);                              // m' [B, 1]
+    const auto rank = valid.to(at::kLong).cumsum(1) - 1;             // [B, N]
+    const auto segment = at::div(rank * used, len.clamp_min(1), "floor").masked_fill(valid.logical_not(), m);
+    const auto slots = at::arange(m, valid.options().dtype(at::kLong));
+    const auto landmark_valid = slots.unsqueeze(0).lt(used);  // [B, m]
+    // Segment means as one batched product with the averaging matrix S [B, m, N] (deterministic,
+    // unlike a scatter on the GPU): S[b, j, i] = 1/|segment j| for the tokens i of segment j.
+    auto average = segment.unsqueeze(1).eq(slots.view({1, m, 1})).to(q.scalar_type());
+    average = average / average.sum(-1, /*keepdim=*/true).clamp_min(1.0);
+    const auto q_marks = segment_means(average, qs);  // Q̃ [B, H, m, p]
+    const auto k_marks = segment_means(average, ks);  // K̃ [B, H, m, p]
+
+    const double excluded = masked_logit(q.scalar_type());
+    const auto unused_column = landmark_valid.logical_not().view({batch, 1, 1, m});
+    // F = softmax(Q K̃ᵀ/√p) over the used landmarks                           [B, H, N, m]
+    const auto f = at::softmax(at::matmul(qs, k_marks.transpose(-2, -1)).masked_fill_(unused_column, excluded), -1);
+    // A = softmax(Q̃ K̃ᵀ/√p) on the used block; an unused slot gets the row of I  [B, H, m, m]
+    auto a = at::softmax(at::matmul(q_marks, k_marks.transpose(-2, -1)).masked_fill_(unused_column, excluded), -1);
+    a = at::where(landmark_valid.view({batch, 1, m, 1}), a, at::eye(m, a.options()));
+    // B = softmax(Q̃ Kᵀ/√p + mask) over the real keys                           [B, H, m, N]
+    const auto b = at::softmax(
+        at::matmul(q_marks, ks.transpose(-2, -1)).masked_fill_(valid.logical_not().view({batch, 1, 1, n}), excluded), -1);
+
+    auto out = at::matmul(f, at::matmul(linalg::pinv(a, pinv_), at::matmul(b, vs)));  // F (A⁺ (B V))
+    if (conv_kernel_ > 0) {
+      // depthwise along the sequence, per head, on V with its padded positions zeroed
+      out = out + at::conv2d(vs, conv_weight_.to(vs.scalar_type()), {}, /*stride=*/{1, 1},
+                             /*padding=*/{conv_kernel_ / 2, 0}, /*dilation=*/{1, 1}, /*groups=*/heads);
+    }
+    return out;
+  }
+
+ private:
+  // S [B, m, N] times x [B, H, N, p], as one [B, m, N] × [B, N, H·p] product.
+  static at::Tensor segment_means(const at::Tensor& average, const at::Tensor& x) {
+    const auto batch = x.size(0), heads = x.size(1), n = x.size(2), dim = x.size(3);
+    const auto m = average.size(1);
+    const auto flat = x.transpose(1, 2).reshape({batch, n, heads * dim});
+    return at::bmm(average, flat).view({batch, m, heads, dim}).transpose(1, 2);
+  }
+
+  std::int64_t landmarks_;
+  linalg::PinvOptions pinv_;
+  std::int64_t conv_kernel_;
+  at::Tensor conv_weight_;
+};
+
+std::shared_ptr<AttentionMethod> create(const AttentionShape& shape, const ParamValues& params) {
+  linalg::PinvOptions pinv;
+  pinv.method = linalg::parse_pinv_method(params.string("pinv"));
+  pinv.iterations = static_cast<int>(params.integer("iterations"));
+  pinv.scope = linalg::parse_norm_scope(params.string("init"));
+  const auto conv_kernel = params.integer("conv_kernel");
+  if (conv_kernel > 0 && conv_kernel % 2 == 0)
+    throw ParamError("conv_kernel: " + std::to_string(conv_kernel) + " is even; the convolution needs an odd kernel (or 0)");
+  return std::make_shared<NystromformerAttention>(shape, params.integer("landmarks"), pinv, conv_kernel);
+}
+
+}  // namespace attnlab::nystromformer
+
+ATTNLAB_PLUGIN_INFO(attention, "nystromformer", "1.0",
+                    "Nystromformer: softmax attention through segment-mean landmarks and an iterative pseudo-inverse",
+                    attnlab::nystromformer::kParams);
+ATTNLAB_ATTENTION_FACTORY(attnlab::nystromformer::create);

@@ -1,0 +1,172 @@
+// Skyformer (Chen et al., 2021, §4.2 and §4.4): a Nyström approximation of kernelized attention
+// (eq. 3, C V with C = κ(Q/p^¼, K/p^¼), κ the Gaussian kernel), with landmarks L sampled from the
+// valid rows of [Q; K] and a ridge γ on the landmark block:
+//   C V ≈ κ(Q, L) · (D^-½ (D^-½ M D^-½)⁺ D^-½) · κ(L, K) · V,   M = κ(L, L) + γ I,  D = diag(M 1),
+// computed right to left in O(n · m · p); the pseudo-inverse by the iteration in attnlab/linalg.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <mutex>
+#include <stdexcept>
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include "attnlab/attention.hpp"
+#include "attnlab/linalg.hpp"
+
+namespace attnlab::skyformer {
+
+const ParamSpec kParams[] = {
+    {"landmarks", ParamType::integer, "128", 1, 65536, nullptr,
+     "landmark rows drawn (with replacement) from the valid rows of [Q; K] (sampling = all ignores it)"},
+    {"gamma", ParamType::real, "0.1", 0, 1e6, nullptr, "ridge added to the landmark block: M = kappa(L, L) + gamma I"},
+    {"iterations", ParamType::integer, "6", 1, 100, nullptr, "iterations of the pseudo-inverse (pinv = iterative)"},
+    {"init", ParamType::string, "per_head", 0, 0, "per_head|global",
+     "norms of the iteration's initial value: each (batch, head) matrix its own, or the largest over the batch (the "
+     "authors' code; couples the sequences of a batch)"},
+    {"sampling", ParamType::string, "qk_halves", 0, 0, "qk_halves|union|all",
+     "qk_halves: half the landmarks from Q's valid rows, half from K's (authors); union: uniform over both; all: every "
+     "valid row of [Q; K] once (deterministic, O(n^2): the exactness limit)"},
+    {"pinv", ParamType::string, "iterative", 0, 0, "iterative|exact",
+     "pseudo-inverse of the landmark block: the iteration, or exact (eigendecomposition)"},
+};
+
+enum class Sampling { qk_halves, union_of_rows, all };
+
+Sampling parse_sampling(const std::string& text) {
+  if (text == "qk_halves") return Sampling::qk_halves;
+  if (text == "union") return Sampling::union_of_rows;
+  if (text == "all") return Sampling::all;
+  throw ParamError("sampling: expected qk_halves, union or all, got '" + text + "'");
+}
+
+// SplitMix64: seeds for independent streams from one seed and a counter.
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// A generator on `device` seeded with `seed`, so that landmarks are drawn where they are used
+// (no host-to-device copy, no synchronisation).
+at::Generator generator_on(const c10::Device& device, std::uint64_t seed) {
+  if (device.is_cpu()) return at::make_generator<at::CPUGeneratorImpl>(seed);
+  at::Generator device_default = at::globalContext().defaultGenerator(device);
+  at::Generator g;
+  {
+    std::lock_guard<std::mutex> lock(device_default.mutex());
+    g = device_default.clone();
+  }
+  g.set_current_seed(seed);
+  return g;
+}
+
+class SkyformerAttention : public AttentionMethod {
+ public:
+  SkyformerAttention(std::int64_t landmarks, double gamma, linalg::PinvOptions pinv, Sampling sampling)
+      : landmarks_(landmarks), gamma_(gamma), pinv_(pinv), sampling_(sampling) {
+    pinv_.hermitian = true;  // the normalised landmark block is symmetric
+  }
+
+  bool stochastic() const override { return sampling_ != Sampling::all; }
+
+  // One seed from the caller's generator; every later draw derives from it (training: a fresh
+  // stream per forward call; evaluation: one fixed stream, so evaluating is repeatable).
+  void redraw(at::Generator& generator) override {
+    const auto options = at::TensorOptions().dtype(at::kLong).device(generator.device());
+    seed_ = static_cast<std::uint64_t>(
+        at::randint(std::numeric_limits<std::int64_t>::max(), {1}, generator, options).cpu().item<std::int64_t>());
+    draws_ = 0;
+  }
+
+  at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& key_valid) override {
+    const auto batch = q.size(0), heads = q.size(1), n = q.size(2), dim = q.size(3);
+    // p^-¼ with the real head dimension p (the authors' code hard-codes 32).
+    const double scale = std::pow(static_cast<double>(dim), -0.25);
+    const auto valid = key_valid.to(at::kBool);
+    const auto padded = valid.logical_not().view({batch, 1, n, 1});
+    // Padded rows are zeroed first: nothing there (not even inf or nan) reaches a real token.
+    const auto qs = (q * scale).masked_fill(padded, 0.0);
+    const auto ks = (k * scale).masked_fill(padded, 0.0);
+    const auto vs = v.masked_fill(padded, 0.0);
+    const auto rows = at::cat({qs, ks}, 2);              // [B, H, 2N, p]: the stacked [Q; K]
+    const auto rows_valid = at::cat({valid, valid}, 1);  // [B, 2N]
+
+    at::Tensor marks, marks_valid;  // landmarks [B, H, m, p] and which are real [B, m]
+    if (sampling_ == Sampling::all) {
+      marks = rows;
+      marks_valid = rows_valid;
+    } else {
+      const auto index = landmark_rows(valid);  // [B, m] into the 2N rows, shared by the heads
+      const auto m = index.size(1);
+      marks = rows.gather(2, index.view({batch, 1, m, 1}).expand({batch, heads, m, dim}));
+      // a sequence without a single real token has no landmark: its slots are masked out
+      marks_valid = valid.any(1, /*keepdim=*/true).expand({batch, m});
+    }
+    const auto lv = marks_valid.unsqueeze(1);  // [B, 1, m]
+
+    const auto c_ql = linalg::gaussian_kernel(qs, marks, {}, lv);                 // κ(Q, L) [B, H, N, m]
+    const auto c_lk = linalg::gaussian_kernel(marks, ks, lv, valid.unsqueeze(1));  // κ(L, K) [B, H, m, N]
+    // M = κ(L, L) + γ I on the real landmarks; a masked slot gets the row and column of I, which
+    // keeps it out of the real block's (pseudo-)inverse.
+    auto ridge = at::where(lv, at::scalar_tensor(gamma_, q.options()), at::scalar_tensor(1.0, q.options()));
+    const auto block = linalg::gaussian_kernel(marks, marks, lv, lv) + at::diag_embed(ridge);  // [B, H, m, m]
+    // D_M^-½ M D_M^-½ (row sums are ≥ 1: κ(x, x) = 1), its pseudo-inverse, and the scaling undone.
+    const auto d = block.sum(-1).rsqrt().unsqueeze(-1);  // [B, H, m, 1]
+    const auto z = linalg::pinv(block * d * d.transpose(-2, -1), pinv_);
+    auto context = at::matmul(c_lk, vs);            // κ(L, K) V           [B, H, m, p]
+    context = at::matmul(z, context * d) * d;       // M⁺ κ(L, K) V
+    return at::matmul(c_ql, context);               // κ(Q, L) M⁺ κ(L, K) V
+  }
+
+ private:
+  // Landmark rows as indices into the stacked [Q; K] (2N rows), uniformly and with replacement
+  // among the valid rows. As in the authors' code, one vector u of uniforms is drawn per call and
+  // shared by every sequence and head; sequence b takes row floor(u · L_b) of its L_b valid ones,
+  // so a sequence gets the same landmarks whatever its padding or its place in the batch.
+  at::Tensor landmark_rows(const at::Tensor& valid) {
+    const auto n = valid.size(1);
+    const std::uint64_t stream = is_training() ? draws_++ : ~std::uint64_t{0};
+    auto generator = generator_on(valid.device(), mix(mix(seed_) ^ stream));
+    const auto on_device = at::TensorOptions().device(valid.device());
+    const auto u = at::rand({landmarks_}, generator, on_device.dtype(at::kDouble)).unsqueeze(0);  // [1, m]
+    const auto len = valid.sum(1, /*keepdim=*/true);  // [B, 1] valid rows of Q (and of K)
+    at::Tensor rank;  // among the valid rows of [Q; K]: Q's are ranks 0 .. L-1, K's L .. 2L-1
+    if (sampling_ == Sampling::qk_halves) {
+      // the first ⌊m/2⌋ from Q, the others from K (as the authors)
+      rank = at::minimum((u * len.to(at::kDouble)).floor().to(at::kLong), len - 1);
+      const auto from_k = at::arange(landmarks_, on_device.dtype(at::kLong)).ge(landmarks_ / 2).unsqueeze(0);
+      rank = rank + from_k * len;
+    } else {
+      rank = at::minimum((u * (2 * len).to(at::kDouble)).floor().to(at::kLong), 2 * len - 1);
+    }
+    // the row of rank r is the first whose running count of valid rows reaches r + 1
+    const auto count = at::cat({valid, valid}, 1).to(at::kLong).cumsum(1);  // [B, 2N]
+    return at::searchsorted(count, rank.clamp_min(0) + 1).clamp_max(2 * n - 1);
+  }
+
+  std::int64_t landmarks_;
+  double gamma_;
+  linalg::PinvOptions pinv_;
+  Sampling sampling_;
+  std::uint64_t seed_ = 0;
+  std::uint64_t draws_ = 0;
+};
+
+std::shared_ptr<AttentionMethod> create(const AttentionShape&, const ParamValues& params) {
+  linalg::PinvOptions pinv;
+  pinv.method = linalg::parse_pinv_method(params.string("pinv"));
+  pinv.iterations = static_cast<int>(params.integer("iterations"));
+  pinv.scope = linalg::parse_norm_scope(params.string("init"));
+  return std::make_shared<SkyformerAttention>(params.integer("landmarks"), params.real("gamma"), pinv,
+                                              parse_sampling(params.string("sampling")));
+}
+
+}  // namespace attnlab::skyformer
+
+ATTNLAB_PLUGIN_INFO(attention, "skyformer", "1.0",
+                    "Skyformer: Nystrom approximation of Gaussian-kernel attention with landmarks sampled from [Q; K]",
+                    attnlab::skyformer::kParams);
+ATTNLAB_ATTENTION_FACTORY(attnlab::skyformer::create);
