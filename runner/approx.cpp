@@ -1,4 +1,5 @@
 #include "approx.hpp"
+#include "table.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -159,40 +160,6 @@ void load_test_batch(ModelSource& source, Dataset& dataset, std::int64_t batch) 
   const std::int64_t b = std::min(batch, test.size());
   source.tokens = test.tokens.slice(0, 0, b).select(1, 0).to(at::kLong).contiguous();
   source.lengths = test.lengths.slice(0, 0, b).select(1, 0).to(at::kLong).contiguous();
-}
-
-// Like TextTable, but columns are measured in characters, not bytes: the cells hold "±".
-std::size_t display_width(const std::string& s) {
-  std::size_t n = 0;
-  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
-  return n;
-}
-
-std::string aligned_table(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<std::size_t> width;
-  for (const auto& row : rows) {
-    if (width.size() < row.size()) width.resize(row.size(), 0);
-    for (std::size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], display_width(row[i]));
-  }
-  auto line = [&](const std::vector<std::string>& row) {
-    std::string out;
-    for (std::size_t i = 0; i < width.size(); ++i) {
-      const std::string cell = i < row.size() ? row[i] : "";
-      out += cell + std::string(width[i] - display_width(cell) + (i + 1 < width.size() ? 2 : 0), ' ');
-    }
-    while (!out.empty() && out.back() == ' ') out.pop_back();
-    return out + "\n";
-  };
-  std::string out;
-  for (std::size_t r = 0; r < rows.size(); ++r) {
-    out += line(rows[r]);
-    if (r == 0) {
-      std::vector<std::string> rule;
-      for (auto w : width) rule.push_back(std::string(w, '-'));
-      out += line(rule);
-    }
-  }
-  return out;
 }
 
 std::string format_stat(double mean, double std) {
@@ -548,7 +515,7 @@ std::string approx_table(const std::vector<store::ApproxResult>& rows, bool abso
            ", d = " + param + "\n";
     std::vector<std::string> header = {"method", "exact", "n", "samples"};
     for (auto d : g.features) header.push_back("d=" + std::to_string(d));
-    std::vector<std::vector<std::string>> table = {header};
+    TextTable table(header);
     for (const auto& [label, n] : g.row_order) {
       const auto tab = label.find('\t');
       std::vector<std::string> line = {label.substr(0, tab), label.substr(tab + 1), std::to_string(n), ""};
@@ -564,9 +531,9 @@ std::string approx_table(const std::vector<store::ApproxResult>& rows, bool abso
         line.push_back(absolute ? format_stat(r.abs_error_mean, r.abs_error_std) : format_stat(r.rel_error_mean, r.rel_error_std));
       }
       for (auto s : samples) line[3] += (line[3].empty() ? "" : "/") + std::to_string(s);
-      table.push_back(line);
+      table.add(line);
     }
-    out += aligned_table(table);
+    out += table.str();
   }
   return out;
 }

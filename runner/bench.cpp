@@ -51,35 +51,17 @@ std::int64_t bench_integer(const toml::table& bench, const char* key, std::int64
   return value;
 }
 
-// This process's own peak resident set (VmHWM). getrusage's ru_maxrss is kept across execve, so in
-// a spawned child it starts at the parent's peak; VmHWM belongs to this address space only.
-std::int64_t own_peak_rss_bytes() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::atoll(line.c_str() + 6) * 1024;  // "VmHWM:   123456 kB"
-  }
-  return -1;
-}
-
-std::int64_t peak_memory(const c10::Device& device) {
-  if (device.is_cpu()) {
-    const auto own = own_peak_rss_bytes();
-    if (own > 0) return own;
-  }
-  return compat::peak_memory_bytes(device);
-}
 
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
-// 0.842, 13.3, 0.0123: three significant digits, no exponent for sensible step times.
+// 0.842, 13.3, 0.0120: three significant digits, no exponent for sensible step times.
 std::string seconds_text(double s) {
   if (!std::isfinite(s)) return "-";
   char buf[32];
   if (s >= 100) std::snprintf(buf, sizeof buf, "%.0f", s);
   else if (s >= 10) std::snprintf(buf, sizeof buf, "%.1f", s);
   else if (s >= 1) std::snprintf(buf, sizeof buf, "%.2f", s);
-  else std::snprintf(buf, sizeof buf, "%.3g", s);
+  else std::snprintf(buf, sizeof buf, "%#.3g", s);  // '#' keeps trailing zeros: 0.120
   return buf;
 }
 
@@ -223,7 +205,7 @@ StepTimes time_training_steps(const BenchCase& c, const PluginRegistry& registry
     compat::synchronize(device);
     out.seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
   }
-  out.peak_memory_bytes = peak_memory(device);
+  out.peak_memory_bytes = compat::peak_memory_bytes(device);
   return out;
 }
 
@@ -257,7 +239,7 @@ store::BenchResult run_bench_case(const BenchCase& c, const std::string& config_
     r.error = first_line(e.what());  // c10 errors append a backtrace
     if (device) {
       try {
-        r.peak_memory_bytes = static_cast<double>(peak_memory(*device));  // how far it got
+        r.peak_memory_bytes = static_cast<double>(compat::peak_memory_bytes(*device));  // how far it got
       } catch (const std::exception&) {
       }
     }

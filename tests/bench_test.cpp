@@ -248,7 +248,7 @@ TEST(BenchTable, RatiosAgainstComparableSoftmaxAndErrorsListed) {
   for (std::string line; std::getline(in, line);)
     if (line.rfind("linear   1024", 0) == 0) at_1024.push_back(words(line));
   ASSERT_EQ(at_1024.size(), 2u) << table;
-  EXPECT_EQ(at_1024[1][3], "0.3") << table;
+  EXPECT_EQ(at_1024[1][3], "0.300") << table;
   EXPECT_EQ(at_1024[1][5], "-") << table;
   EXPECT_EQ(at_1024[1][8], "-") << table;
   EXPECT_NE(table.find("  fancy at 1024: oom: CUDA out of memory\n"), std::string::npos) << table;

@@ -96,9 +96,15 @@ std::int64_t peak_memory_bytes(const c10::Device& device) {
   }
 #endif
   (void)device;
+  // VmHWM: the peak resident set of this address space. Not getrusage's ru_maxrss, which Linux
+  // carries over execve: a job process would start at the peak of the parent that spawned it.
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::atoll(line.c_str() + 6) * 1024;  // "VmHWM:  123456 kB"
   struct rusage usage {};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<std::int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
+  getrusage(RUSAGE_SELF, &usage);  // no /proc: the best there is
+  return static_cast<std::int64_t>(usage.ru_maxrss) * 1024;
 }
 
 void synchronize(const c10::Device& device) {

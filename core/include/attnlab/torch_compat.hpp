@@ -19,7 +19,7 @@ std::string device_name(const c10::Device& device);  // GPU name, or the CPU mod
 c10::Device parse_device(const std::string& text);
 
 // Memory peak of the current job: CUDA caching-allocator peak on a GPU; on the CPU the peak
-// resident set size of this process (each job runs in its own process, see runner/).
+// resident set (VmHWM) of this process (each job runs in a process of its own, see runner/).
 void reset_peak_memory(const c10::Device& device);
 std::int64_t peak_memory_bytes(const c10::Device& device);
 void synchronize(const c10::Device& device);
