@@ -7,14 +7,13 @@
 #include <optional>
 #include <stdexcept>
 
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
 
 #include "attnlab/config.hpp"
 #include "attnlab/store.hpp"
+#include "child_process.hpp"
 #include "attnlab/torch_compat.hpp"
 #include "bench.hpp"
 #include "build_info.hpp"
@@ -23,7 +22,6 @@
 #include "plugin_host.hpp"
 #include "progress.hpp"
 
-extern char** environ;
 
 namespace attnlab {
 namespace po = boost::program_options;
@@ -144,35 +142,6 @@ void set_train(ParamValues& train, const char* key, std::int64_t value, const ch
 
 // --- the measuring processes ------------------------------------------------------------------
 
-volatile std::sig_atomic_t g_child = 0;
-volatile std::sig_atomic_t g_stop_signal = 0;
-
-void forward_signal(int sig) {
-  g_stop_signal = sig;
-  if (g_child > 0) kill(g_child, sig);
-}
-
-struct ChildExit {
-  bool signalled = false;
-  int code = 0;  // exit status or signal number
-};
-
-ChildExit run_child(const std::string& exe, const std::vector<std::string>& argv_strings) {
-  std::vector<char*> argv;
-  for (const auto& a : argv_strings) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  if (int err = posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv.data(), environ))
-    throw std::runtime_error("cannot start the bench process " + exe + ": " + std::strerror(err));
-  g_child = pid;
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) throw std::runtime_error(std::string("waitpid: ") + std::strerror(errno));
-  }
-  g_child = 0;
-  if (WIFSIGNALED(status)) return {true, WTERMSIG(status)};
-  return {false, WEXITSTATUS(status)};
-}
 
 int show(const std::string& db_path) {
   if (access(db_path.c_str(), F_OK) != 0) throw BenchUsageError(db_path + ": no such database");
@@ -331,12 +300,10 @@ int cmd_bench(const Args& raw_args, const std::string& self_exe) {
             << ", " << dataset << " task, batch " << batch_size << ", " << warmup << " warm-up + " << steps
             << " timed step(s), database " << db_path << std::endl;  // flushed: the bench processes share stdout
 
-  std::signal(SIGINT, forward_signal);
-  std::signal(SIGTERM, forward_signal);
   std::vector<store::BenchResult> measured;
   std::size_t index = 0;
   for (const auto& p : planned) {
-    if (g_stop_signal) break;
+    if (stop_signal()) break;
     ++index;
     std::cout << "[" << index << "/" << planned.size() << "] " << p.c.method << " at " << p.c.seq_len << " tokens"
               << std::endl;
@@ -345,14 +312,14 @@ int cmd_bench(const Args& raw_args, const std::string& self_exe) {
                                      "--device", device_text, "--threads", std::to_string(threads)};
     if (!cache_dir.empty()) argv.insert(argv.end(), {"--cache-dir", cache_dir});
     for (const auto& d : cli_dirs) argv.insert(argv.end(), {"--plugins", d});
-    const ChildExit exit = run_child(self_exe, argv);
+    const ChildExit exit = run_child(argv, "bench process");
 
     auto rows = db.bench_results();
     if (rows.size() > before) {  // the process stored its measurement (done, oom or failed)
       measured.push_back(rows.back());
       continue;
     }
-    const bool stopped = exit.signalled && (exit.code == SIGINT || exit.code == SIGTERM) && g_stop_signal;
+    const bool stopped = exit.signalled && (exit.code == SIGINT || exit.code == SIGTERM) && stop_signal();
     if (stopped) break;
     // It died before storing anything: record that, and go on.
     store::BenchResult r;
@@ -366,8 +333,7 @@ int cmd_bench(const Args& raw_args, const std::string& self_exe) {
     r.git_revision = build_info::git_revision();
     r.threads = compat::configure_threads(threads);
     r.status = "failed";
-    r.error = exit.signalled ? "bench process killed by signal " + std::to_string(exit.code) + " (" + strsignal(exit.code) + ")"
-                             : "bench process exited with status " + std::to_string(exit.code);
+    r.error = "bench process " + exit.describe();
     if (exit.signalled && exit.code == SIGKILL && device.is_cpu()) r.error += "; on the CPU usually the kernel's out-of-memory killer";
     r.config_toml = p.config_toml;
     db.add_bench_result(r);
@@ -377,9 +343,9 @@ int cmd_bench(const Args& raw_args, const std::string& self_exe) {
   }
 
   if (!measured.empty()) std::cout << "\n" << bench_table(measured, /*context=*/false);
-  if (g_stop_signal) {
-    std::cerr << "attnlab: bench stopped by signal " << g_stop_signal << "\n";
-    return 128 + g_stop_signal;
+  if (stop_signal()) {
+    std::cerr << "attnlab: bench stopped by signal " << stop_signal() << "\n";
+    return 128 + stop_signal();
   }
   return 0;
 }

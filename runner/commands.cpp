@@ -7,20 +7,18 @@
 #include <map>
 #include <set>
 
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
 
 #include "attnlab/store.hpp"
+#include "child_process.hpp"
 #include "attnlab/torch_compat.hpp"
 #include "experiment.hpp"
 #include "job_exec.hpp"
 #include "plugin_host.hpp"
 #include "report.hpp"
 
-extern char** environ;
 
 namespace attnlab {
 namespace po = boost::program_options;
@@ -61,35 +59,6 @@ void add_plugin_option(po::options_description& d) {
 
 // --- attnlab run: the child process per job --------------------------------------------------
 
-volatile std::sig_atomic_t g_child = 0;
-volatile std::sig_atomic_t g_stop_signal = 0;
-
-void forward_signal(int sig) {
-  g_stop_signal = sig;
-  if (g_child > 0) kill(g_child, sig);
-}
-
-struct ChildExit {
-  bool signalled = false;
-  int code = 0;  // exit status or signal number
-};
-
-ChildExit run_child(const std::string& exe, const std::vector<std::string>& argv_strings) {
-  std::vector<char*> argv;
-  for (const auto& a : argv_strings) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  if (int err = posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv.data(), environ))
-    throw std::runtime_error("cannot start the job process " + exe + ": " + std::strerror(err));
-  g_child = pid;
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) throw std::runtime_error(std::string("waitpid: ") + std::strerror(errno));
-  }
-  g_child = 0;
-  if (WIFSIGNALED(status)) return {true, WTERMSIG(status)};
-  return {false, WEXITSTATUS(status)};
-}
 
 }  // namespace
 
@@ -183,21 +152,18 @@ int cmd_run(const Args& args, const std::string& self_exe) {
   std::cout << "experiment '" << experiment.name << "': " << experiment.jobs.size() << " job(s), " << to_run.size()
             << " to run, database " << db_path << std::endl;  // flushed: job processes share stdout
 
-  std::signal(SIGINT, forward_signal);
-  std::signal(SIGTERM, forward_signal);
   for (auto job_id : to_run) {
-    if (g_stop_signal) break;
+    if (stop_signal()) break;
     std::vector<std::string> argv = {self_exe, "exec-job", "--db", db_path, "--job", std::to_string(job_id),
                                      "--device", device, "--threads", std::to_string(vm["threads"].as<int>())};
     if (!cache_dir.empty()) argv.insert(argv.end(), {"--cache-dir", cache_dir});
     for (const auto& d : cli_dirs) argv.insert(argv.end(), {"--plugins", d});
-    const ChildExit exit = run_child(self_exe, argv);
-    if (!exit.signalled && exit.code == 0) continue;
+    const ChildExit exit = run_child(argv, "job process");
+    if (exit.ok()) continue;
     // The job process died or gave up: make sure its run does not stay 'running'.
     const auto run = db.latest_run_of_job(job_id);
     const bool stopped = exit.signalled && (exit.code == SIGINT || exit.code == SIGTERM);
-    const std::string why = exit.signalled ? "job process killed by signal " + std::to_string(exit.code) + " (" + strsignal(exit.code) + ")"
-                                           : "job process exited with status " + std::to_string(exit.code);
+    const std::string why = "job process " + exit.describe();
     if (run && db.fail_run_if_unfinished(*run, stopped ? "interrupted" : "failed", why))
       std::cerr << "attnlab: run " << *run << " of job " << job_id << ": " << why << "\n";
     if (!run) std::cerr << "attnlab: job " << job_id << ": " << why << " before its run started\n";
@@ -214,9 +180,9 @@ int cmd_run(const Args& args, const std::string& self_exe) {
   latest.clear();
   for (const auto& [id, r] : newest) latest.push_back(r);
   std::cout << "\n" << runs_table(latest) << "\n" << seeds_table(latest);
-  if (g_stop_signal) {
-    std::cerr << "attnlab: stopped by signal " << g_stop_signal << "; unfinished jobs stay queued\n";
-    return 128 + g_stop_signal;
+  if (stop_signal()) {
+    std::cerr << "attnlab: stopped by signal " << stop_signal() << "; unfinished jobs stay queued\n";
+    return 128 + stop_signal();
   }
   return 0;
 }

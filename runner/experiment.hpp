@@ -30,7 +30,7 @@ struct JobPlan {
 struct Experiment {
   std::string name, description, source_path, source_text;
   std::vector<std::int64_t> seeds;
-  std::vector<JobPlan> jobs;  // methods x datasets x seeds, in file order
+  std::vector<JobPlan> jobs;  // methods x datasets x seeds; methods and datasets in name order (TOML tables are unordered)
 };
 
 Experiment load_experiment(const std::string& path, const PluginRegistry& registry);

@@ -3,6 +3,8 @@
 // and the command end to end (--qkv, --dataset listops, --run) with the rows it stores.
 #include <gtest/gtest.h>
 
+#include "test_support.hpp"
+
 #include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -420,21 +422,8 @@ TEST(ApproxTable, RowsAreMethodByLengthColumnsAreD) {
 
 // --- the command end to end ------------------------------------------------------------------------
 
-struct ApproxCli : ::testing::Test {
-  TempDir tmp;
-  std::string path(const std::string& name) const { return tmp.path(name); }
+struct ApproxCli : attnlab::testing::CliTest {
   std::string db() const { return path("r.db"); }
-
-  int attnlab(const std::string& args, std::string& output) const {
-    const std::string log = path("out.log");
-    const std::string command = std::string(ATTNLAB_BINARY) + " " + args + " > " + log + " 2>&1";
-    const int status = std::system(command.c_str());
-    std::ifstream in(log);
-    std::stringstream text;
-    text << in.rdbuf();
-    output = text.str();
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
   std::string common() const {
     return "--db " + db() + " --threads 1 --plugins " + std::string(ATTNLAB_STUDY_PLUGIN_DIR) + " --cache-dir " + path("cache");
   }
@@ -443,25 +432,7 @@ struct ApproxCli : ::testing::Test {
            " --dataset-param max_depth=3 --dataset-param max_args=4 --dataset-param min_length=3 --dataset-param max_length=60";
   }
 
-  // One value from the database.
-  std::string query(const std::string& sql) const {
-    sqlite3* handle = nullptr;
-    sqlite3_open_v2(db().c_str(), &handle, SQLITE_OPEN_READONLY, nullptr);
-    sqlite3_stmt* stmt = nullptr;
-    std::string out = "(error)";
-    if (sqlite3_prepare_v2(handle, sql.c_str(), -1, &stmt, nullptr) == SQLITE_OK) {
-      const int rc = sqlite3_step(stmt);
-      if (rc == SQLITE_ROW) {
-        const auto* text = sqlite3_column_text(stmt, 0);
-        out = text ? reinterpret_cast<const char*>(text) : "NULL";
-      } else if (rc == SQLITE_DONE) {
-        out = "(none)";
-      }
-    }
-    sqlite3_finalize(stmt);
-    sqlite3_close(handle);
-    return out;
-  }
+  std::string query(const std::string& sql) const { return attnlab::testing::query_one(db(), sql); }
 };
 
 TEST_F(ApproxCli, QkvFilesEndToEnd) {

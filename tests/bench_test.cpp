@@ -2,6 +2,8 @@
 // refusals, --show, and the table's ratios on rows made here.
 #include <gtest/gtest.h>
 
+#include "test_support.hpp"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -25,56 +27,14 @@ extern char** environ;
 namespace {
 namespace fs = std::filesystem;
 
-struct Bench : ::testing::Test {
-  fs::path dir;
-  void SetUp() override {
-    dir = fs::temp_directory_path() / ("attnlab-bench-" + std::to_string(getpid()) + "-" +
-                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  void TearDown() override { fs::remove_all(dir); }
-
-  std::string path(const std::string& name) const { return (dir / name).string(); }
-
-  // Runs attnlab with `args`; returns the exit status, stdout+stderr in `output`.
-  int attnlab(const std::string& args, std::string& output) const {
-    const std::string log = path("out.log");
-    const std::string command = std::string(ATTNLAB_BINARY) + " " + args + " > " + log + " 2>&1";
-    const int status = std::system(command.c_str());
-    std::ifstream in(log);
-    std::stringstream text;
-    text << in.rdbuf();
-    output = text.str();
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
-
+struct Bench : attnlab::testing::CliTest {
   std::string tiny() const {
     return "bench --db " + path("b.db") + " --cache-dir " + path("cache") +
            " --methods softmax --lengths 32,64 --batch-size 2 --steps 2 --warmup 1 --threads 1";
   }
 };
 
-// One value from the database.
-std::string query(const std::string& db_path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
-  sqlite3_busy_timeout(db, 10000);
-  sqlite3_stmt* stmt = nullptr;
-  std::string out = "(error)";
-  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr) == SQLITE_OK) {
-    const int rc = sqlite3_step(stmt);
-    if (rc == SQLITE_ROW) {
-      const auto* text = sqlite3_column_text(stmt, 0);
-      out = text ? reinterpret_cast<const char*>(text) : "NULL";
-    } else if (rc == SQLITE_DONE) {
-      out = "(none)";
-    }
-  }
-  sqlite3_finalize(stmt);
-  sqlite3_close(db);
-  return out;
-}
+std::string query(const std::string& db_path, const std::string& sql) { return attnlab::testing::query_one(db_path, sql); }
 
 // The printed line that starts with `prefix`, or "".
 std::string line_starting(const std::string& text, const std::string& prefix) {

@@ -2,6 +2,8 @@
 // in the database, re-running, a config error that stores nothing, and a killed job process.
 #include <gtest/gtest.h>
 
+#include "test_support.hpp"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -20,31 +22,9 @@ extern char** environ;
 
 namespace {
 namespace fs = std::filesystem;
+using attnlab::testing::query_one;
 
-struct Cli : ::testing::Test {
-  fs::path dir;
-  void SetUp() override {
-    dir = fs::temp_directory_path() / ("attnlab-cli-" + std::to_string(getpid()) + "-" +
-                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  void TearDown() override { fs::remove_all(dir); }
-
-  std::string path(const std::string& name) const { return (dir / name).string(); }
-
-  // Runs attnlab with `args`; returns the exit status, stdout+stderr in `output`.
-  int attnlab(const std::string& args, std::string& output) const {
-    const std::string log = path("out.log");
-    const std::string command = std::string(ATTNLAB_BINARY) + " " + args + " > " + log + " 2>&1";
-    const int status = std::system(command.c_str());
-    std::ifstream in(log);
-    std::stringstream text;
-    text << in.rdbuf();
-    output = text.str();
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
-
+struct Cli : attnlab::testing::CliTest {
   std::string experiment(int steps, int seeds) const {
     std::string seed_list = "1";
     for (int s = 2; s <= seeds; ++s) seed_list += ", " + std::to_string(s);
@@ -62,26 +42,6 @@ struct Cli : ::testing::Test {
   std::string common() const { return "--db " + path("r.db") + " --cache-dir " + path("cache") + " --threads 1"; }
 };
 
-// One value from the database.
-std::string query(const std::string& db_path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
-  sqlite3_busy_timeout(db, 10000);
-  sqlite3_stmt* stmt = nullptr;
-  std::string out = "(error)";
-  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr) == SQLITE_OK) {
-    const int rc = sqlite3_step(stmt);
-    if (rc == SQLITE_ROW) {
-      const auto* text = sqlite3_column_text(stmt, 0);
-      out = text ? reinterpret_cast<const char*>(text) : "NULL";
-    } else if (rc == SQLITE_DONE) {
-      out = "(none)";
-    }
-  }
-  sqlite3_finalize(stmt);
-  sqlite3_close(db);
-  return out;
-}
 
 TEST_F(Cli, PluginsListsMethodsDatasetsAndParameters) {
   std::string out;
@@ -96,20 +56,20 @@ TEST_F(Cli, RunStoresEveryRowAndPrintsTheSummary) {
   std::string out;
   ASSERT_EQ(attnlab("run " + experiment(20, 2) + " " + common(), out), 0) << out;
   const auto db = path("r.db");
-  EXPECT_EQ(query(db, "SELECT count(*) FROM jobs WHERE state = 'done'"), "2");
-  EXPECT_EQ(query(db, "SELECT count(*) FROM runs WHERE status = 'done' AND finished_at IS NOT NULL"), "2");
-  EXPECT_EQ(query(db, "SELECT count(*) FROM results WHERE name = 'test_acc' AND value BETWEEN 0 AND 1"), "2");
-  EXPECT_EQ(query(db, "SELECT count(*) FROM results WHERE name = 'peak_memory_bytes' AND value > 1e6"), "2");
-  EXPECT_EQ(query(db, "SELECT count(*) FROM results WHERE name = 'majority_rate' AND value > 0"), "2");
-  EXPECT_EQ(query(db, "SELECT count(*) FROM results WHERE name = 'steps_done' AND value = 20"), "2");
+  EXPECT_EQ(query_one(db, "SELECT count(*) FROM jobs WHERE state = 'done'"), "2");
+  EXPECT_EQ(query_one(db, "SELECT count(*) FROM runs WHERE status = 'done' AND finished_at IS NOT NULL"), "2");
+  EXPECT_EQ(query_one(db, "SELECT count(*) FROM results WHERE name = 'test_acc' AND value BETWEEN 0 AND 1"), "2");
+  EXPECT_EQ(query_one(db, "SELECT count(*) FROM results WHERE name = 'peak_memory_bytes' AND value > 1e6"), "2");
+  EXPECT_EQ(query_one(db, "SELECT count(*) FROM results WHERE name = 'majority_rate' AND value > 0"), "2");
+  EXPECT_EQ(query_one(db, "SELECT count(*) FROM results WHERE name = 'steps_done' AND value = 20"), "2");
   // train loss every 5 steps, val every 10: 4 + 2 points per run
-  EXPECT_EQ(query(db, "SELECT count(*) FROM curves WHERE run_id = 1 AND split = 'train' AND name = 'loss'"), "4");
-  EXPECT_EQ(query(db, "SELECT count(*) FROM curves WHERE run_id = 1 AND split = 'val' AND name = 'acc'"), "2");
-  EXPECT_EQ(query(db, "SELECT count(*) FROM run_plugins WHERE length(sha256) = 64"), "4");
-  EXPECT_NE(query(db, "SELECT torch_version FROM runs WHERE id = 1"), "NULL");
-  EXPECT_NE(query(db, "SELECT git_revision FROM runs WHERE id = 1"), "NULL");
-  EXPECT_EQ(query(db, "SELECT value FROM job_params WHERE job_id = 1 AND key = 'train.steps'"), "20");
-  EXPECT_EQ(query(db, "SELECT count(*) FROM run_summary WHERE test_acc IS NOT NULL"), "2");
+  EXPECT_EQ(query_one(db, "SELECT count(*) FROM curves WHERE run_id = 1 AND split = 'train' AND name = 'loss'"), "4");
+  EXPECT_EQ(query_one(db, "SELECT count(*) FROM curves WHERE run_id = 1 AND split = 'val' AND name = 'acc'"), "2");
+  EXPECT_EQ(query_one(db, "SELECT count(*) FROM run_plugins WHERE length(sha256) = 64"), "4");
+  EXPECT_NE(query_one(db, "SELECT torch_version FROM runs WHERE id = 1"), "NULL");
+  EXPECT_NE(query_one(db, "SELECT git_revision FROM runs WHERE id = 1"), "NULL");
+  EXPECT_EQ(query_one(db, "SELECT value FROM job_params WHERE job_id = 1 AND key = 'train.steps'"), "20");
+  EXPECT_EQ(query_one(db, "SELECT count(*) FROM run_summary WHERE test_acc IS NOT NULL"), "2");
   EXPECT_TRUE(fs::exists(path("r.db.ckpt/run-1.pt")));
   EXPECT_NE(out.find("majority rate"), std::string::npos) << out;
   EXPECT_NE(out.find("test acc (mean ± std)"), std::string::npos);
@@ -117,14 +77,14 @@ TEST_F(Cli, RunStoresEveryRowAndPrintsTheSummary) {
   // the same experiment again: nothing new runs; --rerun runs both again
   ASSERT_EQ(attnlab("run " + path("tiny.toml") + " " + common(), out), 0) << out;
   EXPECT_NE(out.find("is already done"), std::string::npos) << out;
-  EXPECT_EQ(query(db, "SELECT count(*) FROM runs"), "2");
+  EXPECT_EQ(query_one(db, "SELECT count(*) FROM runs"), "2");
   ASSERT_EQ(attnlab("run " + path("tiny.toml") + " " + common() + " --rerun", out), 0) << out;
-  EXPECT_EQ(query(db, "SELECT count(*) FROM runs WHERE attempt = 2 AND status = 'done'"), "2");
+  EXPECT_EQ(query_one(db, "SELECT count(*) FROM runs WHERE attempt = 2 AND status = 'done'"), "2");
   // same seed, same CPU build: the same numbers
-  EXPECT_EQ(query(db, "SELECT value FROM results WHERE run_id = 1 AND name = 'test_acc'"),
-            query(db, "SELECT value FROM results WHERE run_id = 3 AND name = 'test_acc'"));
-  EXPECT_EQ(query(db, "SELECT group_concat(value) FROM curves WHERE run_id = 2"),
-            query(db, "SELECT group_concat(value) FROM curves WHERE run_id = 4"));
+  EXPECT_EQ(query_one(db, "SELECT value FROM results WHERE run_id = 1 AND name = 'test_acc'"),
+            query_one(db, "SELECT value FROM results WHERE run_id = 3 AND name = 'test_acc'"));
+  EXPECT_EQ(query_one(db, "SELECT group_concat(value) FROM curves WHERE run_id = 2"),
+            query_one(db, "SELECT group_concat(value) FROM curves WHERE run_id = 4"));
 
   ASSERT_EQ(attnlab("results --db " + db, out), 0) << out;
   EXPECT_NE(out.find("softmax  listops"), std::string::npos) << out;
@@ -166,8 +126,8 @@ TEST_F(Cli, KilledJobProcessFailsThatRunOnlyAndTheDatabaseStaysWhole) {
   std::string pid = "(none)";
   for (int i = 0; i < 600 && (pid == "(none)" || pid == "(error)"); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    if (fs::exists(db) && query(db, "SELECT count(*) FROM curves") != "0" && query(db, "SELECT count(*) FROM curves") != "(error)")
-      pid = query(db, "SELECT pid FROM runs WHERE status = 'running'");
+    if (fs::exists(db) && query_one(db, "SELECT count(*) FROM curves") != "0" && query_one(db, "SELECT count(*) FROM curves") != "(error)")
+      pid = query_one(db, "SELECT pid FROM runs WHERE status = 'running'");
   }
   ASSERT_NE(pid, "(none)") << "the job never started";
   ASSERT_EQ(kill(std::stoi(pid), SIGKILL), 0);
@@ -175,11 +135,11 @@ TEST_F(Cli, KilledJobProcessFailsThatRunOnlyAndTheDatabaseStaysWhole) {
   waitpid(parent, &status, 0);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 
-  EXPECT_EQ(query(db, "PRAGMA integrity_check"), "ok");
-  EXPECT_EQ(query(db, "SELECT status FROM runs WHERE id = 1"), "failed");
-  EXPECT_EQ(query(db, "SELECT error FROM runs WHERE id = 1"), "job process killed by signal 9 (Killed)");
-  EXPECT_EQ(query(db, "SELECT state FROM jobs WHERE id = 1"), "failed");
-  EXPECT_NE(query(db, "SELECT count(*) FROM curves WHERE run_id = 1"), "0");  // what was measured is kept
+  EXPECT_EQ(query_one(db, "PRAGMA integrity_check"), "ok");
+  EXPECT_EQ(query_one(db, "SELECT status FROM runs WHERE id = 1"), "failed");
+  EXPECT_EQ(query_one(db, "SELECT error FROM runs WHERE id = 1"), "job process killed by signal 9 (Killed)");
+  EXPECT_EQ(query_one(db, "SELECT state FROM jobs WHERE id = 1"), "failed");
+  EXPECT_NE(query_one(db, "SELECT count(*) FROM curves WHERE run_id = 1"), "0");  // what was measured is kept
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 // A new plugin is picked up automatically: every attention plugin the host finds is tested.
 #include <gtest/gtest.h>
 
+#include "test_support.hpp"
+
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/InferenceMode.h>
@@ -13,14 +15,7 @@
 namespace attnlab {
 namespace {
 
-const PluginRegistry& registry() {
-  static PluginRegistry r = [] {
-    PluginRegistry loaded;
-    loaded.load_folders(PluginRegistry::search_path({}));
-    return loaded;
-  }();
-  return r;
-}
+const PluginRegistry& registry() { return testing::built_plugins(); }
 
 std::vector<std::string> attention_plugins() { return registry().names(PluginKind::attention); }
 

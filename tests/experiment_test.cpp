@@ -2,6 +2,8 @@
 // file, the line and the key.
 #include <gtest/gtest.h>
 
+#include "test_support.hpp"
+
 #include <filesystem>
 #include <fstream>
 
@@ -11,14 +13,7 @@ namespace attnlab {
 namespace {
 namespace fs = std::filesystem;
 
-const PluginRegistry& registry() {
-  static PluginRegistry r = [] {
-    PluginRegistry loaded;
-    loaded.load_folders(PluginRegistry::search_path({}));
-    return loaded;
-  }();
-  return r;
-}
+const PluginRegistry& registry() { return testing::built_plugins(); }
 
 std::string write_file(const std::string& name, const std::string& text) {
   const fs::path dir = fs::temp_directory_path() / ("attnlab-exp-" + std::to_string(getpid()));

@@ -3,6 +3,8 @@
 // plugins are loaded through the plugin host, so the .so files are what is tested.
 #include <gtest/gtest.h>
 
+#include "test_support.hpp"
+
 #include <cmath>
 #include <vector>
 
@@ -16,14 +18,7 @@
 namespace attnlab {
 namespace {
 
-const PluginRegistry& registry() {
-  static PluginRegistry r = [] {
-    PluginRegistry loaded;
-    loaded.load_folders(PluginRegistry::search_path({}));
-    return loaded;
-  }();
-  return r;
-}
+const PluginRegistry& registry() { return testing::built_plugins(); }
 
 const LoadedPlugin& plugin(const std::string& name) {
   const auto* p = registry().find(PluginKind::attention, name);

@@ -1,0 +1,77 @@
+#pragma once
+// What several suites share: the plugins of this build, a scratch folder per test, running the
+// attnlab binary, and reading one value back from a database.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "plugin_host.hpp"
+
+namespace attnlab::testing {
+
+// Every plugin this build made, loaded once per test binary as the CLI loads them.
+inline const PluginRegistry& built_plugins() {
+  static const PluginRegistry registry = [] {
+    PluginRegistry r;
+    r.load_folders(PluginRegistry::search_path({}));
+    return r;
+  }();
+  return registry;
+}
+
+// One value from a database ("NULL", "(none)" without a row, "(error)" if the SQL fails).
+inline std::string query_one(const std::string& db_path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+  sqlite3_busy_timeout(db, 10000);
+  sqlite3_stmt* stmt = nullptr;
+  std::string out = "(error)";
+  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr) == SQLITE_OK) {
+    const int rc = sqlite3_step(stmt);
+    if (rc == SQLITE_ROW) {
+      const auto* text = sqlite3_column_text(stmt, 0);
+      out = text ? reinterpret_cast<const char*>(text) : "NULL";
+    } else if (rc == SQLITE_DONE) {
+      out = "(none)";
+    }
+  }
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  return out;
+}
+
+// A fixture with a fresh scratch folder per test and the attnlab binary at hand.
+class CliTest : public ::testing::Test {
+ protected:
+  std::filesystem::path dir;
+
+  void SetUp() override {
+    dir = std::filesystem::temp_directory_path() /
+          ("attnlab-" + std::to_string(getpid()) + "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir); }
+
+  std::string path(const std::string& name) const { return (dir / name).string(); }
+
+  // Runs `attnlab ARGS`; returns its exit status, with stdout and stderr in `output`.
+  int attnlab(const std::string& args, std::string& output) const {
+    const std::string log = path("out.log");
+    const int status = std::system((std::string(ATTNLAB_BINARY) + " " + args + " > " + log + " 2>&1").c_str());
+    std::ifstream in(log);
+    std::stringstream text;
+    text << in.rdbuf();
+    output = text.str();
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+};
+
+}  // namespace attnlab::testing
