@@ -1,5 +1,7 @@
 #include "attnlab/linalg.hpp"
 
+#include <cmath>
+
 #include <stdexcept>
 
 #include <ATen/ATen.h>
@@ -74,6 +76,13 @@ at::Tensor gaussian_kernel(const at::Tensor& x, const at::Tensor& y, const at::T
   const auto x_ext = at::cat({x, neg_half_x, at::ones_like(neg_half_x)}, -1);
   const auto y_ext = at::cat({y, at::ones_like(neg_half_y), neg_half_y}, -1);
   return at::matmul(x_ext, y_ext.transpose(-2, -1)).clamp_max(0.0).exp_();
+}
+
+ScaledRows scale_and_mask(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& key_valid) {
+  const double scale = std::pow(static_cast<double>(q.size(-1)), -0.25);  // p: the real head dimension
+  const auto valid = key_valid.to(at::kBool);
+  const auto padded = valid.logical_not().view({q.size(0), 1, q.size(2), 1});
+  return {(q * scale).masked_fill(padded, 0.0), (k * scale).masked_fill(padded, 0.0), v.masked_fill(padded, 0.0), valid};
 }
 
 }  // namespace attnlab::linalg

@@ -1,8 +1,6 @@
 // Kernelized attention (Chen et al., 2021, "Skyformer", eq. 3): C V with the Gaussian kernel
 // C = κ(Q / p^¼, K / p^¼), κ(x, y) = exp(−‖x − y‖² / 2), p the head dimension; no row
 // normalisation. Padded keys contribute nothing. O(n²): the exact reference Skyformer approximates.
-#include <cmath>
-
 #include <ATen/ATen.h>
 
 #include "attnlab/attention.hpp"
@@ -13,15 +11,9 @@ namespace attnlab::kernelized {
 class KernelizedAttention : public AttentionMethod {
  public:
   at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& key_valid) override {
-    const double scale = std::pow(static_cast<double>(q.size(-1)), -0.25);
-    const auto padded = key_valid.logical_not().unsqueeze(1).unsqueeze(-1);  // [B, 1, N, 1]
-    // Padded rows are zeroed first, so that nothing there (not even inf or nan) can reach a real
-    // token's output or gradient; padded keys' kernel columns are then exactly 0.
-    const auto qs = (q * scale).masked_fill(padded, 0.0);
-    const auto ks = (k * scale).masked_fill(padded, 0.0);
-    const auto vs = v.masked_fill(padded, 0.0);
-    const auto c = linalg::gaussian_kernel(qs, ks, {}, key_valid.unsqueeze(1));  // [B, H, N, N]
-    return at::matmul(c, vs);
+    const auto in = linalg::scale_and_mask(q, k, v, key_valid);  // padded keys' kernel columns are then 0
+    const auto c = linalg::gaussian_kernel(in.q, in.k, {}, in.valid.unsqueeze(1));  // [B, H, N, N]
+    return at::matmul(c, in.v);
   }
 };
 

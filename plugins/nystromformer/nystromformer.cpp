@@ -44,16 +44,10 @@ class NystromformerAttention : public AttentionMethod {
   }
 
   at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& key_valid) override {
-    const auto batch = q.size(0), heads = q.size(1), n = q.size(2), dim = q.size(3);
+    const auto batch = q.size(0), heads = q.size(1), n = q.size(2);
     const auto m = landmarks_;
-    // q kᵀ/√p as (q/p^¼)(k/p^¼)ᵀ; padded rows zeroed first, so nothing there (not even inf or
-    // nan) reaches a real token.
-    const double scale = std::pow(static_cast<double>(dim), -0.25);
-    const auto valid = key_valid.to(at::kBool);
-    const auto padded = valid.logical_not().view({batch, 1, n, 1});
-    const auto qs = (q * scale).masked_fill(padded, 0.0);
-    const auto ks = (k * scale).masked_fill(padded, 0.0);
-    const auto vs = v.masked_fill(padded, 0.0);
+    // q kᵀ/√p as (q/p^¼)(k/p^¼)ᵀ; padded rows zeroed, so nothing there reaches a real token.
+    const auto [qs, ks, vs, valid] = linalg::scale_and_mask(q, k, v, key_valid);
 
     // Segments over the L real tokens of each sequence, in order: m' = min(m, L) segments as
     // equal as possible, the real token of rank r (0-based) in segment ⌊r m' / L⌋. Landmark slots

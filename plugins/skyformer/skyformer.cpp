@@ -82,15 +82,9 @@ class SkyformerAttention : public AttentionMethod {
   }
 
   at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& key_valid) override {
-    const auto batch = q.size(0), heads = q.size(1), n = q.size(2), dim = q.size(3);
-    // p^-¼ with the real head dimension p (the authors' code hard-codes 32).
-    const double scale = std::pow(static_cast<double>(dim), -0.25);
-    const auto valid = key_valid.to(at::kBool);
-    const auto padded = valid.logical_not().view({batch, 1, n, 1});
-    // Padded rows are zeroed first: nothing there (not even inf or nan) reaches a real token.
-    const auto qs = (q * scale).masked_fill(padded, 0.0);
-    const auto ks = (k * scale).masked_fill(padded, 0.0);
-    const auto vs = v.masked_fill(padded, 0.0);
+    const auto batch = q.size(0), heads = q.size(1), dim = q.size(3);
+    // p^-¼ with the real head dimension p (the authors' code hard-codes 32); padded rows zeroed.
+    const auto [qs, ks, vs, valid] = linalg::scale_and_mask(q, k, v, key_valid);
     const auto rows = at::cat({qs, ks}, 2);              // [B, H, 2N, p]: the stacked [Q; K]
     const auto rows_valid = at::cat({valid, valid}, 1);  // [B, 2N]
 

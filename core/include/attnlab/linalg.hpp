@@ -53,4 +53,13 @@ PinvMethod parse_pinv_method(const std::string& text);
 at::Tensor gaussian_kernel(const at::Tensor& x, const at::Tensor& y, const at::Tensor& x_valid = {},
                            const at::Tensor& y_valid = {});
 
+// q and k scaled by p^-¼ (so that (q/p^¼)(k/p^¼)ᵀ = q kᵀ/√p, and κ works on Q/p^¼, K/p^¼ as in
+// Skyformer eq. 3), v as it is, with every padded row of the three zeroed: whatever sits at
+// padding (even inf or nan) then never reaches a real token's output or gradient.
+struct ScaledRows {
+  at::Tensor q, k, v;  // [B, H, N, p]
+  at::Tensor valid;    // [B, N] bool
+};
+ScaledRows scale_and_mask(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& key_valid);
+
 }  // namespace attnlab::linalg
