@@ -447,3 +447,37 @@ TEST(Nystromformer, SequenceWithoutRealTokensStaysFinite) {
 
 }  // namespace
 }  // namespace attnlab
+
+namespace attnlab {
+namespace {
+
+// The convolution residual is the authors' Conv2d(H, H, (k, 1), groups = H, padding k/2) on V
+// with padding zeroed: out[b, h, i, c] = Σ_j w[h, j] · V[b, h, i + j − k/2, c].
+TEST(Nystromformer, ConvolutionResidualFollowsTheFormula) {
+  const std::int64_t heads = 2, n = 12, dim = 3, kernel = 5, real = 9;
+  auto x = make_batch({n, real}, heads, n, dim, 21);
+  auto with_conv = make("nystromformer", {{"conv_kernel", kernel}}, {heads, dim, n});
+  auto without = make("nystromformer", {{"conv_kernel", std::int64_t{0}}}, {heads, dim, n});
+  at::Tensor diff;
+  {
+    c10::InferenceMode guard;
+    diff = with_conv->forward(x.q, x.k, x.v, x.valid) - without->forward(x.q, x.k, x.v, x.valid);
+  }
+  const auto w = with_conv->parameters()[0].to(at::kDouble);  // [H, 1, k, 1]
+  for (std::int64_t b = 0; b < 2; ++b) {
+    const std::int64_t len = b == 0 ? n : real;
+    for (std::int64_t h = 0; h < heads; ++h)
+      for (std::int64_t i = 0; i < len; ++i)
+        for (std::int64_t c = 0; c < dim; ++c) {
+          double expected = 0;
+          for (std::int64_t j = 0; j < kernel; ++j) {
+            const std::int64_t at_pos = i + j - kernel / 2;
+            if (at_pos >= 0 && at_pos < len) expected += w[h][0][j][0].item<double>() * x.v[b][h][at_pos][c].item<double>();
+          }
+          EXPECT_NEAR(diff[b][h][i][c].item<double>(), expected, 1e-9) << b << " " << h << " " << i << " " << c;
+        }
+  }
+}
+
+}  // namespace
+}  // namespace attnlab

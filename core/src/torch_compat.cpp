@@ -146,8 +146,10 @@ at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k
 #if TORCH_VERSION_MAJOR >= 2
   return at::scaled_dot_product_attention(q, k, v, mask, training ? dropout : 0.0);
 #else
-  auto scores = at::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(-1)));
-  scores = scores.masked_fill(mask.logical_not(), -std::numeric_limits<double>::infinity());
+  // One n×n tensor alive at a time before the softmax: q is scaled (n×p, not n×n) and the mask is
+  // written in place (the matmul's backward needs its inputs, not its output).
+  auto scores = at::matmul(q * (1.0 / std::sqrt(static_cast<double>(q.size(-1)))), k.transpose(-2, -1));
+  scores.masked_fill_(mask.logical_not(), -std::numeric_limits<double>::infinity());
   auto probs = at::softmax(scores, -1);
   if (training && dropout > 0) probs = at::dropout(probs, dropout, true);
   return at::matmul(probs, v);

@@ -77,15 +77,24 @@ class NystromformerAttention : public AttentionMethod {
         at::matmul(q_marks, ks.transpose(-2, -1)).masked_fill_(valid.logical_not().view({batch, 1, 1, n}), excluded), -1);
 
     auto out = at::matmul(f, at::matmul(linalg::pinv(a, pinv_), at::matmul(b, vs)));  // F (A⁺ (B V))
-    if (conv_kernel_ > 0) {
-      // depthwise along the sequence, per head, on V with its padded positions zeroed
-      out = out + at::conv2d(vs, conv_weight_.to(vs.scalar_type()), {}, /*stride=*/{1, 1},
-                             /*padding=*/{conv_kernel_ / 2, 0}, /*dilation=*/{1, 1}, /*groups=*/heads);
-    }
+    if (conv_kernel_ > 0) out = out + depthwise_conv(vs, heads);
     return out;
   }
 
  private:
+  // The authors' Conv2d(H, H, (k, 1), groups = H, padding = (k/2, 0)) on V (padding zeroed): per
+  // head, out[i] = Σ_j w[j] V[i + j − k/2]. Run as a depthwise conv1d over the H·p columns of V
+  // (each head's kernel repeated for its p columns), which LibTorch's CPU backend does several
+  // times faster than the (k, 1) conv2d, in the same memory.
+  at::Tensor depthwise_conv(const at::Tensor& vs, std::int64_t heads) const {
+    const auto batch = vs.size(0), n = vs.size(2), p = vs.size(3);
+    const auto w = conv_weight_.to(vs.scalar_type()).view({heads, 1, 1, conv_kernel_})
+                       .expand({heads, p, 1, conv_kernel_}).reshape({heads * p, 1, conv_kernel_});
+    const auto columns = vs.permute({0, 1, 3, 2}).reshape({batch, heads * p, n});  // [B, H·p, N]
+    const auto out = at::conv1d(columns, w, {}, /*stride=*/1, /*padding=*/conv_kernel_ / 2, /*dilation=*/1, heads * p);
+    return out.view({batch, heads, p, n}).permute({0, 1, 3, 2});
+  }
+
   // S [B, m, N] times x [B, H, N, p], as one [B, m, N] × [B, N, H·p] product.
   static at::Tensor segment_means(const at::Tensor& average, const at::Tensor& x) {
     const auto batch = x.size(0), heads = x.size(1), n = x.size(2), dim = x.size(3);
