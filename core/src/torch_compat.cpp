@@ -137,8 +137,48 @@ int configure_threads(int requested) {
 }  // namespace attnlab::compat
 
 #include <ATen/ATen.h>
+#include <torch/csrc/autograd/custom_function.h>
 
 namespace attnlab::compat {
+
+#if TORCH_VERSION_MAJOR < 2
+namespace {
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Exact softmax attention with a hand-written backward (LibTorch 1.13 has no fused kernel).
+// Autograd's generic backward holds three n×n tensors at once (dP, the softmax gradient and the
+// saved P); this one needs dP only, written over in place: dS = P ∘ (dP − rowsum(dO ∘ O)), since
+// rowsum(dP ∘ P) = rowsum(dO ∘ O) (the identity FlashAttention's backward uses).
+struct ExactSoftmaxAttention : public torch::autograd::Function<ExactSoftmaxAttention> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            const at::Tensor& mask) {
+    const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+    auto scores = at::matmul(q * scale, k.transpose(-2, -1));
+    scores.masked_fill_(mask.logical_not(), -std::numeric_limits<double>::infinity());
+    auto probs = at::softmax(scores, -1);
+    scores.reset();  // one n×n tensor kept: P
+    auto out = at::matmul(probs, v);
+    ctx->save_for_backward({q, k, v, probs, out});
+    ctx->saved_data["scale"] = scale;
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &q = saved[0], &k = saved[1], &v = saved[2], &probs = saved[3], &out = saved[4];
+    const double scale = ctx->saved_data["scale"].toDouble();
+    const auto& g = grads[0];
+    auto grad_v = at::matmul(probs.transpose(-2, -1), g);
+    auto grad_scores = at::matmul(g, v.transpose(-2, -1));          // dP
+    grad_scores.sub_((g * out).sum(-1, /*keepdim=*/true)).mul_(probs);  // dS, in place
+    auto grad_q = at::matmul(grad_scores, k).mul_(scale);
+    auto grad_k = at::matmul(grad_scores.transpose(-2, -1), q).mul_(scale);
+    return {grad_q, grad_k, grad_v, at::Tensor()};
+  }
+};
+}  // namespace
+#endif
 
 at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                         const at::Tensor& key_valid, double dropout, bool training) {
@@ -146,13 +186,11 @@ at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k
 #if TORCH_VERSION_MAJOR >= 2
   return at::scaled_dot_product_attention(q, k, v, mask, training ? dropout : 0.0);
 #else
-  // One n×n tensor alive at a time before the softmax: q is scaled (n×p, not n×n) and the mask is
-  // written in place (the matmul's backward needs its inputs, not its output).
+  if (!(training && dropout > 0)) return ExactSoftmaxAttention::apply(q, k, v, mask);
+  // with dropout on the probabilities: autograd's generic backward
   auto scores = at::matmul(q * (1.0 / std::sqrt(static_cast<double>(q.size(-1)))), k.transpose(-2, -1));
   scores.masked_fill_(mask.logical_not(), -std::numeric_limits<double>::infinity());
-  auto probs = at::softmax(scores, -1);
-  if (training && dropout > 0) probs = at::dropout(probs, dropout, true);
-  return at::matmul(probs, v);
+  return at::matmul(at::dropout(at::softmax(scores, -1), dropout, true), v);
 #endif
 }
 
