@@ -9,7 +9,7 @@ namespace attnlab {
 namespace nn = torch::nn;
 
 EncoderBlockImpl::EncoderBlockImpl(const ModelConfig& c, std::shared_ptr<AttentionMethod> attention)
-    : heads_(c.heads), head_dim_(c.head_dim), pre_norm_(c.norm == "pre"), attention_(std::move(attention)) {
+    : heads_(c.heads), head_dim_(c.head_dim), pre_norm_(c.norm == "pre"), dropout_p_(c.dropout), attention_(std::move(attention)) {
   const std::int64_t width = c.heads * c.head_dim;
   qkv_ = register_module("qkv", nn::Linear(c.dim, 3 * width));
   out_ = register_module("out", nn::Linear(width, c.dim));
@@ -17,29 +17,42 @@ EncoderBlockImpl::EncoderBlockImpl(const ModelConfig& c, std::shared_ptr<Attenti
   ffn_out_ = register_module("ffn_out", nn::Linear(c.ffn_dim, c.dim));
   norm1_ = register_module("norm1", nn::LayerNorm(nn::LayerNormOptions({c.dim})));
   norm2_ = register_module("norm2", nn::LayerNorm(nn::LayerNormOptions({c.dim})));
-  dropout_ = register_module("dropout", nn::Dropout(c.dropout));
   register_module("attention", attention_);
 }
 
+namespace {
+// [B, N, 3*H*Dh] -> q, k, v [B, H, N, Dh]. unbind, not three selects: its backward writes the
+// three gradients into one tensor instead of zero-filling a full-size tensor per select.
+std::array<at::Tensor, 3> split_heads(const at::Tensor& qkv, std::int64_t heads, std::int64_t head_dim) {
+  auto parts = qkv.view({qkv.size(0), qkv.size(1), 3, heads, head_dim}).unbind(2);
+  return {parts[0].transpose(1, 2), parts[1].transpose(1, 2), parts[2].transpose(1, 2)};
+}
+}  // namespace
+
+at::Tensor inverted_dropout(const at::Tensor& x, double p, bool training) {
+  if (!training || p == 0) return x;
+  if (!x.is_cpu()) return at::dropout(x, p, true);  // fused kernel
+  // Same distribution as at::dropout (keep with probability 1 - p, scale by 1 / (1 - p)), but
+  // the mask comes from uniform draws, about twice as fast as the CPU's per-element bernoulli_.
+  const double keep = 1.0 - p;
+  return x * at::rand_like(x).lt_(keep).mul_(1.0 / keep);
+}
+
 std::array<at::Tensor, 3> EncoderBlockImpl::project_qkv(const at::Tensor& x) {
-  const auto b = x.size(0), n = x.size(1);
-  // [B, N, 3*H*Dh] -> 3 x [B, H, N, Dh]
-  auto qkv = qkv_->forward(pre_norm_ ? norm1_->forward(x) : x).view({b, n, 3, heads_, head_dim_}).permute({2, 0, 3, 1, 4});
-  return {qkv[0], qkv[1], qkv[2]};
+  return split_heads(qkv_->forward(pre_norm_ ? norm1_->forward(x) : x), heads_, head_dim_);
 }
 
 at::Tensor EncoderBlockImpl::attend(const at::Tensor& x, const at::Tensor& key_valid) {
   const auto b = x.size(0), n = x.size(1);
-  // [B, N, 3*H*Dh] -> 3 x [B, H, N, Dh]
-  auto qkv = qkv_->forward(x).view({b, n, 3, heads_, head_dim_}).permute({2, 0, 3, 1, 4});
+  const auto qkv = split_heads(qkv_->forward(x), heads_, head_dim_);
   auto a = attention_->forward(qkv[0], qkv[1], qkv[2], key_valid);
   a = a.transpose(1, 2).reshape({b, n, heads_ * head_dim_});
-  return dropout_->forward(out_->forward(a));
+  return inverted_dropout(out_->forward(a), dropout_p_, is_training());
 }
 
 at::Tensor EncoderBlockImpl::feed_forward(const at::Tensor& x) {
-  auto h = dropout_->forward(at::gelu(ffn_in_->forward(x)));
-  return dropout_->forward(ffn_out_->forward(h));
+  auto h = inverted_dropout(at::gelu(ffn_in_->forward(x)), dropout_p_, is_training());
+  return inverted_dropout(ffn_out_->forward(h), dropout_p_, is_training());
 }
 
 at::Tensor EncoderBlockImpl::forward(const at::Tensor& x, const at::Tensor& key_valid) {
@@ -70,7 +83,6 @@ EncoderClassifierImpl::EncoderClassifierImpl(const ModelConfig& c, const TaskInf
     sinusoid_ = register_buffer("sinusoid", table);
   }
   if (cls) cls_ = register_parameter("cls", at::randn({c.dim}) * 0.02);
-  dropout_ = register_module("dropout", nn::Dropout(c.dropout));
   const AttentionShape shape{c.heads, c.head_dim, positions};
   for (std::int64_t i = 0; i < c.layers; ++i)
     blocks_.push_back(register_module("block" + std::to_string(i), EncoderBlock(c, make_attention(shape))));
@@ -89,7 +101,7 @@ std::pair<at::Tensor, at::Tensor> EncoderClassifierImpl::embed(const at::Tensor&
   }
   const auto len = x.size(1);
   x = x + (learned_positions_ ? learned_positions_->weight.slice(0, 0, len) : sinusoid_.slice(0, 0, len));
-  return {dropout_->forward(x), valid};
+  return {inverted_dropout(x, config_.dropout, is_training()), valid};
 }
 
 EncoderClassifierImpl::LayerInputs EncoderClassifierImpl::layer_inputs(const at::Tensor& tokens, const at::Tensor& lengths,

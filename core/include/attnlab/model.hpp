@@ -9,7 +9,6 @@
 #include <vector>
 
 #include <torch/nn/module.h>
-#include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
@@ -19,6 +18,10 @@
 #include "attnlab/dataset.hpp"
 
 namespace attnlab {
+
+// Inverted dropout (keep with probability 1 - p, scale kept values by 1 / (1 - p)); identity when
+// not training.
+at::Tensor inverted_dropout(const at::Tensor& x, double p, bool training);
 
 using AttentionMaker = std::function<std::shared_ptr<AttentionMethod>(const AttentionShape&)>;
 
@@ -37,9 +40,9 @@ class EncoderBlockImpl : public torch::nn::Module {
 
   std::int64_t heads_, head_dim_;
   bool pre_norm_;
+  double dropout_p_;
   torch::nn::Linear qkv_{nullptr}, out_{nullptr}, ffn_in_{nullptr}, ffn_out_{nullptr};
   torch::nn::LayerNorm norm1_{nullptr}, norm2_{nullptr};
-  torch::nn::Dropout dropout_{nullptr};
   std::shared_ptr<AttentionMethod> attention_;
 };
 TORCH_MODULE(EncoderBlock);
@@ -70,7 +73,6 @@ class EncoderClassifierImpl : public torch::nn::Module {
   torch::nn::Embedding learned_positions_{nullptr};
   at::Tensor sinusoid_;     // [L', dim] buffer when positions = sinusoidal
   at::Tensor cls_;          // [dim] parameter when pooling = cls
-  torch::nn::Dropout dropout_{nullptr};
   std::vector<EncoderBlock> blocks_;
   torch::nn::LayerNorm final_norm_{nullptr};  // pre-norm stacks end with a norm
   torch::nn::Linear head_in_{nullptr}, head_out_{nullptr};
