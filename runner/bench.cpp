@@ -31,11 +31,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Independent streams from the one seed (the trainer's constants: the same seed draws the same
-// attention randomness in a bench as in a run).
-constexpr std::uint64_t kDataStream = 0x9E3779B97F4A7C15ULL;
-constexpr std::uint64_t kAttentionStream = 0xD1B54A32D192ED03ULL;
-
 void add_section(toml::table& parent, const std::string& name, const ParamValues& values) {
   toml::table section;
   for (const auto& [key, value] : values.all())

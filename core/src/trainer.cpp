@@ -23,11 +23,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// Streams derived from the run seed, so that data order, dropout and attention randomness are
-// independent of each other yet all fixed by the one seed.
-constexpr std::uint64_t kDataStream = 0x9E3779B97F4A7C15ULL;
-constexpr std::uint64_t kAttentionStream = 0xD1B54A32D192ED03ULL;
-
 struct Evaluation {
   double loss = kNaN, acc = kNaN;
 };

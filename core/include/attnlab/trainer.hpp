@@ -15,6 +15,11 @@
 
 namespace attnlab {
 
+// Streams derived from a run's seed (seed ^ stream), so that data order and attention randomness
+// are independent of each other and of the weights, yet all fixed by the one seed.
+inline constexpr std::uint64_t kDataStream = 0x9E3779B97F4A7C15ULL;
+inline constexpr std::uint64_t kAttentionStream = 0xD1B54A32D192ED03ULL;
+
 struct MetricPoint {
   std::int64_t step;
   std::string split;  // train | val | test
