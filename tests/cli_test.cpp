@@ -40,6 +40,31 @@ struct Cli : attnlab::testing::CliTest {
   }
 
   std::string common() const { return "--db " + path("r.db") + " --cache-dir " + path("cache") + " --threads 1"; }
+
+  // Starts `attnlab run` on a job far too long to finish; returns the run's pid once its job
+  // process has written some of its curve (the job process's pid in `job_pid`).
+  pid_t start_long_run(std::string& job_pid) const {
+    const std::string file = experiment(100000, 1);
+    const std::string db = path("r.db");
+    std::vector<std::string> args = {ATTNLAB_BINARY, "run", file, "--db", db, "--cache-dir", path("cache"), "--threads", "1"};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, path("run.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    pid_t parent = 0;
+    if (posix_spawn(&parent, argv[0], &actions, nullptr, argv.data(), environ) != 0) return 0;
+    posix_spawn_file_actions_destroy(&actions);
+    job_pid = "(none)";
+    for (int i = 0; i < 600 && (job_pid == "(none)" || job_pid == "(error)"); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      const std::string points = fs::exists(db) ? query_one(db, "SELECT count(*) FROM curves") : "0";
+      if (points != "0" && points != "(error)") job_pid = query_one(db, "SELECT pid FROM runs WHERE status = 'running'");
+    }
+    return parent;
+  }
 };
 
 
@@ -108,27 +133,10 @@ TEST_F(Cli, UnknownDeviceIsRefusedBeforeAnythingIsStored) {
 }
 
 TEST_F(Cli, KilledJobProcessFailsThatRunOnlyAndTheDatabaseStaysWhole) {
-  const std::string file = experiment(100000, 1);  // far too long to finish
   const std::string db = path("r.db");
-  std::vector<std::string> args = {ATTNLAB_BINARY, "run", file, "--db", db, "--cache-dir", path("cache"), "--threads", "1"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, path("run.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  pid_t parent = 0;
-  ASSERT_EQ(posix_spawn(&parent, argv[0], &actions, nullptr, argv.data(), environ), 0);
-  posix_spawn_file_actions_destroy(&actions);
-
-  // wait until the job process has written some of its curve, then kill it
-  std::string pid = "(none)";
-  for (int i = 0; i < 600 && (pid == "(none)" || pid == "(error)"); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    if (fs::exists(db) && query_one(db, "SELECT count(*) FROM curves") != "0" && query_one(db, "SELECT count(*) FROM curves") != "(error)")
-      pid = query_one(db, "SELECT pid FROM runs WHERE status = 'running'");
-  }
+  std::string pid;
+  const pid_t parent = start_long_run(pid);
+  ASSERT_GT(parent, 0);
   ASSERT_NE(pid, "(none)") << "the job never started";
   ASSERT_EQ(kill(std::stoi(pid), SIGKILL), 0);
   int status = 0;
@@ -140,6 +148,22 @@ TEST_F(Cli, KilledJobProcessFailsThatRunOnlyAndTheDatabaseStaysWhole) {
   EXPECT_EQ(query_one(db, "SELECT error FROM runs WHERE id = 1"), "job process killed by signal 9 (Killed)");
   EXPECT_EQ(query_one(db, "SELECT state FROM jobs WHERE id = 1"), "failed");
   EXPECT_NE(query_one(db, "SELECT count(*) FROM curves WHERE run_id = 1"), "0");  // what was measured is kept
+}
+
+TEST_F(Cli, InterruptedRunIsMarkedAndItsJobQueuedAgain) {
+  const std::string db = path("r.db");
+  std::string pid;
+  const pid_t parent = start_long_run(pid);
+  ASSERT_GT(parent, 0);
+  ASSERT_NE(pid, "(none)") << "the job never started";
+  ASSERT_EQ(kill(parent, SIGTERM), 0);  // forwarded to the job process
+  int status = 0;
+  waitpid(parent, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGTERM) << status;
+  EXPECT_EQ(query_one(db, "PRAGMA integrity_check"), "ok");
+  EXPECT_EQ(query_one(db, "SELECT status FROM runs WHERE id = 1"), "interrupted");
+  EXPECT_EQ(query_one(db, "SELECT state FROM jobs WHERE id = 1"), "queued");
+  EXPECT_NE(query_one(db, "SELECT count(*) FROM curves WHERE run_id = 1"), "0");
 }
 
 }  // namespace
