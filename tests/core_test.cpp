@@ -2,6 +2,8 @@
 // padding behaviour, and seeded determinism of a short CPU training run.
 #include <gtest/gtest.h>
 
+#include "test_support.hpp"
+
 #include <cmath>
 
 #include <ATen/ATen.h>
@@ -177,11 +179,7 @@ struct Recorder : TrainObserver {
 
 RunOutcome short_run(std::uint64_t seed, Recorder& recorder) {
   TrainJob job;
-  job.model.layers = 1;
-  job.model.dim = 16;
-  job.model.ffn_dim = 32;
-  job.model.heads = 2;
-  job.model.head_dim = 8;
+  job.model = testing::tiny_model(32);
   job.train.steps = 40;
   job.train.batch_size = 8;
   job.train.lr = 3e-3;
@@ -226,11 +224,7 @@ TEST(Training, SameSeedSameNumbersOnCpu) {
 TEST(Training, DivergenceEndsTheRunWithWhatWasMeasured) {
   Recorder r;
   TrainJob job;
-  job.model.layers = 1;
-  job.model.dim = 16;
-  job.model.ffn_dim = 16;
-  job.model.heads = 2;
-  job.model.head_dim = 8;
+  job.model = testing::tiny_model(16);
   job.train.steps = 30;
   job.train.batch_size = 8;
   job.train.lr = 1e30;  // guaranteed to blow up

@@ -2,6 +2,8 @@
 // the score is stored with a run when asked for, and the CLI prints it.
 #include <gtest/gtest.h>
 
+#include "test_support.hpp"
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -49,11 +51,7 @@ SplitData toy(std::int64_t n, std::int64_t len) {
 
 TrainJob small_job(AttentionMaker maker) {
   TrainJob job;
-  job.model.layers = 1;
-  job.model.dim = 16;
-  job.model.ffn_dim = 32;
-  job.model.heads = 2;
-  job.model.head_dim = 8;
+  job.model = testing::tiny_model(32);
   job.train.batch_size = 8;
   job.train.lr = 1e-3;
   job.train.warmup = 0;

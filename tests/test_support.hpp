@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 
+#include "attnlab/config.hpp"
 #include "plugin_host.hpp"
 
 namespace attnlab::testing {
@@ -24,6 +25,17 @@ inline const PluginRegistry& built_plugins() {
     return r;
   }();
   return registry;
+}
+
+// A one-layer model small enough for training tests (dim 16, 2 heads of 8).
+inline ModelConfig tiny_model(std::int64_t ffn_dim = 32) {
+  ModelConfig m;
+  m.layers = 1;
+  m.dim = 16;
+  m.ffn_dim = ffn_dim;
+  m.heads = 2;
+  m.head_dim = 8;
+  return m;
 }
 
 // One value from a database ("NULL", "(none)" without a row, "(error)" if the SQL fails).
