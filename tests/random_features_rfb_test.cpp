@@ -23,6 +23,7 @@
 #include <c10/core/InferenceMode.h>
 
 #include "plugin_host.hpp"
+#include "random_features.hpp"
 
 namespace attnlab {
 namespace {
@@ -369,6 +370,26 @@ TEST(Generative, GradientsReachTheGeneratorsWeights) {
       EXPECT_EQ(checked, 4 * 4 + 2) << name;  // 4 × (fc weight, bias, bn weight, bias) + output layer
     }
   }
+}
+
+// features = 0 follows the authors' experiment code: M = min(max_len, pow2cast(d ln d)), where
+// pow2cast rounds d ln d to a power of two, up at >= 1.5 * 2^k. The values are worked out by hand:
+// 8 ln 8 = 16.6 -> 16; 16 ln 16 = 44.4 -> 32; 24 ln 24 = 76.3 (0b1001100) -> 64;
+// 32 ln 32 = 110.9 (0b1101110) -> 128; 48 ln 48 = 185.8 -> 128; 64 ln 64 = 266.2 -> 256.
+TEST(RandomFeatures, AutoFeatureCountIsTheAuthorsPow2castOfDLogDCappedAtTheLength) {
+  const std::vector<std::pair<std::int64_t, std::int64_t>> want = {{8, 16}, {16, 32}, {24, 64}, {32, 128}, {48, 128}, {64, 256}};
+  for (const auto& [d, m] : want) EXPECT_EQ(rf::kl_feature_count(d, 4096), m) << "head dim " << d;
+  EXPECT_EQ(rf::kl_feature_count(64, 200), 200);
+  EXPECT_EQ(rf::kl_feature_count(2, 4096), 2);
+  // Each KL method's feature buffer follows the rule at default parameters and a set value wins.
+  auto auto_m = make_rf("gmm_prf", {}, {2, 32, 1000});
+  EXPECT_EQ(named(*auto_m, "noise").size(2), 128);
+  auto short_m = make_rf("gmm_rks", {}, {2, 32, 100});
+  EXPECT_EQ(named(*short_m, "noise").size(2), 100);
+  auto set_m = make_rf("generative_prf", {{"features", std::int64_t{40}}}, {2, 32, 1000});
+  EXPECT_EQ(named(*set_m, "noise").size(0), 40);
+  auto gen_m = make_rf("generative_rks", {}, {2, 16, 1000});
+  EXPECT_EQ(named(*gen_m, "noise").size(0), 32);
 }
 
 }  // namespace

@@ -20,7 +20,7 @@ class FastfoodPrf : public FastfoodAttention {
 };
 
 std::shared_ptr<AttentionMethod> create_prf(const AttentionShape& shape, const ParamValues& params) {
-  return std::make_shared<FastfoodPrf>(params, shape.head_dim);
+  return std::make_shared<FastfoodPrf>(params, shape);
 }
 
 }  // namespace attnlab::fastfood

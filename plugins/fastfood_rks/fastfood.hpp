@@ -27,9 +27,9 @@
 namespace attnlab::fastfood {
 
 #define ATTNLAB_FASTFOOD_PARAMS                                                                                \
-  {"features", ::attnlab::ParamType::integer, "128", 1, 65536, nullptr,                                       \
-   "M, projections (ceil(M / D) Fastfood blocks of D = head dim rounded up to a power of two; the authors' "  \
-   "code: M = head dim)"},                                                                                     \
+  {"features", ::attnlab::ParamType::integer, "0", 0, 65536, nullptr,                                         \
+   "M, projections (ceil(M / D) Fastfood blocks of D = head dim rounded up to a power of two); 0 = auto: "    \
+   "min(max_len, pow2cast(d ln d)) as for the other KL-Transformer methods (the authors' Fastfood: M = d)"},    \
       {"learn", ::attnlab::ParamType::string, "sgb", 0, 0, "sgb|s|none",                                      \
        "learnable diagonals: S, G and B (KL-Transformer's SGB), only S, or none (fixed random Fastfood)"},     \
       ATTNLAB_RF_COMMON_PARAMS
@@ -42,11 +42,11 @@ inline std::int64_t power_of_two_at_least(std::int64_t d) {
 
 class FastfoodAttention : public rf::RandomFeatureAttention {
  public:
-  FastfoodAttention(const ParamValues& params, std::int64_t dim)
+  FastfoodAttention(const ParamValues& params, const AttentionShape& shape)
       : rf::RandomFeatureAttention(params),
-        features_(params.integer("features")),
-        dim_(dim),
-        padded_(power_of_two_at_least(dim)),
+        features_(rf::resolve_feature_count(params, shape)),
+        dim_(shape.head_dim),
+        padded_(power_of_two_at_least(shape.head_dim)),
         blocks_((features_ + padded_ - 1) / padded_) {
     const auto& learn = params.string("learn");
     if (learn != "sgb" && learn != "s" && learn != "none")
@@ -54,9 +54,9 @@ class FastfoodAttention : public rf::RandomFeatureAttention {
     learn_s_ = learn != "none";
     learn_gb_ = learn == "sgb";
     // Initial values from the global generator (learnable ones keep them until trained).
-    const auto shape = std::vector<std::int64_t>{blocks_, padded_};
-    const auto b = at::randint(0, 2, shape, at::kDouble) * 2 - 1;
-    const auto g = at::randn(shape, at::kDouble);
+    const auto diagonal = std::vector<std::int64_t>{blocks_, padded_};
+    const auto b = at::randint(0, 2, diagonal, at::kDouble) * 2 - 1;
+    const auto g = at::randn(diagonal, at::kDouble);
     const auto s = at::randn({blocks_, padded_, padded_}, at::kDouble).norm(2, {2});
     b_ = hold("B", b.to(at::kFloat), learn_gb_);
     g_ = hold("G", g.to(at::kFloat), learn_gb_);

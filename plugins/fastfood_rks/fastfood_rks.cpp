@@ -17,7 +17,7 @@ class FastfoodRks : public FastfoodAttention {
 };
 
 std::shared_ptr<AttentionMethod> create_rks(const AttentionShape& shape, const ParamValues& params) {
-  return std::make_shared<FastfoodRks>(params, shape.head_dim);
+  return std::make_shared<FastfoodRks>(params, shape);
 }
 
 }  // namespace attnlab::fastfood

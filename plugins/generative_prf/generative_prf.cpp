@@ -26,7 +26,8 @@
 namespace attnlab::generative_prf {
 
 const ParamSpec kParams[] = {
-    {"features", ParamType::integer, "128", 2, 65536, nullptr, "M, frequencies generated per draw (feature dimension M)"},
+    {"features", ParamType::integer, "0", 0, 65536, nullptr,
+     "M, frequencies generated per draw (feature dimension M), at least 2 (batch norm); 0 = auto: min(max_len, pow2cast(d ln d)), the KL-Transformer code's rule"},
     {"noise_dim", ParamType::integer, "0", 0, 65536, nullptr, "dimension of the generator's Gaussian input; 0 = head dimension (authors)"},
     {"hidden", ParamType::integer, "0", 0, 65536, nullptr, "width of the generator's hidden layers; 0 = 4 x head dimension (authors)"},
     {"layers", ParamType::integer, "4", 1, 64, nullptr,
@@ -39,7 +40,7 @@ const ParamSpec kParams[] = {
 class GenerativePrfAttention : public rf::RandomFeatureAttention {
  public:
   GenerativePrfAttention(const AttentionShape& shape, const ParamValues& params)
-      : rf::RandomFeatureAttention(params), dim_(shape.head_dim), features_(params.integer("features")) {
+      : rf::RandomFeatureAttention(params), dim_(shape.head_dim), features_(rf::resolve_feature_count(params, shape, 2)) {
     const auto& kernel = params.string("kernel");
     if (kernel != "softmax" && kernel != "gaussian") throw ParamError("kernel: expected softmax or gaussian, got '" + kernel + "'");
     norm_factor_ = kernel == "softmax" ? 1.0 : 2.0;

@@ -20,7 +20,8 @@
 namespace attnlab::generative_rks {
 
 const ParamSpec kParams[] = {
-    {"features", ParamType::integer, "128", 2, 65536, nullptr, "M, frequencies generated per draw (feature dimension 2M)"},
+    {"features", ParamType::integer, "0", 0, 65536, nullptr,
+     "M, frequencies generated per draw (feature dimension 2M), at least 2 (batch norm); 0 = auto: min(max_len, pow2cast(d ln d)), the KL-Transformer code's rule"},
     {"noise_dim", ParamType::integer, "0", 0, 65536, nullptr, "dimension of the generator's Gaussian input; 0 = head dimension (authors)"},
     {"hidden", ParamType::integer, "0", 0, 65536, nullptr, "width of the generator's hidden layers; 0 = 4 x head dimension (authors)"},
     {"layers", ParamType::integer, "4", 1, 64, nullptr,
@@ -31,7 +32,7 @@ const ParamSpec kParams[] = {
 class GenerativeRksAttention : public rf::RandomFeatureAttention {
  public:
   GenerativeRksAttention(const AttentionShape& shape, const ParamValues& params)
-      : rf::RandomFeatureAttention(params), dim_(shape.head_dim), features_(params.integer("features")) {
+      : rf::RandomFeatureAttention(params), dim_(shape.head_dim), features_(rf::resolve_feature_count(params, shape, 2)) {
     noise_dim_ = params.integer("noise_dim") > 0 ? params.integer("noise_dim") : dim_;
     const auto hidden = params.integer("hidden") > 0 ? params.integer("hidden") : 4 * dim_;
     generator_ = register_module("generator", std::make_shared<rf::FrequencyGenerator>(noise_dim_, hidden, params.integer("layers"), dim_));

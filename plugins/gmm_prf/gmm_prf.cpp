@@ -23,8 +23,8 @@
 namespace attnlab::gmm_prf {
 
 const ParamSpec kParams[] = {
-    {"features", ParamType::integer, "128", 1, 65536, nullptr,
-     "M, frequencies drawn per mixture component (feature dimension components * M)"},
+    {"features", ParamType::integer, "0", 0, 65536, nullptr,
+     "M, frequencies drawn per mixture component (feature dimension components * M); 0 = auto: min(max_len, pow2cast(d ln d)), the KL-Transformer code's rule"},
     {"components", ParamType::integer, "2", 1, 256, nullptr, "C, Gaussian components of the mixture (equal weights)"},
     {"kernel", ParamType::string, "softmax", 0, 0, "softmax|gaussian",
      "norm term of the features: exp(w.x - |x|^2/2) (softmax: exp(x.y) at mu = 0, sigma = 1) or exp(w.x - |x|^2) "
@@ -39,7 +39,7 @@ class GmmPrfAttention : public rf::RandomFeatureAttention {
         heads_(shape.heads),
         dim_(shape.head_dim),
         components_(params.integer("components")),
-        features_(params.integer("features")) {
+        features_(rf::resolve_feature_count(params, shape)) {
     const auto& kernel = params.string("kernel");
     if (kernel != "softmax" && kernel != "gaussian") throw ParamError("kernel: expected softmax or gaussian, got '" + kernel + "'");
     norm_factor_ = kernel == "softmax" ? 1.0 : 2.0;

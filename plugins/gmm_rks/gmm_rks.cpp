@@ -17,8 +17,8 @@
 namespace attnlab::gmm_rks {
 
 const ParamSpec kParams[] = {
-    {"features", ParamType::integer, "128", 1, 65536, nullptr,
-     "M, frequencies drawn per mixture component (feature dimension 2 * components * M)"},
+    {"features", ParamType::integer, "0", 0, 65536, nullptr,
+     "M, frequencies drawn per mixture component (feature dimension 2 * components * M); 0 = auto: min(max_len, pow2cast(d ln d)), the KL-Transformer code's rule"},
     {"components", ParamType::integer, "2", 1, 256, nullptr, "C, Gaussian components of the spectral mixture (equal weights)"},
     ATTNLAB_RF_COMMON_PARAMS,
 };
@@ -30,7 +30,7 @@ class GmmRksAttention : public rf::RandomFeatureAttention {
         heads_(shape.heads),
         dim_(shape.head_dim),
         components_(params.integer("components")),
-        features_(params.integer("features")) {
+        features_(rf::resolve_feature_count(params, shape)) {
     const auto opts = at::TensorOptions().dtype(at::kFloat);
     // μ = 0, Σ = I: the mixture starts as the Gaussian kernel exp(−‖x − y‖²/2).
     mu_ = register_parameter("mu", at::zeros({heads_, components_, dim_}, opts));

@@ -1,5 +1,6 @@
 #include "random_features.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -78,6 +79,22 @@ FrequencyGenerator::FrequencyGenerator(std::int64_t noise_dim, std::int64_t hidd
 at::Tensor FrequencyGenerator::forward(at::Tensor h) {
   for (std::size_t i = 0; i < fc_.size(); ++i) h = at::leaky_relu(bn_[i]->forward(fc_[i]->forward(h)), 0.01);
   return at::tanh(out_->forward(h));
+}
+
+std::int64_t kl_feature_count(std::int64_t head_dim, std::int64_t max_len) {
+  const double x = static_cast<double>(head_dim) * std::log(static_cast<double>(head_dim));
+  const auto whole = static_cast<std::uint64_t>(x);
+  if (whole < 2) return std::max<std::int64_t>(1, std::min<std::int64_t>(max_len, 2));
+  const int top = 63 - __builtin_clzll(whole);          // 2^top <= whole < 2^(top + 1)
+  const bool round_up = (whole >> (top - 1)) & 1;       // the bit below the leading one
+  const std::int64_t m = std::int64_t{1} << (top + (round_up ? 1 : 0));
+  return std::min(m, max_len);
+}
+
+std::int64_t resolve_feature_count(const ParamValues& params, const AttentionShape& shape, std::int64_t minimum) {
+  const auto configured = params.integer("features");
+  const auto m = configured > 0 ? configured : kl_feature_count(shape.head_dim, shape.max_len);
+  return std::max(m, minimum);
 }
 
 RandomFeatureAttention::RandomFeatureAttention(const ParamValues& params)

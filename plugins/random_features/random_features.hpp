@@ -45,6 +45,14 @@ at::Tensor prf_offset(const at::Tensor& u, const at::Tensor& x_sq_norm, const at
 // contribution and its gradient are then exactly zero (exp overflowing to inf would make both NaN).
 at::Tensor stable_prf_features(const at::Tensor& u, const at::Tensor& x_sq_norm, const at::Tensor& key_valid);
 
+// The feature count M when a plugin's `features` parameter is 0 ("auto"): the rule of the
+// KL-Transformer's experiment code, which sets M from the head dimension d and the task's length:
+// M = min(max_len, pow2cast(d ln d)), pow2cast rounding to a power of two (up when the bit below
+// the leading one is set, i.e. at ≥ 1.5 · 2^k, else down): 32 at d = 16, 128 at d = 32, 256 at d = 64.
+std::int64_t kl_feature_count(std::int64_t head_dim, std::int64_t max_len);
+// `features` as configured, or kl_feature_count for 0, never below `minimum`.
+std::int64_t resolve_feature_count(const ParamValues& params, const AttentionShape& shape, std::int64_t minimum = 1);
+
 // Unnormalised fast Walsh–Hadamard transform along the last dimension (a power of two):
 // y = H x with H the Sylvester Hadamard matrix (H_{ij} = (−1)^{popcount(i & j)}), in
 // O(d log d) by butterflies; differentiable (it is its own transpose).
