@@ -64,13 +64,6 @@ class FastfoodAttention : public rf::RandomFeatureAttention {
     perm_ = register_buffer("perm", at::arange(padded_, at::kLong).repeat({blocks_, 1}));
   }
 
-  at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& key_valid) override {
-    // padded keys are zeroed first: whatever sits there can neither overflow nor move an offset
-    const auto real = key_valid.unsqueeze(1).unsqueeze(-1);
-    const auto k_real = at::where(real, k, at::zeros_like(k));
-    return rf::linear_attention(phi(q, {}), phi(k_real, key_valid), v, key_valid, eps());
-  }
-
   // u = V x for x = q / d^¼: [..., d] -> [..., M].
   at::Tensor project(const at::Tensor& x) const {
     const auto dtype = x.scalar_type();
@@ -89,8 +82,9 @@ class FastfoodAttention : public rf::RandomFeatureAttention {
   // The feature map on u = V x (RKS or PRF); x_sq = ‖x‖², key_valid undefined for queries.
   virtual at::Tensor map(const at::Tensor& u, const at::Tensor& x_sq, const at::Tensor& key_valid) const = 0;
 
-  at::Tensor features(const at::Tensor& x, bool is_query) override {
-    return phi(x, is_query ? at::Tensor() : at::ones({x.size(0), x.size(2)}, x.options().dtype(at::kBool)));
+  // Padded keys are zeroed first: whatever sits there can neither overflow nor move an offset.
+  at::Tensor features(const at::Tensor& x, const at::Tensor& key_valid) override {
+    return key_valid.defined() ? phi(rf::zero_padded_keys(x, key_valid), key_valid) : phi(x, key_valid);
   }
 
   // Drawn in double on the CPU from the run's generator, then copied into the buffers.

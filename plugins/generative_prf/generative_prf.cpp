@@ -53,9 +53,8 @@ class GenerativePrfAttention : public rf::RandomFeatureAttention {
   // The frequencies once per call (queries and keys share them; batch norm sees the noise once).
   at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& key_valid) override {
     omega_ = generator_->forward(noise_).to(q.scalar_type());  // [M, d]
-    key_valid_ = key_valid;  // the keys' stabiliser looks at real keys only
     auto out = rf::RandomFeatureAttention::forward(q, k, v, key_valid);
-    omega_ = key_valid_ = at::Tensor();
+    omega_ = at::Tensor();
     return out;
   }
 
@@ -65,23 +64,19 @@ class GenerativePrfAttention : public rf::RandomFeatureAttention {
     noise_.copy_(at::randn({features_, noise_dim_}, generator, at::TensorOptions().dtype(at::kFloat)));
   }
 
-  at::Tensor features(const at::Tensor& x_in, bool is_query) override {
-    at::Tensor valid;  // [B, 1, N, 1], keys only
+  at::Tensor features(const at::Tensor& x_in, const at::Tensor& key_valid) override {
     auto x = x_in * std::pow(static_cast<double>(dim_), -0.25);
-    if (!is_query) {
-      valid = key_valid_.unsqueeze(1).unsqueeze(-1);
-      x = x * valid.to(x.scalar_type());  // padded keys: whatever sits there, their features stay finite
-    }
+    if (key_valid.defined()) x = rf::zero_padded_keys(x, key_valid);  // the keys' offset sees real keys only
     const auto u = at::matmul(x, omega_.transpose(0, 1));                 // [B, H, N, M]
     const auto sq = norm_factor_ * (x * x).sum(-1, /*keepdim=*/true);    // [B, H, N, 1]
-    return rf::stable_prf_features(u, sq, is_query ? at::Tensor() : key_valid_);  // offsets: rf::prf_offset
+    return rf::stable_prf_features(u, sq, key_valid);  // offsets: rf::prf_offset
   }
 
  private:
   std::int64_t dim_, features_, noise_dim_;
   double norm_factor_ = 1.0;
   std::shared_ptr<rf::FrequencyGenerator> generator_;
-  at::Tensor noise_, omega_, key_valid_;
+  at::Tensor noise_, omega_;
 };
 
 std::shared_ptr<AttentionMethod> create(const AttentionShape& shape, const ParamValues& params) {

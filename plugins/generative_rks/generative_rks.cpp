@@ -53,7 +53,7 @@ class GenerativeRksAttention : public rf::RandomFeatureAttention {
     noise_.copy_(at::randn({features_, noise_dim_}, generator, at::TensorOptions().dtype(at::kFloat)));
   }
 
-  at::Tensor features(const at::Tensor& x, bool /*is_query*/) override {
+  at::Tensor features(const at::Tensor& x, const at::Tensor& /*key_valid*/) override {
     const auto u = at::matmul(x * std::pow(static_cast<double>(dim_), -0.25), omega_.transpose(0, 1));  // [B, H, N, M]
     return rf::rks_features(u);
   }

@@ -49,40 +49,28 @@ class GmmPrfAttention : public rf::RandomFeatureAttention {
     noise_ = register_buffer("noise", at::zeros({heads_, components_, features_, dim_}, opts));
   }
 
-  at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& key_valid) override {
-    key_valid_ = key_valid;  // the keys' stabiliser looks at real keys only
-    auto out = rf::RandomFeatureAttention::forward(q, k, v, key_valid);
-    key_valid_ = at::Tensor();
-    return out;
-  }
-
  protected:
   void draw(at::Generator& generator) override {
     at::NoGradGuard no_grad;
     noise_.copy_(at::randn({heads_, components_, features_, dim_}, generator, at::TensorOptions().dtype(at::kFloat)));
   }
 
-  at::Tensor features(const at::Tensor& x_in, bool is_query) override {
+  at::Tensor features(const at::Tensor& x_in, const at::Tensor& key_valid) override {
     const auto dtype = x_in.scalar_type();
-    at::Tensor valid;  // [B, 1, N, 1], keys only
     auto x = x_in * std::pow(static_cast<double>(dim_), -0.25);
-    if (!is_query) {
-      if (!key_valid_.defined()) throw std::logic_error("gmm_prf: keys' features need the key mask");
-      valid = key_valid_.unsqueeze(1).unsqueeze(-1);
-      x = x * valid.to(dtype);  // padded keys: whatever sits there, their features stay finite
-    }
+    if (key_valid.defined()) x = rf::zero_padded_keys(x, key_valid);  // the keys' offset sees real keys only
     // ω_{h,c,m} = σ_{h,c} ⊙ n_{h,c,m} + μ_{h,c}, as rows: [H, C, M, d]
     const auto omega = noise_.to(dtype) * sigma_.to(dtype).unsqueeze(-2) + mu_.to(dtype).unsqueeze(-2);
     const auto w = omega.reshape({heads_, components_ * features_, dim_}).transpose(-2, -1);  // [H, d, C·M]
     const auto u = at::matmul(x, w);                                                           // [B, H, N, C·M]
     const auto sq = norm_factor_ * (x * x).sum(-1, /*keepdim=*/true);                          // [B, H, N, 1]
-    return rf::stable_prf_features(u, sq, is_query ? at::Tensor() : key_valid_);  // offsets: rf::prf_offset
+    return rf::stable_prf_features(u, sq, key_valid);  // offsets: rf::prf_offset
   }
 
  private:
   std::int64_t heads_, dim_, components_, features_;
   double norm_factor_ = 1.0;
-  at::Tensor mu_, sigma_, noise_, key_valid_;
+  at::Tensor mu_, sigma_, noise_;
 };
 
 std::shared_ptr<AttentionMethod> create(const AttentionShape& shape, const ParamValues& params) {

@@ -46,7 +46,7 @@ class GmmRksAttention : public rf::RandomFeatureAttention {
     noise_.copy_(n);
   }
 
-  at::Tensor features(const at::Tensor& x, bool /*is_query*/) override {
+  at::Tensor features(const at::Tensor& x, const at::Tensor& /*key_valid*/) override {
     const auto dtype = x.scalar_type();
     // ω_{h,c,m} = Σ_{h,c} n_{h,c,m} + μ_{h,c}, as rows: [H, C, M, d]
     const auto omega = at::matmul(noise_.to(dtype), sigma_.to(dtype).transpose(-2, -1)) + mu_.to(dtype).unsqueeze(-2);

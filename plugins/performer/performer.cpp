@@ -31,16 +31,11 @@ class PerformerAttention : public rf::RandomFeatureAttention {
     omega_ = register_buffer("omega", at::randn({features_, dim_}));
   }
 
-  at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& key_valid) override {
-    // padded keys are zeroed first: whatever sits there can neither overflow nor move the offset
-    const auto real = key_valid.unsqueeze(1).unsqueeze(-1);
-    const auto k_real = at::where(real, k, at::zeros_like(k));
-    return rf::linear_attention(phi(q, {}), phi(k_real, key_valid), v, key_valid, eps());
-  }
 
  protected:
-  at::Tensor features(const at::Tensor& x, bool is_query) override {
-    return phi(x, is_query ? at::Tensor() : at::ones({x.size(0), x.size(2)}, x.options().dtype(at::kBool)));
+  // Padded keys are zeroed first: whatever sits there can neither overflow nor move the offset.
+  at::Tensor features(const at::Tensor& x, const at::Tensor& key_valid) override {
+    return key_valid.defined() ? phi(rf::zero_padded_keys(x, key_valid), key_valid) : phi(x, key_valid);
   }
 
   // Blocks of d orthogonal rows: Q of the QR of a d × d Gaussian matrix, its columns' signs fixed by

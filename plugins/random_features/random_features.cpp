@@ -51,6 +51,10 @@ at::Tensor stable_prf_features(const at::Tensor& u, const at::Tensor& x_sq_norm,
   return prf_features(at::where(real, u, offset + 0.5 * x_sq_norm), x_sq_norm, offset);
 }
 
+at::Tensor zero_padded_keys(const at::Tensor& x, const at::Tensor& key_valid) {
+  return at::where(key_valid.unsqueeze(1).unsqueeze(-1), x, at::zeros({}, x.options()));
+}
+
 at::Tensor fwht(const at::Tensor& x) {
   const std::int64_t d = x.size(-1);
   if (d < 1 || (d & (d - 1)) != 0) throw std::invalid_argument("fwht: length " + std::to_string(d) + " is not a power of two");
@@ -104,7 +108,7 @@ RandomFeatureAttention::RandomFeatureAttention(const ParamValues& params)
 
 at::Tensor RandomFeatureAttention::forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                            const at::Tensor& key_valid) {
-  return linear_attention(features(q, /*is_query=*/true), features(k, /*is_query=*/false), v, key_valid, eps_);
+  return linear_attention(features(q, at::Tensor()), features(k, key_valid), v, key_valid, eps_);
 }
 
 }  // namespace attnlab::rf

@@ -53,6 +53,10 @@ std::int64_t kl_feature_count(std::int64_t head_dim, std::int64_t max_len);
 // `features` as configured, or kl_feature_count for 0, never below `minimum`.
 std::int64_t resolve_feature_count(const ParamValues& params, const AttentionShape& shape, std::int64_t minimum = 1);
 
+// x [B, H, N, D] with the rows of padded keys (key_valid [B, N] false) set to zero, so that
+// whatever sits there can neither overflow nor reach a statistic over the keys.
+at::Tensor zero_padded_keys(const at::Tensor& x, const at::Tensor& key_valid);
+
 // Unnormalised fast Walsh–Hadamard transform along the last dimension (a power of two):
 // y = H x with H the Sylvester Hadamard matrix (H_{ij} = (−1)^{popcount(i & j)}), in
 // O(d log d) by butterflies; differentiable (it is its own transpose).
@@ -97,11 +101,13 @@ class RandomFeatureAttention : public AttentionMethod {
   void redraw(at::Generator& generator) override { draw(generator); }
 
  protected:
-  // φ of queries (is_query) or keys, x: [B, H, N, Dh] -> [B, H, N, F].
-  virtual at::Tensor features(const at::Tensor& x, bool is_query) = 0;
+  // φ of queries (key_valid undefined) or of keys (key_valid [B, N] bool), x: [B, H, N, Dh] ->
+  // [B, H, N, F]. linear_attention drops padded keys' features; they must only stay finite and
+  // must not move the real keys' features (zero_padded_keys before any key-wide statistic).
+  virtual at::Tensor features(const at::Tensor& x, const at::Tensor& key_valid) = 0;
   // New randomness from the run's generator (CPU); keep it in buffers on the module's device.
   virtual void draw(at::Generator& generator) = 0;
-  // The denominator's guard, for a subclass that overrides forward (e.g. to see key_valid).
+  // The denominator's guard, for a subclass that overrides forward.
   double eps() const { return eps_; }
 
  private:
