@@ -1,7 +1,14 @@
 #pragma once
-// Running a job or a measurement in a child process of its own (this same binary): a crash ends
-// that child only, and on the CPU its peak memory is its own. SIGINT and SIGTERM received while a
-// child runs are forwarded to it and remembered, so the caller can stop after it.
+// Child processes of this same binary (job processes, device workers, bench measurements): a crash
+// ends that child only, and on the CPU its peak memory is its own. Every child dies with the
+// process that started it (PR_SET_PDEATHSIG), so a killed parent leaves no orphan writing.
+//
+// Stop requests: SIGINT and SIGTERM are caught, counted and forwarded to the child named with
+// forward_stops_to, so a caller can finish what it is doing and stop after it.
+#include <sys/types.h>
+
+#include <atomic>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,14 +18,38 @@ struct ChildExit {
   bool signalled = false;
   int code = 0;  // exit status, or the signal that ended it
   bool ok() const { return !signalled && code == 0; }
+  bool stopped_by_request() const;  // ended by SIGINT or SIGTERM
   std::string describe() const;  // "killed by signal 9 (Killed)" / "exited with status 3"
 };
 
-// Installs the forwarding handlers (once) and runs argv[0] with argv, inheriting stdout/stderr.
-// `what` names the child in errors ("job process", "bench process").
+// Starts argv[0] with argv (fork + exec), inheriting stdout/stderr. The child gets
+// `death_signal` when this process dies. `what` names the child in errors ("job process").
+pid_t start_child(const std::vector<std::string>& argv, const std::string& what, int death_signal);
+// The child's exit if it has ended (and reaps it), without waiting.
+std::optional<ChildExit> poll_child(pid_t pid);
+// Waits for the child to end (signals do not cut the wait short).
+ChildExit wait_child(pid_t pid);
+
+// Installs the stop handlers (once), starts the child, forwards stop requests to it while it runs,
+// and returns its exit.
 ChildExit run_child(const std::vector<std::string>& argv, const std::string& what);
 
-// The signal (SIGINT, SIGTERM) that asked this process to stop, or 0.
+// Installs the SIGINT/SIGTERM handlers (once; idempotent). They do not restart interrupted calls,
+// so a sleep ends early when a stop is requested.
+void install_stop_handlers();
+// The first signal (SIGINT, SIGTERM) that asked this process to stop, or 0.
 int stop_signal();
+// How many stop requests arrived so far.
+int stop_requests();
+// Set by the handlers: for code that polls (the trainer's stop flag).
+const std::atomic<bool>& stop_flag();
+// Sets stop_flag() from inside the program (a job whose lease is gone stops like a signalled one).
+void request_stop();
+// The child that receives every stop request from now on (0: none). Set it before the child can
+// matter; a request that came earlier is the caller's to pass on.
+void forward_stops_to(pid_t child);
+
+// Sleeps `seconds`, or less if a signal arrives.
+void sleep_seconds(double seconds);
 
 }  // namespace attnlab

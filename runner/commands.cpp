@@ -13,11 +13,13 @@
 
 #include "attnlab/store.hpp"
 #include "child_process.hpp"
+#include "enqueue.hpp"
 #include "attnlab/torch_compat.hpp"
 #include "experiment.hpp"
 #include "job_exec.hpp"
 #include "plugin_host.hpp"
 #include "report.hpp"
+#include "worker.hpp"
 
 
 namespace attnlab {
@@ -56,9 +58,6 @@ PluginRegistry load_plugins(const std::vector<std::string>& cli_dirs, bool quiet
 void add_plugin_option(po::options_description& d) {
   d.add_options()("plugins", po::value<std::vector<std::string>>()->composing(), "extra plugin folder (repeatable)");
 }
-
-// --- attnlab run: the child process per job --------------------------------------------------
-
 
 }  // namespace
 
@@ -102,9 +101,11 @@ int cmd_run(const Args& args, const std::string& self_exe) {
   options.add_options()
       ("experiment", po::value<std::string>(), "the experiment file (TOML)")
       ("db", po::value<std::string>()->default_value("attnlab.db"), "results database")
-      ("device", po::value<std::string>()->default_value("cpu"), "cpu, cuda or cuda:N")
+      ("devices", po::value<std::string>(), "cpu, cuda:0,cuda:1,... or all: one device worker each (default cpu)")
+      ("device", po::value<std::string>(), "the same as --devices")
       ("threads", po::value<int>()->default_value(0), "intra-op threads per job (0: ATTNLAB_THREADS or every core)")
       ("cache-dir", po::value<std::string>()->default_value(""), "where datasets keep generated files and caches")
+      ("lease", po::value<double>()->default_value(60), "lease of a claimed job in seconds, renewed every third of it")
       ("rerun", "run again the jobs that are already done")
       ("help,h", "this help");
   po::positional_options_description positional;
@@ -112,79 +113,56 @@ int cmd_run(const Args& args, const std::string& self_exe) {
   const auto vm = parse(args, options, positional);
   if (vm.count("help")) return std::cout << options, 0;
   if (!vm.count("experiment")) throw UsageError("run: name the experiment file");
+  if (vm.count("devices") && vm.count("device")) throw UsageError("run: give --devices or --device, not both");
 
-  const auto cli_dirs = plugin_dirs(vm);
-  const auto registry = load_plugins(cli_dirs);
+  WorkerOptions workers;
+  workers.db_path = vm["db"].as<std::string>();
+  workers.threads = vm["threads"].as<int>();
+  workers.cache_dir = vm["cache-dir"].as<std::string>();
+  workers.plugin_dirs = plugin_dirs(vm);
+  workers.lease_seconds = vm["lease"].as<double>();
+  workers.idle_exit = true;
+  if (!(workers.lease_seconds >= 0.1)) throw UsageError("run: --lease must be at least 0.1 seconds");
+  // refuse a device this machine lacks before anything is stored
+  workers.devices = resolve_devices(vm.count("devices") ? vm["devices"].as<std::string>()
+                                    : vm.count("device") ? vm["device"].as<std::string>() : "cpu");
+
+  const auto registry = load_plugins(workers.plugin_dirs);
   const std::string path = vm["experiment"].as<std::string>();
-  const std::string db_path = vm["db"].as<std::string>();
-  const std::string device = vm["device"].as<std::string>();
-  const std::string cache_dir = vm["cache-dir"].as<std::string>();
-  compat::parse_device(device);  // refuse a device this machine lacks before anything is stored
-
-  const Experiment experiment = load_experiment(path, registry);
-  // Each dataset configuration once: a plugin may refuse its parameters (a missing folder, say)
-  // before any job is stored.
-  std::set<std::string> checked;
-  for (const auto& job : experiment.jobs) {
-    if (!checked.insert(job.dataset + "\n" + job.config_toml.substr(job.config_toml.find("[datasets"))).second) continue;
-    try {
-      registry.find(PluginKind::dataset, job.dataset)->make_dataset({cache_dir.empty() ? default_cache_dir() : cache_dir}, job.dataset_params)->info();
-    } catch (const std::exception& e) {
-      throw ConfigError(path + ": [datasets." + job.dataset + "] " + e.what());
-    }
+  // a configuration or dataset error stores nothing, not even the database file
+  const Experiment experiment = check_experiment(path, registry, workers.cache_dir);
+  store::Database db(workers.db_path, store::Database::Open::migrate);
+  const EnqueueReport report = enqueue_checked(experiment, db, vm.count("rerun") > 0);
+  if (!vm.count("rerun")) {
+    store::JobFilter done;
+    done.ids = report.job_ids;
+    done.states = {"done"};
+    for (const auto& q : db.list_jobs(done))
+      std::cout << "job " << q.job.id << " (" << q.job.method << "/" << q.job.dataset << " seed " << q.job.seed
+                << ") is already done; --rerun runs it again\n";
   }
+  std::cout << describe(report) << ", database " << workers.db_path << std::endl;  // flushed: workers share stdout
 
-  store::Database db(db_path);
-  const auto experiment_id = db.add_experiment(experiment.name, path, experiment.source_text);
-  std::vector<std::int64_t> to_run, job_ids;
-  for (const auto& job : experiment.jobs) {
-    store::JobSpec spec{experiment_id, job.method, job.dataset, job.seed, job.config_toml, job.config_hash, job.flat};
-    const auto added = db.add_job(spec);
-    job_ids.push_back(added.job_id);
-    if (added.existed && added.state == "done" && !vm.count("rerun")) {
-      std::cout << "job " << added.job_id << " (" << job.method << "/" << job.dataset << " seed " << job.seed
-                << ") is already done; --rerun runs it again" << std::endl;
-      continue;
-    }
-    if (added.existed) db.requeue_job(added.job_id);
-    to_run.push_back(added.job_id);
-  }
-  std::cout << "experiment '" << experiment.name << "': " << experiment.jobs.size() << " job(s), " << to_run.size()
-            << " to run, database " << db_path << std::endl;  // flushed: job processes share stdout
+  // Local device workers drain this experiment's jobs, exactly as `attnlab worker` would.
+  workers.only_jobs = report.job_ids;
+  store::JobFilter pending;
+  pending.ids = report.job_ids;
+  pending.states = {"queued", "running"};
+  const int status = db.list_jobs(pending).empty() ? 0 : run_supervisor(workers, self_exe);
 
-  for (auto job_id : to_run) {
-    if (stop_signal()) break;
-    std::vector<std::string> argv = {self_exe, "exec-job", "--db", db_path, "--job", std::to_string(job_id),
-                                     "--device", device, "--threads", std::to_string(vm["threads"].as<int>())};
-    if (!cache_dir.empty()) argv.insert(argv.end(), {"--cache-dir", cache_dir});
-    for (const auto& d : cli_dirs) argv.insert(argv.end(), {"--plugins", d});
-    const ChildExit exit = run_child(argv, "job process");
-    if (exit.ok()) continue;
-    // The job process died or gave up: make sure its run does not stay 'running'.
-    const auto run = db.latest_run_of_job(job_id);
-    const bool stopped = exit.signalled && (exit.code == SIGINT || exit.code == SIGTERM);
-    const std::string why = "job process " + exit.describe();
-    if (run && db.fail_run_if_unfinished(*run, stopped ? "interrupted" : "failed", why))
-      std::cerr << "attnlab: run " << *run << " of job " << job_id << ": " << why << "\n";
-    if (!run) std::cerr << "attnlab: job " << job_id << ": " << why << " before its run started\n";
-  }
-
-  std::vector<store::RunSummary> latest;
-  for (const auto& r : db.run_summaries(std::nullopt)) {
-    for (auto id : job_ids)
-      if (r.job_id == id) latest.push_back(r);
-  }
-  // keep the newest run of each job
+  // the newest run of each job, read back from the database
   std::map<std::int64_t, store::RunSummary> newest;
-  for (const auto& r : latest) newest[r.job_id] = r;
-  latest.clear();
+  const std::set<std::int64_t> ids(report.job_ids.begin(), report.job_ids.end());
+  for (const auto& r : db.run_summaries(std::nullopt))
+    if (ids.count(r.job_id)) newest[r.job_id] = r;
+  std::vector<store::RunSummary> latest;
   for (const auto& [id, r] : newest) latest.push_back(r);
   std::cout << "\n" << runs_table(latest) << "\n" << seeds_table(latest);
   if (stop_signal()) {
     std::cerr << "attnlab: stopped by signal " << stop_signal() << "; unfinished jobs stay queued\n";
     return 128 + stop_signal();
   }
-  return 0;
+  return status;
 }
 
 int cmd_results(const Args& args) {
@@ -204,24 +182,29 @@ int cmd_results(const Args& args) {
 }
 
 int cmd_exec_job(const Args& args) {
-  po::options_description options("attnlab exec-job (internal: runs one stored job in this process)");
+  po::options_description options("attnlab exec-job (internal: runs one claimed attempt of a job in this process)");
   add_plugin_option(options);
   options.add_options()
-      ("db", po::value<std::string>()->required(), "results database")
+      ("db", po::value<std::string>()->required(), "the queue's database")
       ("job", po::value<std::int64_t>()->required(), "job id")
+      ("run", po::value<std::int64_t>()->required(), "the run its lease names")
       ("device", po::value<std::string>()->default_value("cpu"), "device")
       ("threads", po::value<int>()->default_value(0), "intra-op threads")
-      ("cache-dir", po::value<std::string>()->default_value(""), "dataset cache folder");
+      ("cache-dir", po::value<std::string>()->default_value(""), "dataset cache folder")
+      ("checkpoint-dir", po::value<std::string>()->default_value(""), "checkpoint folder (default: DB.ckpt)");
   const auto vm = parse(args, options);
+  // first: a stop from now on checkpoints the run and ends it 'interrupted'
+  install_stop_handlers();
   JobExecOptions o;
   o.db_path = vm["db"].as<std::string>();
   o.job_id = vm["job"].as<std::int64_t>();
+  o.run_id = vm["run"].as<std::int64_t>();
   o.device = vm["device"].as<std::string>();
   o.threads = vm["threads"].as<int>();
   o.cache_dir = vm["cache-dir"].as<std::string>();
+  o.checkpoint_dir = vm["checkpoint-dir"].as<std::string>();
   const auto registry = load_plugins(plugin_dirs(vm), /*quiet_errors=*/true);
-  const std::string status = execute_job(o, registry);
-  return status == "done" || status == "diverged" || status == "oom" ? 0 : 3;
+  return execute_job(o, registry) == "lost" ? kExitLeaseLost : 0;
 }
 
 }  // namespace attnlab

@@ -15,5 +15,11 @@ int cmd_instability(const Args& args);  // instability_cmd.cpp
 int cmd_data(const Args& args);         // cmd_data.cpp
 int cmd_variance(const Args& args);     // cmd_variance.cpp
 int cmd_inspect(const Args& args);      // cmd_inspect.cpp
+int cmd_queue(const Args& args);        // cmd_queue.cpp
+int cmd_db(const Args& args);           // cmd_db.cpp
+int cmd_worker(const Args& args, const std::string& self_exe);         // cmd_worker.cpp
+int cmd_worker_device(const Args& args, const std::string& self_exe);  // cmd_worker.cpp (internal)
+int cmd_bench_queue(const Args& args, const std::string& self_exe);    // cmd_worker.cpp
+int cmd_slurm(const Args& args, const std::string& self_exe);  // cmd_slurm.cpp
 
 }  // namespace attnlab

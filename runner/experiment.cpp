@@ -106,7 +106,13 @@ void finish_plan(JobPlan& job) {
   std::ostringstream text;
   text << root << "\n";
   job.config_toml = text.str();
-  job.config_hash = sha256_of_text(job.config_toml);
+  // The identity leaves out what changes how a job runs but never its numbers (resume is exact):
+  // a new checkpoint cadence is the same job, not a new one.
+  toml::table identity = root;
+  identity.get_as<toml::table>("train")->erase("checkpoint_every");
+  std::ostringstream identity_text;
+  identity_text << identity << "\n";
+  job.config_hash = sha256_of_text(identity_text.str());
 }
 
 const LoadedPlugin& plugin_or_fail(const PluginRegistry& registry, PluginKind kind, const std::string& name,

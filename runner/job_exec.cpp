@@ -4,44 +4,97 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <iostream>
+#include <system_error>
 
 #include "attnlab/config.hpp"
 #include "attnlab/store.hpp"
 #include "attnlab/torch_compat.hpp"
 #include "attnlab/trainer.hpp"
 #include "build_info.hpp"
+#include "child_process.hpp"
 #include "experiment.hpp"
 #include "progress.hpp"
 
 namespace attnlab {
+namespace fs = std::filesystem;
 namespace {
 
-// Writes curve points to the database (one transaction per batch) and shows progress.
+// Writes the attempt's curve points and resume checkpoints to the database and shows progress.
+// A write refused because the lease is gone asks the trainer to stop at the end of the step and
+// writes nothing more: the attempt is no longer ours.
 class StoreObserver : public TrainObserver {
  public:
-  StoreObserver(store::Database& db, std::int64_t run_id, std::string label) : db_(db), run_id_(run_id), printer_(std::move(label)) {}
+  StoreObserver(store::Database& db, std::int64_t run_id, std::string label)
+      : db_(db), run_id_(run_id), printer_(std::move(label)) {}
+
   void on_metrics(const std::vector<MetricPoint>& points) override {
     std::vector<store::CurvePoint> rows;
     rows.reserve(points.size());
     for (const auto& p : points) rows.push_back({p.step, p.split, p.name, p.value, p.wall_seconds});
-    db_.append_curve(run_id_, rows);
+    write([&] { db_.append_curve(run_id_, rows); });
   }
   void on_progress(const Progress& progress) override { printer_.update(progress); }
+  void on_checkpoint(std::int64_t steps_done, const std::string& path) override {
+    if (!write([&] { db_.set_resume_checkpoint(run_id_, path, steps_done); })) return;
+    // the predecessor's checkpoint is no longer the job's resume point: ours is
+    if (!superseded_.empty() && superseded_ != path) {
+      std::error_code ignored;
+      fs::remove(superseded_, ignored);
+      superseded_.clear();
+    }
+  }
+
+  // The resume checkpoint this attempt started from, removed once this attempt has one of its own.
+  void supersedes(const std::string& path) { superseded_ = path; }
+  const std::string& superseded() const { return superseded_; }
+  bool lease_lost() const { return !lost_reason_.empty(); }
+  const std::string& lost_reason() const { return lost_reason_; }
+  void lost(const std::string& why) {
+    if (lost_reason_.empty()) lost_reason_ = why;
+    request_stop();
+  }
   ProgressPrinter& printer() { return printer_; }
 
  private:
+  template <class Write>
+  bool write(Write&& write_rows) {
+    if (lease_lost()) return false;
+    try {
+      write_rows();
+      return true;
+    } catch (const store::LeaseLost& e) {
+      lost(e.what());
+      return false;
+    }
+  }
+
   store::Database& db_;
   std::int64_t run_id_;
   ProgressPrinter printer_;
+  std::string superseded_;
+  std::string lost_reason_;
 };
+
+// `to` becomes the same file as `from`: a hard link (checkpoints are replaced by rename, never
+// rewritten in place, so the two stay independent), or a copy where links are not possible.
+void share_file(const std::string& from, const std::string& to) {
+  std::error_code ignored;
+  fs::remove(to, ignored);
+  std::error_code link_error;
+  fs::create_hard_link(from, to, link_error);
+  if (link_error) fs::copy_file(from, to, fs::copy_options::overwrite_existing);
+}
+
+bool is_final(const std::string& status) { return status == "done" || status == "diverged" || status == "oom"; }
+
+}  // namespace
 
 std::string host_name() {
   char buf[256] = {};
   gethostname(buf, sizeof buf - 1);
   return buf;
 }
-
-}  // namespace
 
 std::string default_cache_dir() {
   if (const char* env = std::getenv("ATTNLAB_CACHE_DIR")) return env;
@@ -50,39 +103,53 @@ std::string default_cache_dir() {
   return ".attnlab-cache";
 }
 
+std::string resume_checkpoint_path(const std::string& checkpoint_dir, std::int64_t job_id, std::int64_t run_id) {
+  return checkpoint_dir + "/job-" + std::to_string(job_id) + ".run-" + std::to_string(run_id) + ".resume.pt";
+}
+
 std::string execute_job(const JobExecOptions& options, const PluginRegistry& registry) {
-  store::Database db(options.db_path);
-  const store::Job stored = db.job(options.job_id);
-  const JobPlan plan = parse_job_config(stored.config_toml, "job " + std::to_string(stored.id) + " config", registry);
-  const auto* method = registry.find(PluginKind::attention, plan.method);
-  const auto* dataset_plugin = registry.find(PluginKind::dataset, plan.dataset);
-
-  const int threads = compat::configure_threads(options.threads);
-  const c10::Device device = compat::parse_device(options.device);
-
-  store::RunEnvironment env;
-  env.host = host_name();
-  env.device = options.device;
-  env.device_name = compat::device_name(device);
-  env.torch_version = compat::torch_version();
-  env.attnlab_version = build_info::kVersion;
-  env.git_revision = build_info::git_revision();
-  env.threads = threads;
-  for (const auto* p : {method, dataset_plugin})
-    env.plugins.push_back({to_string(p->kind()), p->name(), p->info->version, p->path, p->sha256});
-  const std::int64_t run_id = db.start_run(stored.id, env, getpid());
-
-  const std::string label = "[" + plan.method + "/" + plan.dataset + " seed " + std::to_string(plan.seed) + " run " +
-                            std::to_string(run_id) + "]";
+  store::Database db(options.db_path, store::Database::Open::existing);
+  store::JobFilter this_job;
+  this_job.ids = {options.job_id};
+  const auto found = db.list_jobs(this_job);
+  if (found.empty()) throw std::runtime_error(options.db_path + ": no job with id " + std::to_string(options.job_id));
+  const store::Job& stored = found.front().job;
+  const std::int64_t run_id = options.run_id;
+  const std::string label = "[" + stored.method + "/" + stored.dataset + " seed " + std::to_string(stored.seed) +
+                            " run " + std::to_string(run_id) + "]";
   StoreObserver observer(db, run_id, label);
-  std::string checkpoint_dir = options.checkpoint_dir.empty() ? options.db_path + ".ckpt" : options.checkpoint_dir;
-  std::filesystem::create_directories(checkpoint_dir);
+  if (found.front().lease_run_id != run_id) {
+    observer.lost("job " + std::to_string(stored.id) + " is not leased to run " + std::to_string(run_id));
+    std::cerr << "attnlab: " << label << " " << observer.lost_reason() << "; nothing written\n";
+    return "lost";
+  }
 
+  const std::string checkpoint_dir = options.checkpoint_dir.empty() ? options.db_path + ".ckpt" : options.checkpoint_dir;
+  TrainJob job;
   RunOutcome outcome;
   try {
+    const JobPlan plan = parse_job_config(stored.config_toml, "job " + std::to_string(stored.id) + " config", registry);
+    const auto* method = registry.find(PluginKind::attention, plan.method);
+    const auto* dataset_plugin = registry.find(PluginKind::dataset, plan.dataset);
+    const int threads = compat::configure_threads(options.threads);
+    const c10::Device device = compat::parse_device(options.device);
+
+    store::RunEnvironment env;
+    env.host = host_name();
+    env.device = options.device;
+    env.device_name = compat::device_name(device);
+    env.torch_version = compat::torch_version();
+    env.attnlab_version = build_info::kVersion;
+    env.git_revision = build_info::git_revision();
+    env.threads = threads;
+    env.pid = getpid();
+    for (const auto* p : {method, dataset_plugin})
+      env.plugins.push_back({to_string(p->kind()), p->name(), p->info->version, p->path, p->sha256});
+    db.set_run_environment(run_id, env);
+    fs::create_directories(checkpoint_dir);
+
     DatasetContext context{options.cache_dir.empty() ? default_cache_dir() : options.cache_dir};
     auto dataset = dataset_plugin->make_dataset(context, plan.dataset_params);
-    TrainJob job;
     job.task = dataset->info();
     TrainSplits splits{load_checked(plan.dataset, *dataset, Split::train), load_checked(plan.dataset, *dataset, Split::val),
                        load_checked(plan.dataset, *dataset, Split::test)};
@@ -91,6 +158,9 @@ std::string execute_job(const JobExecOptions& options, const PluginRegistry& reg
     job.seed = static_cast<std::uint64_t>(plan.seed);
     job.device = device;
     job.checkpoint_path = checkpoint_dir + "/run-" + std::to_string(run_id) + ".pt";
+    job.resume_path = resume_checkpoint_path(checkpoint_dir, stored.id, run_id);
+    job.identity = stored.config_hash;
+    job.stop = &stop_flag();
     AttentionFactory* factory = method->make_attention;
     const ParamValues method_params = plan.method_params;
     job.make_attention = [factory, method_params](const AttentionShape& shape) { return factory(shape, method_params); };
@@ -99,15 +169,56 @@ std::string execute_job(const JobExecOptions& options, const PluginRegistry& reg
       const ParamValues reference_params = softmax->defaults();
       job.reference_attention = [reference, reference_params](const AttentionShape& shape) { return reference(shape, reference_params); };
     }
-    outcome = train_and_evaluate(job, splits, observer);
-    // a run that ended early may still have saved a best-validation checkpoint
-    const bool saved = std::filesystem::exists(job.checkpoint_path);
-    db.finish_run(run_id, outcome.status, outcome.results, outcome.error, saved ? job.checkpoint_path : "");
+
+    // An earlier attempt's resume checkpoint: continue from it, with its curve up to that step.
+    const auto [previous, previous_run] = db.resume_point(stored.id);
+    if (!previous.empty() && previous_run != run_id) {
+      if (fs::exists(previous)) {
+        const std::int64_t step = db.resume_step(previous_run);
+        share_file(previous, job.resume_path);
+        job.resume = true;
+        observer.supersedes(previous);
+        db.copy_curve(previous_run, run_id, step);
+        std::cout << label << " resumes run " << previous_run << " from step " << step << std::endl;
+      } else {
+        std::cerr << "attnlab: warning: " << label << " the resume checkpoint " << previous << " of run " << previous_run
+                  << " is gone; starting afresh\n";
+      }
+    }
+
+    if (stop_flag().load()) {
+      // stopped before the first step: nothing to checkpoint; the earlier attempt's file stays the resume point
+      outcome.status = "interrupted";
+      std::error_code ignored;
+      if (job.resume) fs::remove(job.resume_path, ignored);
+    } else {
+      outcome = train_and_evaluate(job, splits, observer);
+    }
+  } catch (const store::LeaseLost& e) {
+    observer.lost(e.what());
   } catch (const std::exception& e) {
     std::string what = e.what();
     outcome.status = compat::is_out_of_memory(e) ? "oom" : "failed";
-    outcome.error = what.substr(0, what.find('\n'));
-    db.finish_run(run_id, outcome.status, outcome.results, outcome.error, "");
+    outcome.error = what.substr(0, what.find('\n'));  // c10 errors append a backtrace
+  }
+
+  if (!observer.lease_lost()) {
+    try {
+      // a run that ended early may still have saved a best-validation checkpoint
+      const bool saved = !job.checkpoint_path.empty() && fs::exists(job.checkpoint_path);
+      db.finish_run(run_id, outcome.status, outcome.results, outcome.error, saved ? job.checkpoint_path : "");
+    } catch (const store::LeaseLost& e) {
+      observer.lost(e.what());
+    }
+  }
+  if (observer.lease_lost()) {
+    observer.printer().finish("lost its lease (" + observer.lost_reason() + "); this attempt wrote nothing more");
+    return "lost";
+  }
+  if (is_final(outcome.status)) {  // nothing will resume this job again
+    std::error_code ignored;
+    if (!job.resume_path.empty()) fs::remove(job.resume_path, ignored);
+    if (!observer.superseded().empty()) fs::remove(observer.superseded(), ignored);
   }
 
   std::string summary = outcome.status;

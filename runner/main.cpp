@@ -26,6 +26,11 @@ const char* kUsage =
     "  variance  RSD, PI, VA and AGV of a stored run of a stochastic method, from its checkpoint\n"
     "  inspect   eigenvalues of a stored GMM-kernel run's learned covariances\n"
     "  data      load and check an experiment's datasets: sizes, lengths, classes, load time, cache\n"
+    "  queue     the job queue: add an experiment's jobs, list, show, cancel, retry\n"
+    "  db        db migrate: bring a results database to this attnlab's schema\n"
+    "  worker    claim and run queued jobs, one process per device, until told to stop (or --idle-exit)\n"
+    "  bench-queue  claims per second of 1, 4, 8 workers on no-op jobs\n"
+    "  slurm     run an experiment as a SLURM job array (submit) and merge its results (collect)\n"
     "\n"
     "attnlab <command> --help shows a command's options.\n";
 
@@ -51,10 +56,16 @@ int main(int argc, char** argv) {
     if (command == "data") return attnlab::cmd_data(args);
     if (command == "variance") return attnlab::cmd_variance(args);
     if (command == "inspect") return attnlab::cmd_inspect(args);
+    if (command == "queue") return attnlab::cmd_queue(args);
+    if (command == "db") return attnlab::cmd_db(args);
     if (command == "exec-job") return attnlab::cmd_exec_job(args);
     if (command == "bench") return attnlab::cmd_bench(args, self_executable(argv[0]));
     if (command == "bench-one") return attnlab::cmd_bench_one(args);
     if (command == "instability") return attnlab::cmd_instability(args);
+    if (command == "worker") return attnlab::cmd_worker(args, self_executable(argv[0]));
+    if (command == "worker-device") return attnlab::cmd_worker_device(args, self_executable(argv[0]));
+    if (command == "bench-queue") return attnlab::cmd_bench_queue(args, self_executable(argv[0]));
+    if (command == "slurm") return attnlab::cmd_slurm(args, self_executable(argv[0]));
     std::cerr << "attnlab: unknown command '" << command << "'\n" << kUsage;
     return 2;
   } catch (const std::exception& e) {

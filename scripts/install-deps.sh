@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs everything attnlab needs from Debian 12's packages. Runs apt-get as root (or via sudo).
+# Installs everything attnlab needs from Debian 12's packages, plus any packages named as
+# arguments (scripts/test.sh adds the SLURM test's). Runs apt-get as root (or via sudo).
 set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git
@@ -10,6 +11,7 @@ packages=(
   libpng-dev zlib1g-dev   # Pathfinder's PNG images; gzip-compressed IDX files
   dataset-fashion-mnist   # real data that needs no download (Fashion-MNIST, IDX files)
   libgtest-dev
+  "$@"
 )
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"

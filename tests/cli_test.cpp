@@ -132,23 +132,7 @@ TEST_F(Cli, UnknownDeviceIsRefusedBeforeAnythingIsStored) {
   EXPECT_FALSE(fs::exists(path("r.db")));
 }
 
-TEST_F(Cli, KilledJobProcessFailsThatRunOnlyAndTheDatabaseStaysWhole) {
-  const std::string db = path("r.db");
-  std::string pid;
-  const pid_t parent = start_long_run(pid);
-  ASSERT_GT(parent, 0);
-  ASSERT_NE(pid, "(none)") << "the job never started";
-  ASSERT_EQ(kill(std::stoi(pid), SIGKILL), 0);
-  int status = 0;
-  waitpid(parent, &status, 0);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-
-  EXPECT_EQ(query_one(db, "PRAGMA integrity_check"), "ok");
-  EXPECT_EQ(query_one(db, "SELECT status FROM runs WHERE id = 1"), "failed");
-  EXPECT_EQ(query_one(db, "SELECT error FROM runs WHERE id = 1"), "job process killed by signal 9 (Killed)");
-  EXPECT_EQ(query_one(db, "SELECT state FROM jobs WHERE id = 1"), "failed");
-  EXPECT_NE(query_one(db, "SELECT count(*) FROM curves WHERE run_id = 1"), "0");  // what was measured is kept
-}
+// A killed job process (its attempt fails, the job is retried and resumes): queue_test.cpp.
 
 TEST_F(Cli, InterruptedRunIsMarkedAndItsJobQueuedAgain) {
   const std::string db = path("r.db");

@@ -88,12 +88,33 @@ TEST(Experiment, ResolvedConfigRoundTripsToTheSameJob) {
   EXPECT_DOUBLE_EQ(back.train.real("lr"), 0.003);
 }
 
+// checkpoint_every changes how a job runs, never its numbers: it stays in the stored config but
+// not in the identity, so a new cadence finds the same job; a real change (lr) makes a new one.
+TEST(Experiment, CheckpointCadenceIsNotPartOfTheJobIdentity) {
+  const std::string base = kGood;
+  const auto plain = load_experiment(write_file("plain.toml", base), registry());
+  std::string cadence = base, other_lr = base;
+  cadence.replace(cadence.find("steps = 30"), 10, "steps = 30\ncheckpoint_every = 7");
+  other_lr.replace(other_lr.find("lr = 0.001"), 10, "lr = 0.0011");
+  const auto with_cadence = load_experiment(write_file("cadence.toml", cadence), registry());
+  EXPECT_EQ(with_cadence.jobs[0].train.integer("checkpoint_every"), 7);
+  EXPECT_NE(with_cadence.jobs[0].config_toml, plain.jobs[0].config_toml);
+  EXPECT_EQ(with_cadence.jobs[0].config_hash, plain.jobs[0].config_hash);
+  // the method's own override (lr = 0.003) wins over [train]; change the dataset-free default instead
+  const auto changed = load_experiment(write_file("lr.toml", other_lr), registry());
+  EXPECT_EQ(changed.jobs[0].train.real("lr"), plain.jobs[0].train.real("lr"));  // overridden: same job
+  EXPECT_EQ(changed.jobs[0].config_hash, plain.jobs[0].config_hash);
+  std::string steps = base;
+  steps.replace(steps.find("steps = 30"), 10, "steps = 31");
+  EXPECT_NE(load_experiment(write_file("steps.toml", steps), registry()).jobs[0].config_hash, plain.jobs[0].config_hash);
+}
+
 TEST(Experiment, ErrorsNameFileLineAndKey) {
   const auto file = (fs::temp_directory_path() / ("attnlab-exp-" + std::to_string(getpid())) / "bad.toml").string();
   EXPECT_EQ(error_of("[train]\nsteps = 10\nlrr = 0.1\n[methods.softmax]\n[datasets.listops]\n"),
             file + ":3: [train] lrr: unknown key (known: steps, batch_size, grad_accum, lr, weight_decay, beta1, beta2, "
                    "eps, warmup, decay, clip_norm, eval_every, eval_batches, log_every, instability_steps, variance_passes, "
-                   "variance_split)");
+                   "variance_split, checkpoint_every)");
   EXPECT_EQ(error_of("[train]\nsteps = \"ten\"\n[methods.softmax]\n[datasets.listops]\n"),
             file + ":2: [train] steps: expected an integer, got a string");
   EXPECT_EQ(error_of("[model]\npooling = \"max\"\n[methods.softmax]\n[datasets.listops]\n"),

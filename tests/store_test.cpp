@@ -1,4 +1,6 @@
-// Tests of attnlab::store::Database against real SQLite files in a fresh temporary directory.
+// Tests of attnlab::store::Database against real SQLite files in a fresh temporary directory: opening,
+// migrations, experiments, jobs, runs and their rows. The queue: store_queue_test.cpp; shards:
+// store_merge_test.cpp.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <stdlib.h>
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "attnlab/store.hpp"
+#include "store_support.hpp"
 
 namespace fs = std::filesystem;
 using attnlab::store::AddedJob;
@@ -29,95 +32,31 @@ using attnlab::store::PluginFile;
 using attnlab::store::RunEnvironment;
 using attnlab::store::RunSummary;
 using attnlab::store::StoreError;
+using attnlab::store::testing::query;
+using attnlab::store::testing::query_one;
+using attnlab::store::testing::raw_exec;
+using attnlab::store::testing::read_file;
+using attnlab::store::testing::StoreTest;
 
 namespace {
 
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// Runs one query with no parameters on a raw handle; returns the first column of each row as text
-// ("NULL" for NULL).
-std::vector<std::string> query(sqlite3* db, const std::string& sql) {
+// The plan's details, one line per step ("SEARCH jobs USING ...").
+std::string query_plan(sqlite3* db, const std::string& sql) {
   sqlite3_stmt* st = nullptr;
-  EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
-  std::vector<std::string> rows;
-  int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    const auto* text = sqlite3_column_text(st, 0);
-    rows.emplace_back(text ? reinterpret_cast<const char*>(text) : "NULL");
-  }
-  EXPECT_EQ(rc, SQLITE_DONE) << sqlite3_errmsg(db);
+  EXPECT_EQ(sqlite3_prepare_v2(db, ("EXPLAIN QUERY PLAN " + sql).c_str(), -1, &st, nullptr), SQLITE_OK);
+  std::string plan;
+  while (sqlite3_step(st) == SQLITE_ROW)
+    plan += (plan.empty() ? "" : "\n") + std::string(reinterpret_cast<const char*>(sqlite3_column_text(st, 3)));
   sqlite3_finalize(st);
-  return rows;
-}
-
-std::string query_one(sqlite3* db, const std::string& sql) {
-  auto rows = query(db, sql);
-  EXPECT_EQ(rows.size(), 1u) << sql;
-  return rows.empty() ? std::string() : rows.front();
-}
-
-// Runs SQL on the file through a separate, raw connection.
-void raw_exec(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  char* err = nullptr;
-  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
-  EXPECT_EQ(rc, SQLITE_OK) << (err ? err : "");
-  sqlite3_free(err);
-  sqlite3_close(db);
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
+  return plan;
 }
 
 bool is_timestamp(const std::string& s) {
   static const std::regex iso(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z)");
   return std::regex_match(s, iso);
 }
-
-class StoreTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "attnlab-store-test-XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  std::string file(const std::string& name) const { return (dir_ / name).string(); }
-
-  static JobSpec spec(std::int64_t experiment_id, const std::string& hash, std::int64_t seed = 1) {
-    JobSpec s;
-    s.experiment_id = experiment_id;
-    s.method = "softmax";
-    s.dataset = "listops";
-    s.seed = seed;
-    s.config_toml = "[train]\nlr = 0.0001\n";
-    s.config_hash = hash;
-    s.params = {{"train.lr", "0.0001"}, {"model.layers", "2"}};
-    return s;
-  }
-
-  static RunEnvironment env() {
-    RunEnvironment e;
-    e.host = "node7";
-    e.device = "cuda:0";
-    e.device_name = "NVIDIA H100 80GB HBM3";
-    e.torch_version = "2.3.1";
-    e.attnlab_version = "0.1.0";
-    e.git_revision = "abc123";
-    e.threads = 16;
-    e.plugins = {{"attention", "softmax", "1.0", "/build/plugins/libsoftmax.so", std::string(64, 'a')},
-                 {"dataset", "listops", "0.2", "/build/datasets/liblistops.so", std::string(64, 'b')}};
-    return e;
-  }
-
-  fs::path dir_;
-};
 
 TEST_F(StoreTest, MigratesNewFileToTheCurrentVersion) {
   const std::string path = file("new.db");
@@ -140,6 +79,13 @@ TEST_F(StoreTest, MigratesNewFileToTheCurrentVersion) {
                                       "best_val_acc", "wall_seconds", "steps_per_second", "peak_memory_bytes",
                                       "param_count", "majority_rate"}));
   EXPECT_EQ(query_one(db.handle(), "PRAGMA integrity_check"), "ok");
+  EXPECT_EQ(db.migrated_from(), 0);
+  // the claim reads the lowest queued id from an index, not a scan
+  EXPECT_EQ(query_one(db.handle(), "SELECT group_concat(name) FROM pragma_index_info('jobs_by_state')"), "state,id");
+  EXPECT_EQ(query_plan(db.handle(), "SELECT id FROM jobs WHERE state = 'queued' ORDER BY id LIMIT 1"),
+            "SEARCH jobs USING COVERING INDEX jobs_by_state (state=?)");
+  Database again(path);
+  EXPECT_EQ(again.migrated_from(), Database::kSchemaVersion);
 }
 
 TEST_F(StoreTest, MigratesExistingEmptyFile) {
@@ -170,26 +116,10 @@ TEST_F(StoreTest, ReopenKeepsDataWithoutMigratingAgain) {
   EXPECT_EQ(jobs[0].config_hash, "h1");
 }
 
-TEST_F(StoreTest, UpgradesAVersion1DatabaseKeepingItsRows) {
-  const std::string path = file("v1.db");
-  {
-    Database db(path);
-    db.add_experiment("kept", "x.toml", "[experiment]");
-  }
-  // take it back to what version 1 was: no study tables, user_version 1
-  raw_exec(path, "DROP TABLE bench_results; DROP TABLE approx_results; DROP TABLE variance_examples; "
-                 "PRAGMA user_version = 1");
-  Database db(path);
-  EXPECT_EQ(db.schema_version(), Database::kSchemaVersion);
-  EXPECT_EQ(query_one(db.handle(), "SELECT name FROM experiments"), "kept");
-  EXPECT_EQ(query_one(db.handle(), "SELECT count(*) FROM variance_examples"), "0");
-  EXPECT_EQ(query_one(db.handle(), "SELECT count(*) FROM bench_results"), "0");
-}
-
 TEST_F(StoreTest, LateResultsAndPerExampleVarianceRoundTrip) {
   Database db(file("variance.db"));
   const auto experiment = db.add_experiment("e", "e.toml", "[experiment]");
-  const auto run = db.start_run(db.add_job(spec(experiment, "h")).job_id, env(), 1);
+  const auto run = start_attempt(db, db.add_job(spec(experiment, "h")).job_id);
   db.finish_run(run, "done", {{"test_acc", 0.5}, {"rsd", 9.0}}, "", "");
   db.set_results(run, {{"rsd", 0.25}, {"agv", 1.5}});
   EXPECT_EQ(query_one(db.handle(), "SELECT group_concat(name || '=' || value, ' ') FROM (SELECT * FROM results ORDER BY name)"),
@@ -266,7 +196,7 @@ TEST_F(StoreTest, RefusesNewerSchemaNamingFileAndVersions) {
     Database db(path);
     FAIL() << "opened a database from the future";
   } catch (const StoreError& e) {
-    EXPECT_EQ(std::string(e.what()), path + ": database schema version 7 is newer than this attnlab knows (3)");
+    EXPECT_EQ(std::string(e.what()), path + ": database schema version 7 is newer than this attnlab knows (4)");
   }
   // Left untouched.
   sqlite3* raw = nullptr;
@@ -341,7 +271,7 @@ TEST_F(StoreTest, FullRoundTrip) {
             (std::vector<std::string>{"model.layers=2", "train.lr=0.0001"}));
   EXPECT_TRUE(is_timestamp(query_one(db.handle(), "SELECT created_at FROM jobs")));
 
-  const auto run = db.start_run(added.job_id, env(), 4242);
+  const auto run = start_attempt(db, added.job_id, env(), 4242);
   EXPECT_EQ(db.job(added.job_id).state, "running");
   EXPECT_EQ(query_one(db.handle(),
                       "SELECT host || '|' || device || '|' || device_name || '|' || torch_version || '|' || "
@@ -427,7 +357,7 @@ TEST_F(StoreTest, FullRoundTrip) {
 TEST_F(StoreTest, CurvePointsReplaceSameKey) {
   Database db(file("replace.db"));
   const auto job = db.add_job(spec(db.add_experiment("e", "", "c"), "h")).job_id;
-  const auto run = db.start_run(job, env(), 1);
+  const auto run = start_attempt(db, job);
   db.append_curve(run, {{10, "val", "acc", 0.5, 1.0}});
   db.append_curve(run, {{10, "val", "acc", 0.625, 2.0}});
   auto curve = db.curve(run);
@@ -440,7 +370,7 @@ TEST_F(StoreTest, AddJobTwiceWithSameHashReturnsExisting) {
   Database db(file("dup.db"));
   const auto exp = db.add_experiment("e", "", "c");
   const AddedJob first = db.add_job(spec(exp, "same-hash"));
-  db.start_run(first.job_id, env(), 1);
+  start_attempt(db, first.job_id);
   JobSpec other = spec(exp, "same-hash");
   other.method = "linear";
   other.params = {{"only", "this"}};
@@ -477,13 +407,13 @@ TEST_F(StoreTest, AttemptsCountUp) {
   Database db(file("attempts.db"));
   const auto job = db.add_job(spec(db.add_experiment("e", "", "c"), "h")).job_id;
   EXPECT_EQ(db.latest_run_of_job(job), std::nullopt);
-  const auto r1 = db.start_run(job, env(), 1);
+  const auto r1 = start_attempt(db, job);
   db.finish_run(r1, "failed", {}, "boom", "");
-  EXPECT_EQ(db.job(job).state, "failed");
-  const auto r2 = db.start_run(job, env(), 2);
+  EXPECT_EQ(db.job(job).state, "queued");  // one failure of three allowed
+  const auto r2 = start_attempt(db, job);
   db.finish_run(r2, "interrupted", {}, "SIGINT", "");
   EXPECT_EQ(db.job(job).state, "queued");
-  const auto r3 = db.start_run(job, env(), 3);
+  const auto r3 = start_attempt(db, job);
   EXPECT_EQ(db.latest_run_of_job(job), r3);
   auto s = db.run_summaries();
   ASSERT_EQ(s.size(), 3u);
@@ -493,32 +423,50 @@ TEST_F(StoreTest, AttemptsCountUp) {
   EXPECT_EQ(s[0].error, "boom");
   EXPECT_EQ(s[1].status, "interrupted");
   EXPECT_EQ(s[2].status, "running");
+  const auto listed = db.list_jobs({});
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].attempts, 3);
+  EXPECT_EQ(listed[0].failures, 1);  // the interrupted attempt is not counted
+  EXPECT_EQ(listed[0].lease_run_id, r3);
 }
 
 TEST_F(StoreTest, RequeueAndStatusMapping) {
   Database db(file("requeue.db"));
   const auto exp = db.add_experiment("e", "", "c");
-  for (const std::string status : {"done", "failed", "diverged", "oom"}) {
+  // done, diverged and oom are the method's own outcome: final, taken by the job
+  for (const std::string status : {"done", "diverged", "oom"}) {
     const auto job = db.add_job(spec(exp, "h-" + status)).job_id;
-    db.finish_run(db.start_run(job, env(), 1), status, {}, "", "");
+    db.finish_run(start_attempt(db, job), status, {}, "", "");
     EXPECT_EQ(db.job(job).state, status);
     db.requeue_job(job);
     EXPECT_EQ(db.job(job).state, "queued");
+    db.requeue_job(job);  // queued already: nothing to do
+    EXPECT_EQ(db.job(job).state, "queued");
   }
+  const auto job = db.add_job(spec(exp, "h-failed")).job_id;
+  db.finish_run(start_attempt(db, job), "failed", {}, "boom", "");
+  EXPECT_EQ(db.job(job).state, "queued");
+  // a running job is its lease holder's: requeueing it would let two attempts write
+  start_attempt(db, job);
+  EXPECT_THROW(db.requeue_job(job), StoreError);
+  EXPECT_EQ(db.job(job).state, "running");
 }
 
 TEST_F(StoreTest, RejectsBadInput) {
   Database db(file("bad.db"));
   const auto exp = db.add_experiment("e", "", "c");
   const auto job = db.add_job(spec(exp, "h")).job_id;
-  const auto run = db.start_run(job, env(), 1);
+  const auto run = start_attempt(db, job);
   EXPECT_THROW(db.finish_run(run, "running", {}, "", ""), StoreError);
+  EXPECT_THROW(db.finish_run(run, "lost", {}, "", ""), StoreError);  // only expiry ends a run as lost
   EXPECT_THROW(db.finish_run(run, "bogus", {}, "", ""), StoreError);
   EXPECT_THROW(db.fail_run_if_unfinished(run, "bogus", ""), StoreError);
   EXPECT_THROW(db.finish_run(run + 100, "done", {}, "", ""), StoreError);
   EXPECT_THROW(db.job(job + 100), StoreError);
   EXPECT_THROW(db.requeue_job(job + 100), StoreError);
-  EXPECT_THROW(db.start_run(job + 100, env(), 1), StoreError);
+  EXPECT_EQ(db.claim_next_job(claimer(), 60, {job + 100}), std::nullopt);
+  EXPECT_THROW(db.claim_next_job(claimer(), 0, {}), StoreError);
+  EXPECT_THROW(db.set_run_environment(run + 100, env()), StoreError);
   EXPECT_THROW(db.add_job(spec(exp + 100, "h2")), StoreError);  // foreign key
   EXPECT_THROW(db.append_curve(run + 100, {{1, "train", "loss", 1.0, 1.0}}), StoreError);
   try {
@@ -539,8 +487,8 @@ TEST_F(StoreTest, FailRunIfUnfinished) {
   const auto exp = db.add_experiment("e", "", "c");
   const auto job_a = db.add_job(spec(exp, "a")).job_id;
   const auto job_b = db.add_job(spec(exp, "b")).job_id;
-  const auto running = db.start_run(job_a, env(), 1);
-  const auto finished = db.start_run(job_b, env(), 2);
+  const auto running = start_attempt(db, job_a);
+  const auto finished = start_attempt(db, job_b, env(), 2);
   db.finish_run(finished, "done", {{"test_acc", 0.9}}, "", "");
 
   EXPECT_TRUE(db.fail_run_if_unfinished(running, "failed", "exit code 139"));
@@ -552,14 +500,15 @@ TEST_F(StoreTest, FailRunIfUnfinished) {
   EXPECT_EQ(s[0].status, "failed");
   EXPECT_EQ(s[0].error, "exit code 139");
   EXPECT_TRUE(is_timestamp(s[0].finished_at));
-  EXPECT_EQ(db.job(job_a).state, "failed");
+  EXPECT_EQ(db.job(job_a).state, "queued");  // to be tried again
+  EXPECT_EQ(db.list_jobs({{}, {}, {}, {job_a}}).at(0).error, "exit code 139");
   EXPECT_EQ(s[1].status, "done");
   EXPECT_EQ(s[1].error, "");
   EXPECT_EQ(s[1].result("test_acc"), 0.9);
   EXPECT_EQ(db.job(job_b).state, "done");
 
   // An interrupted crash puts the job back in the queue.
-  const auto again = db.start_run(job_a, env(), 3);
+  const auto again = start_attempt(db, job_a, env(), 3);
   EXPECT_TRUE(db.fail_run_if_unfinished(again, "interrupted", "SIGTERM"));
   EXPECT_EQ(db.job(job_a).state, "queued");
 }
@@ -570,7 +519,7 @@ TEST_F(StoreTest, UnfinishedRunSurvivesCloseAndReopen) {
   {
     Database db(path);
     job = db.add_job(spec(db.add_experiment("e", "", "c"), "h")).job_id;
-    run = db.start_run(job, env(), 99);
+    run = start_attempt(db, job, env(), 99);
     db.append_curve(run, {{1, "train", "loss", 3.0, 0.5}});
   }  // never finished
   Database db(path);
@@ -596,7 +545,9 @@ TEST_F(StoreTest, RunOfKilledProcessSurvives) {
   if (child == 0) {
     try {
       Database db(path);
-      const auto run = db.start_run(job, env(), getpid());
+      const auto lease = db.claim_next_job(claimer(), 600);
+      if (!lease) _exit(5);
+      const auto run = lease->run_id;
       db.append_curve(run, {{1, "train", "loss", 3.0, 0.5}, {2, "train", "loss", 2.0, 1.0}});
     } catch (...) {
       _exit(3);
@@ -618,7 +569,7 @@ TEST_F(StoreTest, RunOfKilledProcessSurvives) {
   EXPECT_EQ(s[0].finished_at, "");
   EXPECT_EQ(db.curve(*run).size(), 2u);
   EXPECT_TRUE(db.fail_run_if_unfinished(*run, "failed", "killed by signal 9"));
-  EXPECT_EQ(db.job(job).state, "failed");
+  EXPECT_EQ(db.job(job).state, "queued");
 }
 
 TEST_F(StoreTest, ConcurrentProcessesCreateOneDatabase) {
@@ -633,7 +584,9 @@ TEST_F(StoreTest, ConcurrentProcessesCreateOneDatabase) {
       try {
         Database db(path);
         const auto exp = db.add_experiment("e" + std::to_string(i), "", "c");
-        db.start_run(db.add_job(spec(exp, "h" + std::to_string(i))).job_id, env(), getpid());
+        const auto job = db.add_job(spec(exp, "h" + std::to_string(i))).job_id;
+        const auto lease = db.claim_next_job(claimer(), 600, {job});
+        if (!lease || lease->job_id != job) throw std::runtime_error("job " + std::to_string(job) + " not claimed");
       } catch (const std::exception& e) {
         fprintf(stderr, "child %d: %s\n", i, e.what());
         code = 1;
@@ -666,7 +619,7 @@ TEST_F(StoreTest, TextWithQuotesIsBoundNotSpliced) {
   RunEnvironment e = env();
   e.host = evil;
   e.plugins = {{"attention", evil, evil, evil, evil}};
-  const auto run = db.start_run(job, e, 1);
+  const auto run = start_attempt(db, job, e);
   db.append_curve(run, {{1, evil, evil, 1.0, 1.0}});
   db.finish_run(run, "failed", {{evil, 1.0}}, evil, evil);
 
@@ -701,9 +654,9 @@ TEST_F(StoreTest, RunSummariesFilterByExperiment) {
   Database db(file("filter.db"));
   const auto e1 = db.add_experiment("one", "", "c");
   const auto e2 = db.add_experiment("two", "", "c");
-  const auto r1 = db.start_run(db.add_job(spec(e1, "a")).job_id, env(), 1);
-  const auto r2 = db.start_run(db.add_job(spec(e2, "b")).job_id, env(), 1);
-  const auto r3 = db.start_run(db.add_job(spec(e1, "c")).job_id, env(), 1);
+  const auto r1 = start_attempt(db, db.add_job(spec(e1, "a")).job_id);
+  const auto r2 = start_attempt(db, db.add_job(spec(e2, "b")).job_id);
+  const auto r3 = start_attempt(db, db.add_job(spec(e1, "c")).job_id);
   auto ids = [](const std::vector<RunSummary>& v) {
     std::vector<std::int64_t> out;
     for (const auto& s : v) out.push_back(s.run_id);

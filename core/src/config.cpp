@@ -42,6 +42,8 @@ const ParamSpec kTrainParams[] = {
      "for a stochastic attention method: inference passes at the best checkpoint, each with a fresh draw, for "
      "the KL-Transformer's RSD, PI, VA and AGV (§4.1; 100 in the paper); 0 = off"},
     {"variance_split", ParamType::string, "test", 0, 0, "val|test", "the split those passes run over"},
+    {"checkpoint_every", ParamType::integer, "1000", 0, kBig, nullptr,
+     "training steps between resume checkpoints (model, optimiser, RNG states, data position); 0 = never"},
 };
 const std::size_t kTrainParamCount = sizeof(kTrainParams) / sizeof(kTrainParams[0]);
 
@@ -83,6 +85,7 @@ TrainConfig train_config_from(const ParamValues& v) {
   c.variance_passes = v.integer("variance_passes");
   if (c.variance_passes == 1) throw ParamError("variance_passes: one pass has no variance; 0 turns the passes off, else at least 2");
   c.variance_split = v.string("variance_split");
+  c.checkpoint_every = v.integer("checkpoint_every");
   return c;
 }
 

@@ -22,6 +22,25 @@ void BatchIterator::new_epoch() {
   position_ = 0;
 }
 
+BatchIteratorState BatchIterator::state() const {
+  return {generator_.get_state(), order_, position_, epoch_};
+}
+
+void BatchIterator::restore(const BatchIteratorState& state) {
+  const std::int64_t n = data_.size();
+  if (!state.order.defined() || state.order.dim() != 1 || state.order.size(0) != n)
+    throw std::invalid_argument("data position: an order of " +
+                                (state.order.defined() ? std::to_string(state.order.numel()) : std::string("no")) +
+                                " examples for a split of " + std::to_string(n));
+  if (state.position < 0 || state.position > n || state.epoch < 0)
+    throw std::invalid_argument("data position: position " + std::to_string(state.position) + " in a split of " +
+                                std::to_string(n));
+  generator_.set_state(state.generator.cpu());
+  order_ = state.order.to(at::kCPU, at::kLong).contiguous();
+  position_ = state.position;
+  epoch_ = state.epoch;
+}
+
 bool BatchIterator::next(Batch& batch) {
   const std::int64_t n = data_.size();
   if (position_ >= n || (shuffle_ && position_ + batch_size_ > n)) {

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <limits>
 
 #include <ATen/ATen.h>
@@ -16,6 +17,7 @@
 #include "attnlab/data_loader.hpp"
 #include "attnlab/instability.hpp"
 #include "attnlab/torch_compat.hpp"
+#include "resume.hpp"
 
 namespace attnlab {
 namespace {
@@ -62,6 +64,10 @@ void AttentionDraws::after_step(std::int64_t steps_done) {
   for (auto& method : methods_)
     if (method->redraw_every() > 0 && steps_done % method->redraw_every() == 0) method->redraw(generator_);
 }
+
+at::Tensor AttentionDraws::generator_state() const { return generator_.get_state(); }
+
+void AttentionDraws::set_generator_state(const at::Tensor& state) { generator_.set_state(state); }
 
 void AttentionDraws::fresh_draw() {
   for (auto& method : methods_) method->redraw(generator_);
@@ -133,14 +139,17 @@ double majority_rate(const at::Tensor& labels, std::int64_t num_classes) {
 
 RunOutcome train_and_evaluate(const TrainJob& job, const TrainSplits& data, TrainObserver& observer) {
   const auto& tc = job.train;
-  const auto start = Clock::now();
+  auto start = Clock::now();
   auto seconds_since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+  const bool resuming = job.resume && !job.resume_path.empty() && std::filesystem::exists(job.resume_path);
+  const auto job_key = resume::job_key(job, data.train.size());
 
   RunOutcome outcome;
-  if (tc.instability_steps > 0 && job.reference_attention) {
+  resume::LoopState loop;  // everything the loop carries between steps, as a resume checkpoint holds it
+  if (!resuming && tc.instability_steps > 0 && job.reference_attention) {
     // before anything else: it reseeds the global generator, which the run then seeds afresh
     const auto score = instability_score(job, job.reference_attention, data.train, tc.instability_steps);
-    outcome.results.push_back({"instability_ratio", score.ratio});
+    loop.instability_ratio = score.ratio;
     std::vector<MetricPoint> taus;
     for (std::size_t i = 0; i < score.tau.size(); ++i) {
       taus.push_back({static_cast<std::int64_t>(i + 1), "train", "tau", score.tau[i], 0.0});
@@ -159,20 +168,33 @@ RunOutcome train_and_evaluate(const TrainJob& job, const TrainSplits& data, Trai
                                                          .eps(tc.eps)
                                                          .weight_decay(tc.weight_decay));
   BatchIterator train_batches(data.train, tc.batch_size, job.device, /*shuffle=*/true, job.seed ^ kDataStream);
+  const resume::Parts parts{*model, optimizer, draws, train_batches, job.device};
+  if (resuming) {
+    // everything above was built as a fresh run builds it; the checkpoint overwrites its state
+    loop = resume::load(job.resume_path, job_key, parts);
+    start = Clock::now() - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(loop.elapsed_seconds));
+    observer.on_resumed(loop.steps_done, job.resume_path);
+  } else {
+    // Training-curve accumulators stay on the device: reading them synchronises, so only at log steps.
+    loop.loss_sum = at::zeros({}, at::TensorOptions(job.device).dtype(at::kDouble));
+    loop.correct = at::zeros({}, at::TensorOptions(job.device).dtype(at::kLong));
+  }
+  if (loop.instability_ratio) outcome.results.push_back({"instability_ratio", *loop.instability_ratio});
   compat::reset_peak_memory(job.device);
 
   std::vector<MetricPoint> points;
-  // Training-curve accumulators stay on the device: reading them synchronises, so only at log steps.
-  auto loss_sum = at::zeros({}, at::TensorOptions(job.device).dtype(at::kDouble));
-  auto correct = at::zeros({}, at::TensorOptions(job.device).dtype(at::kLong));
-  std::int64_t seen = 0, micro_batches = 0;
-  double best_val = -1, last_val = kNaN, eval_seconds = 0, last_train_loss = kNaN, last_train_acc = kNaN;
-  std::int64_t best_step = -1, steps_done = 0;
-  std::vector<at::Tensor> best_state;
   Batch batch;
 
   try {
-    for (std::int64_t step = 0; step < tc.steps; ++step) {
+    if (resuming && loop.best_step >= 0 && !job.checkpoint_path.empty()) {
+      // the stopped attempt may have saved a later best after its last resume checkpoint: the
+      // best file goes back to the best as of the checkpoint, which this attempt carries on from
+      const auto current = snapshot(model);
+      restore(model, loop.best_state);
+      save_checkpoint(model, job.checkpoint_path);
+      restore(model, current);
+    }
+    for (std::int64_t step = loop.steps_done; step < tc.steps; ++step) {
       const double lr = learning_rate_at(tc, step);
       for (auto& group : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
       optimizer.zero_grad();
@@ -181,53 +203,71 @@ RunOutcome train_and_evaluate(const TrainJob& job, const TrainSplits& data, Trai
         auto logits = model->forward(batch.tokens, batch.lengths);
         auto loss = at::cross_entropy_loss(logits, batch.labels);
         (tc.grad_accum > 1 ? loss / static_cast<double>(tc.grad_accum) : loss).backward();
-        loss_sum += loss.detach().to(at::kDouble);
-        correct += logits.detach().argmax(1).eq(batch.labels).sum();
-        seen += batch.labels.size(0);
-        ++micro_batches;
+        loop.loss_sum += loss.detach().to(at::kDouble);
+        loop.correct += logits.detach().argmax(1).eq(batch.labels).sum();
+        loop.seen += batch.labels.size(0);
+        ++loop.micro_batches;
       }
       if (tc.clip_norm > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), tc.clip_norm);
       optimizer.step();
-      steps_done = step + 1;
-      draws.after_step(steps_done);
+      loop.steps_done = step + 1;
+      draws.after_step(loop.steps_done);
 
-      const bool last = steps_done == tc.steps;
-      if (steps_done % tc.log_every == 0 || last) {
-        last_train_loss = loss_sum.item<double>() / static_cast<double>(micro_batches);
-        last_train_acc = static_cast<double>(correct.item<std::int64_t>()) / static_cast<double>(seen);
-        loss_sum.zero_();
-        correct.zero_();
-        seen = micro_batches = 0;
+      const bool last = loop.steps_done == tc.steps;
+      if (loop.steps_done % tc.log_every == 0 || last) {
+        loop.last_train_loss = loop.loss_sum.item<double>() / static_cast<double>(loop.micro_batches);
+        loop.last_train_acc = static_cast<double>(loop.correct.item<std::int64_t>()) / static_cast<double>(loop.seen);
+        loop.loss_sum.zero_();
+        loop.correct.zero_();
+        loop.seen = loop.micro_batches = 0;
         const double wall = seconds_since(start);
-        points.push_back({steps_done, "train", "loss", last_train_loss, wall});
-        points.push_back({steps_done, "train", "acc", last_train_acc, wall});
-        points.push_back({steps_done, "train", "lr", lr, wall});
-        if (!std::isfinite(last_train_loss)) {
+        points.push_back({loop.steps_done, "train", "loss", loop.last_train_loss, wall});
+        points.push_back({loop.steps_done, "train", "acc", loop.last_train_acc, wall});
+        points.push_back({loop.steps_done, "train", "lr", lr, wall});
+        if (!std::isfinite(loop.last_train_loss)) {
           outcome.status = "diverged";
-          outcome.error = "training loss became " + std::to_string(last_train_loss) + " by step " + std::to_string(steps_done);
+          outcome.error = "training loss became " + std::to_string(loop.last_train_loss) + " by step " + std::to_string(loop.steps_done);
           break;
         }
-        const double train_seconds = wall - eval_seconds;
-        observer.on_progress({steps_done, tc.steps, last_train_loss, last_train_acc, last_val,
-                              steps_done / std::max(train_seconds, 1e-9), wall});
+        const double train_seconds = wall - loop.eval_seconds;
+        observer.on_progress({loop.steps_done, tc.steps, loop.last_train_loss, loop.last_train_acc, loop.last_val,
+                              loop.steps_done / std::max(train_seconds, 1e-9), wall});
       }
-      if (steps_done % tc.eval_every == 0 || last) {
+      if (loop.steps_done % tc.eval_every == 0 || last) {
         const auto eval_start = Clock::now();
         draws.before_evaluation();
         const auto val = evaluate(model, data.val, tc.batch_size, job.device, tc.eval_batches);
-        eval_seconds += seconds_since(eval_start);
-        last_val = val.acc;
+        loop.eval_seconds += seconds_since(eval_start);
+        loop.last_val = val.acc;
         const double wall = seconds_since(start);
-        points.push_back({steps_done, "val", "loss", val.loss, wall});
-        points.push_back({steps_done, "val", "acc", val.acc, wall});
-        if (val.acc > best_val) {
-          best_val = val.acc;
-          best_step = steps_done;
-          best_state = snapshot(model);
+        points.push_back({loop.steps_done, "val", "loss", val.loss, wall});
+        points.push_back({loop.steps_done, "val", "acc", val.acc, wall});
+        if (val.acc > loop.best_val) {
+          loop.best_val = val.acc;
+          loop.best_step = loop.steps_done;
+          loop.best_state = snapshot(model);
           if (!job.checkpoint_path.empty()) save_checkpoint(model, job.checkpoint_path);
         }
         observer.on_metrics(points);
         points.clear();
+      }
+
+      // At the end of a step: a periodic resume checkpoint (none after the last step: the run is
+      // about to end), or a stop, which checkpoints and leaves even after the last step.
+      const bool stopping = job.stop && job.stop->load(std::memory_order_relaxed);
+      const bool periodic = tc.checkpoint_every > 0 && loop.steps_done % tc.checkpoint_every == 0 && !last;
+      if ((periodic || stopping) && !job.resume_path.empty()) {
+        // the checkpoint covers every point up to this step: deliver them first
+        if (!points.empty()) observer.on_metrics(points);
+        points.clear();
+        loop.elapsed_seconds = seconds_since(start);
+        resume::save(job.resume_path, job_key, loop, parts);
+        observer.on_checkpoint(loop.steps_done, job.resume_path);
+      }
+      if (stopping) {
+        outcome.status = "interrupted";
+        outcome.error = "stopped after step " + std::to_string(loop.steps_done);
+        break;
       }
     }
   } catch (const std::exception& e) {
@@ -236,26 +276,26 @@ RunOutcome train_and_evaluate(const TrainJob& job, const TrainSplits& data, Trai
     outcome.error = what.substr(0, what.find('\n'));  // c10 errors append a backtrace
   }
 
-  const double train_seconds = seconds_since(start) - eval_seconds;
+  const double train_seconds = seconds_since(start) - loop.eval_seconds;
   auto& r = outcome.results;
-  r.push_back({"steps_done", static_cast<double>(steps_done)});
+  r.push_back({"steps_done", static_cast<double>(loop.steps_done)});
   r.push_back({"train_seconds", train_seconds});
-  r.push_back({"steps_per_second", steps_done / std::max(train_seconds, 1e-9)});
+  r.push_back({"steps_per_second", loop.steps_done / std::max(train_seconds, 1e-9)});
   r.push_back({"param_count", static_cast<double>(model->parameter_count())});
   r.push_back({"majority_rate", majority_rate(data.test.labels, job.task.num_classes)});
-  if (best_step >= 0) {
-    r.push_back({"best_val_acc", best_val});
-    r.push_back({"best_step", static_cast<double>(best_step)});
+  if (loop.best_step >= 0) {
+    r.push_back({"best_val_acc", loop.best_val});
+    r.push_back({"best_step", static_cast<double>(loop.best_step)});
   }
-  if (outcome.status == "done" && best_step >= 0) {
+  if (outcome.status == "done" && loop.best_step >= 0) {
     try {
-      restore(model, best_state);
+      restore(model, loop.best_state);
       draws.before_evaluation();
       const auto test = evaluate(model, data.test, tc.batch_size, job.device, 0);
       r.push_back({"test_acc", test.acc});
       r.push_back({"test_loss", test.loss});
-      points.push_back({best_step, "test", "acc", test.acc, seconds_since(start)});
-      points.push_back({best_step, "test", "loss", test.loss, seconds_since(start)});
+      points.push_back({loop.best_step, "test", "acc", test.acc, seconds_since(start)});
+      points.push_back({loop.best_step, "test", "loss", test.loss, seconds_since(start)});
       if (tc.variance_passes > 1 && draws.any()) {
         const auto m = measure_variance(model, tc.variance_split == "val" ? data.val : data.test, tc.batch_size,
                                         job.device, tc.variance_passes, draws);

@@ -11,6 +11,8 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
 
 #include "attnlab/attention.hpp"
 #include "attnlab/linalg.hpp"
@@ -79,6 +81,23 @@ class SkyformerAttention : public AttentionMethod {
     seed_ = static_cast<std::uint64_t>(
         at::randint(std::numeric_limits<std::int64_t>::max(), {1}, generator, options).cpu().item<std::int64_t>());
     draws_ = 0;
+  }
+
+  // seed_ and draws_ (the landmark stream) are plain members, not buffers: the trainer's resume
+  // checkpoints save the model through Module::save, so they travel with it here. Archives
+  // without them (checkpoints written before) load the tensors only.
+  void save(torch::serialize::OutputArchive& archive) const override {
+    AttentionMethod::save(archive);
+    archive.write("landmark_seed", c10::IValue(static_cast<std::int64_t>(seed_)));
+    archive.write("landmark_draws", c10::IValue(static_cast<std::int64_t>(draws_)));
+  }
+  void load(torch::serialize::InputArchive& archive) override {
+    AttentionMethod::load(archive);
+    c10::IValue seed, draws;
+    if (archive.try_read("landmark_seed", seed) && archive.try_read("landmark_draws", draws)) {
+      seed_ = static_cast<std::uint64_t>(seed.toInt());
+      draws_ = static_cast<std::uint64_t>(draws.toInt());
+    }
   }
 
   at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& key_valid) override {

@@ -1,4 +1,7 @@
-// Opening the database, experiments and jobs. Runs, curves and results: runs.cpp.
+// Opening the database, experiments and jobs. Runs, curves and results: runs.cpp; the queue:
+// queue.cpp; shards: merge.cpp.
+#include <unistd.h>
+
 #include <chrono>
 #include <thread>
 
@@ -35,13 +38,16 @@ void set_wal(sqlite3* db, const std::string& path) {
   }
 }
 
-void configure_and_migrate(sqlite3* db, const std::string& path) {
+// Returns the schema version the file had.
+int configure(sqlite3* db, const std::string& path, Database::Open mode) {
   if (sqlite3_busy_timeout(db, kBusyTimeoutMs) != SQLITE_OK) sql::fail(db, path, "cannot set busy timeout");
   try {
-    // The first statement reads the file header: a file that is not SQLite fails here.
+    // The first statement reads the file header: a file that is not SQLite fails here. A
+    // connection that must not migrate checks the version before anything is written.
+    if (mode == Database::Open::existing) require_current(db, path);
     set_wal(db, path);
     sql::exec(db, path, "PRAGMA foreign_keys = ON");
-    migrate(db, path);
+    return mode == Database::Open::migrate ? migrate(db, path) : Database::kSchemaVersion;
   } catch (const sql::SqliteError& e) {
     if (e.primary_code() == SQLITE_NOTADB)
       throw StoreError(path + ": not an attnlab database (file is not a database)");
@@ -67,12 +73,17 @@ constexpr const char* kJobColumns =
 
 }  // namespace
 
-Database::Database(const std::string& path) : path_(path) {
-  const int rc = sqlite3_open_v2(path_.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+Database::Database(const std::string& path, Open mode) : path_(path) {
+  // Workers and job processes never create the file: a missing one is the user's to migrate.
+  if (mode == Open::existing && access(path_.c_str(), F_OK) != 0)
+    throw StoreError(path_ + ": no such database: run `attnlab db migrate --db " + path_ + "` (or `attnlab queue add`) first");
+  // Opened as a URI (any path spelled safely) so that merge_shard can ATTACH a shard read-only.
+  const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_URI | (mode == Open::migrate ? SQLITE_OPEN_CREATE : 0);
+  const int rc = sqlite3_open_v2(sql::file_uri(path_).c_str(), &db_, flags, nullptr);
   try {
     if (rc != SQLITE_OK) sql::fail(db_, path_, "cannot open database");
     sqlite3_extended_result_codes(db_, 1);
-    configure_and_migrate(db_, path_);
+    migrated_from_ = configure(db_, path_, mode);
   } catch (...) {
     // The destructor does not run for a constructor that throws: release the handle here.
     sqlite3_close_v2(db_);
@@ -87,10 +98,20 @@ int Database::schema_version() { return user_version(db_, path_); }
 
 std::int64_t Database::add_experiment(const std::string& name, const std::string& source_path,
                                       const std::string& config_text) {
+  sql::Transaction tx(db_, path_);
   sql::Statement st(db_, path_, "INSERT INTO experiments (name, source_path, config_text) VALUES (?1, ?2, ?3)");
   st.bind(1, name).bind_text_or_null(2, source_path).bind(3, config_text);
   st.run();
-  return sqlite3_last_insert_rowid(db_);
+  const std::int64_t id = sqlite3_last_insert_rowid(db_);
+  tx.commit();
+  return id;
+}
+
+std::optional<std::int64_t> Database::find_experiment(const std::string& name, const std::string& config_text) {
+  sql::Statement st(db_, path_, "SELECT id FROM experiments WHERE name = ?1 AND config_text = ?2 ORDER BY id LIMIT 1");
+  st.bind(1, name).bind(2, config_text);
+  if (!st.step()) return std::nullopt;
+  return st.column_int64(0);
 }
 
 AddedJob Database::add_job(const JobSpec& spec) {
@@ -145,10 +166,23 @@ std::vector<Job> Database::jobs_of_experiment(std::int64_t experiment_id) {
 }
 
 void Database::requeue_job(std::int64_t job_id) {
-  sql::Statement st(db_, path_, "UPDATE jobs SET state = 'queued' WHERE id = ?1");
+  sql::Transaction tx(db_, path_);
+  std::string state;
+  {
+    sql::Statement st(db_, path_, "SELECT state FROM jobs WHERE id = ?1");
+    st.bind(1, job_id);
+    if (!st.step()) throw StoreError(path_ + ": no job with id " + std::to_string(job_id));
+    state = st.column_text(0);
+  }
+  if (state == "queued") return;  // nothing to do; the guard rolls the empty transaction back
+  // A running or submitted job belongs to its lease holder or its SLURM task: taking it back here
+  // would let two attempts write.
+  if (state == "running" || state == "submitted")
+    throw StoreError(path_ + ": job " + std::to_string(job_id) + " is " + state + "; cancel it first to run it again");
+  sql::Statement st(db_, path_, "UPDATE jobs SET state = 'queued', failures = 0 WHERE id = ?1");
   st.bind(1, job_id);
   st.run();
-  if (sqlite3_changes(db_) == 0) throw StoreError(path_ + ": no job with id " + std::to_string(job_id));
+  tx.commit();
 }
 
 }  // namespace attnlab::store

@@ -3,6 +3,7 @@
 #include "schema_v1.hpp"
 #include "schema_v2.hpp"
 #include "schema_v3.hpp"
+#include "schema_v4.hpp"
 #include "sqlite.hpp"
 
 namespace attnlab::store {
@@ -18,6 +19,7 @@ constexpr Migration kMigrations[] = {
     {1, kSchemaV1},
     {2, kSchemaV2},
     {3, kSchemaV3},
+    {4, kSchemaV4},
 };
 
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == Database::kSchemaVersion,
@@ -33,6 +35,20 @@ bool has_user_tables(sqlite3* db, const std::string& path) {
   return st.step();
 }
 
+// A migration that rebuilds a table (schema 4) must run with foreign keys off: dropping the old
+// table would otherwise be refused, or cascade. The pragma is a no-op inside a transaction, so
+// it is switched around them, and back on however migrate() leaves.
+class ForeignKeysOff {
+ public:
+  ForeignKeysOff(sqlite3* db, const std::string& path) : db_(db) { sql::exec(db, path, "PRAGMA foreign_keys = OFF"); }
+  ~ForeignKeysOff() { sqlite3_exec(db_, "PRAGMA foreign_keys = ON", nullptr, nullptr, nullptr); }
+  ForeignKeysOff(const ForeignKeysOff&) = delete;
+  ForeignKeysOff& operator=(const ForeignKeysOff&) = delete;
+
+ private:
+  sqlite3* db_;
+};
+
 }  // namespace
 
 int user_version(sqlite3* db, const std::string& path) {
@@ -41,11 +57,20 @@ int user_version(sqlite3* db, const std::string& path) {
   return static_cast<int>(st.column_int64(0));
 }
 
-void migrate(sqlite3* db, const std::string& path) {
+void require_current(sqlite3* db, const std::string& path) {
   const int seen = user_version(db, path);
   if (seen > Database::kSchemaVersion) refuse_newer(path, seen);
-  if (seen == Database::kSchemaVersion) return;  // up to date: no write lock taken
+  if (seen < Database::kSchemaVersion)
+    throw StoreError(path + ": database schema version " + std::to_string(seen) + " is older than this attnlab needs (" +
+                     std::to_string(Database::kSchemaVersion) + "): run `attnlab db migrate --db " + path + "` first");
+}
 
+int migrate(sqlite3* db, const std::string& path) {
+  const int seen = user_version(db, path);
+  if (seen > Database::kSchemaVersion) refuse_newer(path, seen);
+  if (seen == Database::kSchemaVersion) return seen;  // up to date: no write lock taken
+
+  ForeignKeysOff foreign_keys_off(db, path);
   for (const Migration& m : kMigrations) {
     if (m.version <= seen) continue;
     sql::Transaction tx(db, path);
@@ -56,11 +81,18 @@ void migrate(sqlite3* db, const std::string& path) {
     if (now == 0 && has_user_tables(db, path))
       throw StoreError(path + ": not an attnlab database (it has tables but no attnlab schema version)");
     sql::exec(db, path, m.sql);
+    {
+      sql::Statement check(db, path, "PRAGMA foreign_key_check");
+      if (check.step())
+        throw StoreError(path + ": migration to schema version " + std::to_string(m.version) +
+                         " would break a reference in table " + check.column_text(0) + "; nothing was changed");
+    }
     // PRAGMA takes no parameters; the version is a compile-time constant from kMigrations.
     const std::string set_version = "PRAGMA user_version = " + std::to_string(m.version);
     sql::exec(db, path, set_version.c_str());
     tx.commit();
   }
+  return seen;
 }
 
 }  // namespace attnlab::store

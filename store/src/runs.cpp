@@ -1,61 +1,46 @@
-// Runs, their plugins, curves and results, and the summaries read back from them.
+// A run's own writes (lease-checked: attempts.hpp), its curves and results, and the summaries
+// read back from them.
 
+#include "attempts.hpp"
 #include "attnlab/store.hpp"
 #include "sqlite.hpp"
 
 namespace attnlab::store {
 namespace {
 
-// Final statuses a run may be ended with, and the job state each one leaves behind.
-std::string job_state_after(const std::string& path, const std::string& status) {
-  if (status == "done" || status == "failed" || status == "diverged" || status == "oom") return status;
-  if (status == "interrupted") return "queued";  // to be run again
-  throw StoreError(path + ": '" + status +
-                   "' is not a final run status (done, failed, diverged, oom, interrupted)");
-}
-
-void set_job_state_of_run(sqlite3* db, const std::string& path, std::int64_t run_id, const std::string& state) {
-  sql::Statement st(db, path, "UPDATE jobs SET state = ?1 WHERE id = (SELECT job_id FROM runs WHERE id = ?2)");
-  st.bind(1, state).bind(2, run_id);
-  st.run();
+// The statuses a run's own process (or its worker) may end it with.
+void check_final_status(const std::string& path, const std::string& status) {
+  if (status == "done" || status == "failed" || status == "diverged" || status == "oom" || status == "interrupted") return;
+  throw StoreError(path + ": '" + status + "' is not a final run status (done, failed, diverged, oom, interrupted)");
 }
 
 }  // namespace
 
-std::int64_t Database::start_run(std::int64_t job_id, const RunEnvironment& env, std::int64_t pid) {
+void Database::set_run_environment(std::int64_t run_id, const RunEnvironment& env) {
   sql::Transaction tx(db_, path_);
-  std::int64_t attempt = 1;
+  attempts::require_lease(db_, path_, run_id);
   {
-    sql::Statement st(db_, path_, "SELECT COALESCE(MAX(attempt), 0) + 1 FROM runs WHERE job_id = ?1");
-    st.bind(1, job_id);
-    if (st.step()) attempt = st.column_int64(0);
+    // Empty host/device/pid keep what the claim recorded.
+    sql::Statement st(db_, path_,
+                      "UPDATE runs SET host = coalesce(?1, host), device = coalesce(?2, device), device_name = ?3, "
+                      "torch_version = ?4, attnlab_version = ?5, git_revision = ?6, threads = ?7, pid = coalesce(?8, pid) "
+                      "WHERE id = ?9");
+    st.bind_text_or_null(1, env.host)
+        .bind_text_or_null(2, env.device)
+        .bind_text_or_null(3, env.device_name)
+        .bind_text_or_null(4, env.torch_version)
+        .bind_text_or_null(5, env.attnlab_version)
+        .bind_text_or_null(6, env.git_revision)
+        .bind(7, env.threads);
+    if (env.pid > 0)
+      st.bind(8, env.pid);
+    else
+      st.bind_null(8);
+    st.bind(9, run_id);
+    st.run();
   }
-  {
-    sql::Statement job_state(db_, path_, "UPDATE jobs SET state = 'running' WHERE id = ?1");
-    job_state.bind(1, job_id);
-    job_state.run();
-    if (sqlite3_changes(db_) == 0) throw StoreError(path_ + ": no job with id " + std::to_string(job_id));
-  }
-  sql::Statement insert(db_, path_,
-                        "INSERT INTO runs (job_id, attempt, status, host, device, device_name, torch_version, "
-                        "attnlab_version, git_revision, threads, pid, started_at) "
-                        "VALUES (?1, ?2, 'running', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
-                        "strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))");
-  insert.bind(1, job_id)
-      .bind(2, attempt)
-      .bind_text_or_null(3, env.host)
-      .bind_text_or_null(4, env.device)
-      .bind_text_or_null(5, env.device_name)
-      .bind_text_or_null(6, env.torch_version)
-      .bind_text_or_null(7, env.attnlab_version)
-      .bind_text_or_null(8, env.git_revision)
-      .bind(9, env.threads)
-      .bind(10, pid);
-  insert.run();
-  const std::int64_t run_id = sqlite3_last_insert_rowid(db_);
-
   sql::Statement plugin(db_, path_,
-                        "INSERT INTO run_plugins (run_id, kind, name, version, path, sha256) "
+                        "INSERT OR REPLACE INTO run_plugins (run_id, kind, name, version, path, sha256) "
                         "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
   for (const PluginFile& p : env.plugins) {
     plugin.bind(1, run_id).bind(2, p.kind).bind(3, p.name).bind(4, p.version).bind(5, p.path).bind(6, p.sha256);
@@ -63,12 +48,12 @@ std::int64_t Database::start_run(std::int64_t job_id, const RunEnvironment& env,
     plugin.reset();
   }
   tx.commit();
-  return run_id;
 }
 
 void Database::append_curve(std::int64_t run_id, const std::vector<CurvePoint>& points) {
   if (points.empty()) return;
   sql::Transaction tx(db_, path_);
+  attempts::require_lease(db_, path_, run_id);
   sql::Statement st(db_, path_,
                     "INSERT OR REPLACE INTO curves (run_id, step, split, name, value, wall_seconds) "
                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
@@ -83,16 +68,9 @@ void Database::append_curve(std::int64_t run_id, const std::vector<CurvePoint>& 
 void Database::finish_run(std::int64_t run_id, const std::string& status,
                           const std::vector<std::pair<std::string, double>>& results, const std::string& error,
                           const std::string& checkpoint_path) {
-  const std::string job_state = job_state_after(path_, status);
+  check_final_status(path_, status);
   sql::Transaction tx(db_, path_);
-  {
-    sql::Statement st(db_, path_,
-                      "UPDATE runs SET status = ?1, finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), "
-                      "error = ?2, checkpoint_path = ?3 WHERE id = ?4");
-    st.bind(1, status).bind_text_or_null(2, error).bind_text_or_null(3, checkpoint_path).bind(4, run_id);
-    st.run();
-    if (sqlite3_changes(db_) == 0) throw StoreError(path_ + ": no run with id " + std::to_string(run_id));
-  }
+  const std::int64_t job_id = attempts::require_lease(db_, path_, run_id);
   {
     sql::Statement st(db_, path_, "INSERT OR REPLACE INTO results (run_id, name, value) VALUES (?1, ?2, ?3)");
     for (const auto& [name, value] : results) {
@@ -101,7 +79,70 @@ void Database::finish_run(std::int64_t run_id, const std::string& status,
       st.reset();
     }
   }
-  set_job_state_of_run(db_, path_, run_id, job_state);
+  {
+    sql::Statement st(db_, path_, "UPDATE runs SET checkpoint_path = ?1 WHERE id = ?2");
+    st.bind_text_or_null(1, checkpoint_path).bind(2, run_id);
+    st.run();
+  }
+  attempts::end_attempt(db_, path_, run_id, job_id, status, error);
+  tx.commit();
+}
+
+bool Database::fail_run_if_unfinished(std::int64_t run_id, const std::string& status, const std::string& error) {
+  check_final_status(path_, status);
+  sql::Transaction tx(db_, path_);
+  const std::int64_t job_id = attempts::job_if_holding_lease(db_, path_, run_id);
+  if (job_id == 0) return false;  // finished already, or no longer ours: nothing written
+  attempts::end_attempt(db_, path_, run_id, job_id, status, error);
+  tx.commit();
+  return true;
+}
+
+std::pair<std::string, std::int64_t> Database::resume_point(std::int64_t job_id) {
+  sql::Statement st(db_, path_,
+                    "SELECT resume_checkpoint, id FROM runs WHERE job_id = ?1 AND resume_checkpoint IS NOT NULL "
+                    "AND attempt > (SELECT coalesce(max(attempt), 0) FROM runs "
+                    "               WHERE job_id = ?1 AND status IN ('done', 'diverged', 'oom')) "
+                    "ORDER BY attempt DESC LIMIT 1");
+  st.bind(1, job_id);
+  if (!st.step()) return {"", 0};
+  return {st.column_text(0), st.column_int64(1)};
+}
+
+std::int64_t Database::resume_step(std::int64_t run_id) {
+  sql::Statement st(db_, path_, "SELECT coalesce(resume_step, 0) FROM runs WHERE id = ?1");
+  st.bind(1, run_id);
+  if (!st.step()) throw StoreError(path_ + ": no run with id " + std::to_string(run_id));
+  return st.column_int64(0);
+}
+
+void Database::set_resume_checkpoint(std::int64_t run_id, const std::string& path, std::int64_t step) {
+  sql::Transaction tx(db_, path_);
+  attempts::require_lease(db_, path_, run_id);
+  sql::Statement st(db_, path_, "UPDATE runs SET resume_checkpoint = ?1, resume_step = ?2 WHERE id = ?3");
+  st.bind(1, path).bind(2, step).bind(3, run_id);
+  st.run();
+  tx.commit();
+}
+
+void Database::copy_curve(std::int64_t from, std::int64_t to, std::int64_t max_step) {
+  sql::Transaction tx(db_, path_);
+  const std::int64_t job_id = attempts::require_lease(db_, path_, to);
+  {
+    sql::Statement st(db_, path_, "SELECT job_id FROM runs WHERE id = ?1");
+    st.bind(1, from);
+    if (!st.step()) throw StoreError(path_ + ": no run with id " + std::to_string(from));
+    if (st.column_int64(0) != job_id)
+      throw StoreError(path_ + ": run " + std::to_string(from) + " is not an attempt of job " + std::to_string(job_id) +
+                       "; its curve is not run " + std::to_string(to) + "'s to continue");
+  }
+  sql::Statement st(db_, path_,
+                    "INSERT OR REPLACE INTO curves (run_id, step, split, name, value, wall_seconds) "
+                    "SELECT ?1, step, split, name, value, wall_seconds FROM curves WHERE run_id = ?2 "
+                    // the instability score's tau points are measured before training, numbered 1..n
+                    "AND (step <= ?3 OR name IN ('tau', 'tau_softmax'))");
+  st.bind(1, to).bind(2, from).bind(3, max_step);
+  st.run();
   tx.commit();
 }
 
@@ -142,22 +183,6 @@ void Database::set_variance_examples(std::int64_t run_id, const std::string& spl
     st.reset();
   }
   tx.commit();
-}
-
-bool Database::fail_run_if_unfinished(std::int64_t run_id, const std::string& status, const std::string& error) {
-  const std::string job_state = job_state_after(path_, status);
-  sql::Transaction tx(db_, path_);
-  {
-    sql::Statement st(db_, path_,
-                      "UPDATE runs SET status = ?1, finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), "
-                      "error = ?2 WHERE id = ?3 AND status = 'running'");
-    st.bind(1, status).bind_text_or_null(2, error).bind(3, run_id);
-    st.run();
-  }
-  const bool changed = sqlite3_changes(db_) > 0;
-  if (changed) set_job_state_of_run(db_, path_, run_id, job_state);
-  tx.commit();
-  return changed;
 }
 
 std::optional<std::int64_t> Database::latest_run_of_job(std::int64_t job_id) {

@@ -1,5 +1,7 @@
 #include "sqlite.hpp"
 
+#include <cctype>
+#include <chrono>
 #include <cmath>
 #include <limits>
 
@@ -19,6 +21,25 @@ void exec(sqlite3* db, const std::string& path, const char* sql) {
     sqlite3_free(err);
     throw SqliteError(path + ": " + msg, sqlite3_extended_errcode(db));
   }
+}
+
+std::string file_uri(const std::string& path, const std::string& query) {
+  static const char* kHex = "0123456789ABCDEF";
+  std::string uri = "file:";
+  for (const unsigned char c : path) {
+    if (std::isalnum(c) || c == '/' || c == '-' || c == '_' || c == '.' || c == '~') {
+      uri += static_cast<char>(c);
+    } else {
+      uri += '%';
+      uri += kHex[c >> 4];
+      uri += kHex[c & 15];
+    }
+  }
+  return query.empty() ? uri : uri + "?" + query;
+}
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 Statement::Statement(sqlite3* db, const std::string& path, const char* sql) : db_(db), path_(path) {

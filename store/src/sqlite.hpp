@@ -28,6 +28,13 @@ class SqliteError : public StoreError {
 // Runs constant SQL (DDL, PRAGMAs without values); no parameters, no rows expected.
 void exec(sqlite3* db, const std::string& path, const char* sql);
 
+// `path` as an SQLite URI ("file:" and the path percent-encoded, then `query` if any), so that
+// any file name opens as itself when URIs are enabled.
+std::string file_uri(const std::string& path, const std::string& query = "");
+
+// Unix seconds now, from this machine's clock (lease times).
+double unix_now();
+
 class Statement {
  public:
   Statement(sqlite3* db, const std::string& path, const char* sql);

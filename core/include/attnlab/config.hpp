@@ -41,6 +41,7 @@ struct TrainConfig {
   std::int64_t instability_steps = 0;  // > 0: Skyformer's instability score over that many steps first
   std::int64_t variance_passes = 100;  // stochastic methods: passes for the variance metrics (0: off)
   std::string variance_split = "test"; // val | test
+  std::int64_t checkpoint_every = 1000;  // steps between resume checkpoints (0: none)
 };
 
 extern const ParamSpec kModelParams[];

@@ -17,6 +17,15 @@ struct Batch {
   at::Tensor labels;   // [B] int64 on the device
 };
 
+// Where a training iterator stands, for resume checkpoints: its generator, this epoch's order and
+// the position in it. Restoring it continues with exactly the batches the iterator would have given.
+struct BatchIteratorState {
+  at::Tensor generator;  // the generator's state (uint8, CPU)
+  at::Tensor order;      // this epoch's permutation (int64, CPU)
+  std::int64_t position = 0;
+  std::int64_t epoch = 0;
+};
+
 class BatchIterator {
  public:
   // shuffle: draw a new permutation each epoch (training; drops the last incomplete batch).
@@ -25,6 +34,9 @@ class BatchIterator {
   // Fills `batch`; returns false at the end of an epoch without shuffle (never with shuffle).
   bool next(Batch& batch);
   std::int64_t epoch() const { return epoch_; }
+  BatchIteratorState state() const;
+  // Continues from `state`; std::invalid_argument if it cannot belong to this split.
+  void restore(const BatchIteratorState& state);
 
  private:
   void new_epoch();

@@ -2,6 +2,9 @@
 // One training run: seeded model and data order, AdamW with warm-up and decay, periodic
 // validation with the best checkpoint kept, test accuracy at that checkpoint, and the run's
 // measurements. Divergence and out-of-memory end the run with what was measured up to then.
+// A run can be stopped, and resumed from its resume checkpoint with the same numbers as if it had
+// never stopped (core/README.md, "Resume checkpoints").
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -47,6 +50,14 @@ class TrainObserver {
   virtual ~TrainObserver() = default;
   virtual void on_metrics(const std::vector<MetricPoint>& points) = 0;
   virtual void on_progress(const Progress& progress) = 0;
+  // After a resume checkpoint holding the first `steps_done` steps was written to `path`. Every
+  // curve point up to and including that step was delivered to on_metrics before it.
+  virtual void on_checkpoint(std::int64_t /*steps_done*/, const std::string& /*path*/) {}
+  // After a resume checkpoint holding `steps_done` steps was read, before anything else is
+  // delivered: this attempt's curve continues the one that wrote it after that step. (The file
+  // is the truth: a process killed between writing a checkpoint and recording it elsewhere leaves
+  // a file newer than the record.)
+  virtual void on_resumed(std::int64_t /*steps_done*/, const std::string& /*path*/) {}
 };
 
 struct TrainSplits {
@@ -62,15 +73,28 @@ struct TrainJob {
   AttentionMaker make_attention;
   AttentionMaker reference_attention;  // softmax: the reference of the instability score
   std::string checkpoint_path;  // best-validation weights are saved here
+
+  // Resume checkpoints: written to resume_path (atomically) every train.checkpoint_every steps
+  // and when `stop` is seen; empty: none at all. With `resume` and an existing file, the run
+  // continues from it; a file that is not this job's (identity, seed, configuration, model
+  // shapes) or is unreadable makes train_and_evaluate throw std::runtime_error naming the file.
+  std::string resume_path;
+  bool resume = false;
+  std::string identity;  // what names the job beyond its model and train config (e.g. its config hash)
+  // Checked once per step (relaxed load): when set, the run checkpoints at the end of that step
+  // and returns status "interrupted" with what it measured so far. May be null.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 struct RunOutcome {
-  std::string status = "done";  // done | diverged | oom | failed
+  std::string status = "done";  // done | diverged | oom | failed | interrupted
   std::string error;
   std::vector<std::pair<std::string, double>> results;  // test_acc, best_val_acc, ... (store/README.md)
 };
 
 // The seed fixes weights, data order, dropout and any randomness of the attention method.
+// Throws std::runtime_error only for a resume checkpoint that cannot be resumed from; everything
+// that goes wrong while training ends up in the outcome.
 RunOutcome train_and_evaluate(const TrainJob& job, const TrainSplits& data, TrainObserver& observer);
 
 // Learning rate at `step` (0-based): linear warm-up to lr, then constant, linear, sqrt or cosine decay.
@@ -95,6 +119,9 @@ class AttentionDraws {
   void before_evaluation();
   void fresh_draw();                        // every stochastic method, now
   bool any() const { return !methods_.empty(); }
+  // The generator's state, for resume checkpoints (the draws themselves live in the methods).
+  at::Tensor generator_state() const;
+  void set_generator_state(const at::Tensor& state);
 
  private:
   at::Generator generator_;

@@ -16,10 +16,22 @@ struct StoreError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Job states and run statuses, as stored.
-// jobs.state: queued | running | done | failed | diverged | oom
-// runs.status: running | done | failed | diverged | oom | interrupted
-// A run whose status is 'running' and whose process is gone is a run that did not finish.
+// The write of a run that no longer holds its job's lease (it expired and the job was claimed
+// again, or the job was cancelled): nothing was written. The worker stops that attempt.
+struct LeaseLost : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Job states and run statuses, as stored (schema v4).
+// jobs.state: queued | running | done | failed | diverged | oom | cancelled | submitted
+//   (submitted: handed to a SLURM array; `slurm collect` sets the final state)
+// runs.status: running | done | failed | diverged | oom | interrupted | lost
+//   (interrupted: stopped by a signal and released, not counted as a failure;
+//    lost: its lease expired, the worker stopped renewing it)
+// A run is an attempt. The job's lease names the one run allowed to write (jobs.lease_run_id):
+// curve points and the final status of any other run are refused with LeaseLost. A lease past
+// its expiry time still holds until someone ends it (a claim, expire_leases): a late heartbeat
+// that comes first keeps it. Lease times are unix seconds from the writer's clock.
 
 struct JobSpec {
   std::int64_t experiment_id = 0;
@@ -40,6 +52,63 @@ struct Job {
   std::string config_toml;
   std::string config_hash;
   std::string state;
+};
+
+// A job with its queue bookkeeping, as `attnlab queue list|show` prints it.
+struct QueuedJob {
+  Job job;
+  std::string experiment;         // the name of the experiment that first asked for it
+  std::int64_t attempts = 0;      // runs started
+  std::int64_t failures = 0;      // attempts that ended failed or lost (retry resets it)
+  std::int64_t max_attempts = 3;  // failures allowed before the job ends failed
+  std::int64_t lease_run_id = 0;  // 0: no lease
+  std::string lease_owner;        // worker id of the lease holder
+  double lease_expires_at = 0;    // unix seconds
+  std::string error;              // the last attempt's error
+  std::string created_at;
+};
+
+// One attempt (run) of a job with its queue bookkeeping, as `attnlab queue show` prints it.
+struct RunAttempt {
+  std::int64_t run_id = 0;
+  std::int64_t attempt = 0;
+  std::string status;
+  std::string worker, host, device;
+  std::int64_t pid = 0;
+  std::string started_at, finished_at, heartbeat_at;  // "" when not set
+  std::string error;
+  std::string resume_checkpoint;  // "" if it left none
+  std::int64_t resume_step = 0;
+};
+
+struct JobFilter {
+  std::vector<std::string> states, methods, datasets;  // empty: any
+  std::vector<std::int64_t> ids;                       // empty: any
+};
+
+// The right to run one attempt of one job: the run row the claim created.
+struct Lease {
+  std::int64_t job_id = 0;
+  std::int64_t run_id = 0;
+  std::int64_t attempt = 0;
+  std::string worker;
+  double expires_at = 0;  // unix seconds
+};
+
+// What the claim records about the claimer on the new run row (the job process adds the rest
+// with set_run_environment).
+struct Claimer {
+  std::string worker;  // unique per worker process, e.g. "host:pid:cpu"
+  std::string host;
+  std::string device;
+  std::int64_t pid = 0;
+};
+
+struct MergeReport {
+  std::int64_t runs_added = 0;
+  std::int64_t runs_present = 0;  // already merged (same run uid): left alone
+  std::int64_t runs_unfinished = 0;  // still 'running' in the shard: left for a later merge
+  std::int64_t jobs_added = 0;
 };
 
 struct AddedJob {
@@ -65,6 +134,7 @@ struct RunEnvironment {
   std::string git_revision;
   std::int64_t threads = 0;
   std::vector<PluginFile> plugins;
+  std::int64_t pid = 0;  // the process that trains (0: keep the claimer's pid)
 };
 
 struct CurvePoint {
@@ -135,39 +205,103 @@ struct ApproxResult {
 
 class Database {
  public:
-  static constexpr int kSchemaVersion = 3;
+  static constexpr int kSchemaVersion = 4;
 
-  // Opens or creates the file, sets WAL and a busy timeout, and applies forward migrations.
-  // A file that is not SQLite, or whose schema is newer than this build knows, is a StoreError
-  // naming the file.
-  explicit Database(const std::string& path);
+  enum class Open {
+    migrate,   // create the file if needed and apply forward migrations (run, queue add, db migrate)
+    existing,  // workers and job processes: the file must exist at exactly kSchemaVersion, else a
+               // StoreError saying to run `attnlab db migrate --db FILE`
+  };
+
+  // Opens the file, sets WAL and a busy timeout. A file that is not SQLite, or whose schema is
+  // newer than this build knows, is a StoreError naming the file.
+  explicit Database(const std::string& path, Open mode = Open::migrate);
   ~Database();
   Database(const Database&) = delete;
   Database& operator=(const Database&) = delete;
 
   const std::string& path() const { return path_; }
   int schema_version();
+  // The schema version the file had when this object opened it (0: new or empty file); equal to
+  // schema_version() unless this open migrated it.
+  int migrated_from() const { return migrated_from_; }
 
   std::int64_t add_experiment(const std::string& name, const std::string& source_path,
                               const std::string& config_text);
+  // The oldest experiment with this name and text (an experiment file enqueued again), if any.
+  std::optional<std::int64_t> find_experiment(const std::string& name, const std::string& config_text);
   // Inserts the job, or finds the existing one with the same config_hash.
   AddedJob add_job(const JobSpec& spec);
   Job job(std::int64_t job_id);
   std::vector<Job> jobs_of_experiment(std::int64_t experiment_id);
-  // Sets a job back to 'queued' (to run it again).
+  // Sets a finished job back to 'queued' with its failure count reset (to run it again).
   void requeue_job(std::int64_t job_id);
 
-  // New run of a job: attempt = previous attempts + 1, status 'running', job state 'running'.
-  std::int64_t start_run(std::int64_t job_id, const RunEnvironment& env, std::int64_t pid);
+  // --- the queue (schema v4) ---
+  // One BEGIN IMMEDIATE transaction: first every expired lease is ended (its run 'lost', its job
+  // queued again, or failed once failures reach max_attempts), then the queued job with the
+  // lowest id (restricted to `only` when not empty) is taken: attempts + 1, a new run row
+  // (status running, the claimer's worker/host/device/pid), state running, lease to this run
+  // until now + lease_seconds. nullopt: nothing queued.
+  std::optional<Lease> claim_next_job(const Claimer& claimer, double lease_seconds,
+                                      const std::vector<std::int64_t>& only = {});
+  // Extends the lease to now + lease_seconds; false if the run no longer holds it (nothing written).
+  bool renew_lease(std::int64_t run_id, double lease_seconds);
+  // Ends every expired lease as claim_next_job does; returns how many.
+  std::int64_t expire_leases();
+  std::vector<QueuedJob> list_jobs(const JobFilter& filter);  // in id order
+  // Every attempt of the job, oldest first.
+  std::vector<RunAttempt> attempts_of_job(std::int64_t job_id);
+  // queued, running or submitted -> cancelled (a running attempt loses its lease: its run ends
+  // 'interrupted', "cancelled"); returns the ids changed.
+  std::vector<std::int64_t> cancel_jobs(const std::vector<std::int64_t>& ids);
+  // failed, cancelled, diverged or oom -> queued with failures reset; submitted (its SLURM task
+  // died or never ran) -> queued as it was; returns the ids changed.
+  std::vector<std::int64_t> retry_jobs(const std::vector<std::int64_t>& ids);
+  // Counts per job state (every state present, zero included).
+  std::vector<std::pair<std::string, std::int64_t>> queue_counts();
+  // Marks jobs handed to a SLURM array: queued -> submitted (other states are left alone);
+  // returns the ids changed.
+  std::vector<std::int64_t> mark_submitted(const std::vector<std::int64_t>& ids);
+  // Ends every 'running' run of this database as 'lost' with `why`, whatever its lease's expiry
+  // (counted as a failure, as an expired lease is): for a requeued SLURM array task reopening its
+  // own shard, whose previous incarnation is dead. Returns how many runs it ended.
+  std::int64_t abandon_leases(const std::string& why);
+
+  // Run-level writes. All of them require the run to hold its job's lease (LeaseLost otherwise,
+  // nothing written): they are the attempt's own writes.
+  void set_run_environment(std::int64_t run_id, const RunEnvironment& env);
   void append_curve(std::int64_t run_id, const std::vector<CurvePoint>& points);
-  // Final status (done | failed | diverged | oom | interrupted), results and error; the job
-  // takes the same state (interrupted puts it back to queued).
+  // Final status and results, in one transaction that also releases the lease and moves the job:
+  // done | diverged | oom -> the job takes that state; failed -> queued again, or failed once
+  // failures reach max_attempts; interrupted -> queued (not counted as a failure).
   void finish_run(std::int64_t run_id, const std::string& status,
                   const std::vector<std::pair<std::string, double>>& results,
                   const std::string& error, const std::string& checkpoint_path);
-  // For the parent of a crashed job process: ends the run as `status` with `error` only if it
-  // is still 'running'; returns whether it changed anything.
+  // For the worker whose job process died: ends the run as `status` with `error` (as finish_run)
+  // only if it is still 'running' and holds the lease; returns whether it changed anything.
   bool fail_run_if_unfinished(std::int64_t run_id, const std::string& status, const std::string& error);
+  // The newest resume checkpoint an earlier attempt of the job left ("" if none), and the run
+  // that wrote it; set by the job process with set_resume_checkpoint after each save.
+  // Only attempts after the job's last done/diverged/oom run count: a job run again (--rerun,
+  // retry) starts afresh.
+  std::pair<std::string, std::int64_t> resume_point(std::int64_t job_id);
+  // The step at which the run's resume checkpoint was written (0 if it has none).
+  std::int64_t resume_step(std::int64_t run_id);
+  void set_resume_checkpoint(std::int64_t run_id, const std::string& path, std::int64_t step);
+  // Copies the curve points of run `from` up to `max_step` into run `to` (a resumed attempt
+  // continues its predecessor's curves), and its instability tau points, which are measured
+  // before training whatever their step numbers. Lease-checked on `to`.
+  void copy_curve(std::int64_t from, std::int64_t to, std::int64_t max_step);
+
+  // --- shards (SLURM): each array task writes its own database file ---
+  // Merges a shard into this database in one transaction: its experiments and jobs matched by
+  // config_hash (added if missing), its finished runs matched by runs.uid (added once: merging
+  // twice changes nothing) with their plugins, curves, results and variance rows, and each
+  // job's state taken from the shard when the shard's is final. A shard that fails
+  // `PRAGMA integrity_check`, is not an attnlab database, or has another schema version is a
+  // StoreError naming it, with nothing merged.
+  MergeReport merge_shard(const std::string& shard_path);
   // Adds or replaces named results of an existing run: measurements taken after it ended
   // (`attnlab variance`). One transaction.
   void set_results(std::int64_t run_id, const std::vector<std::pair<std::string, double>>& results);
@@ -195,6 +329,7 @@ class Database {
  private:
   std::string path_;
   sqlite3* db_ = nullptr;
+  int migrated_from_ = 0;
 };
 
 }  // namespace attnlab::store

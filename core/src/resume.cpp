@@ -1,0 +1,298 @@
+#include "resume.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+
+#include <ATen/Context.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+
+#include "attnlab/params.hpp"
+
+namespace attnlab::resume {
+namespace {
+
+constexpr const char* kFormat = "attnlab resume checkpoint";
+constexpr std::int64_t kVersion = 1;
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+std::string real_text(double value) { return to_text(ParamValue(value)); }  // shortest round trip
+
+// "name dtype [sizes]" per parameter, then per buffer: what the model's state must fit.
+std::string shapes_of(const torch::nn::Module& model) {
+  std::ostringstream out;
+  auto line = [&](const char* kind, const std::string& name, const at::Tensor& t) {
+    out << kind << ' ' << name << ' ' << t.dtype().name() << ' ' << t.sizes() << '\n';
+  };
+  for (const auto& p : model.named_parameters()) line("parameter", p.key(), p.value());
+  for (const auto& b : model.named_buffers()) line("buffer", b.key(), b.value());
+  return out.str();
+}
+
+// The first line where two texts differ, as "<here> here, <file> in the file".
+std::string first_difference(const std::string& here, const std::string& file) {
+  std::istringstream a(here), b(file);
+  std::string x, y;
+  while (true) {
+    const bool more_a = static_cast<bool>(std::getline(a, x)), more_b = static_cast<bool>(std::getline(b, y));
+    if (!more_a && !more_b) return "";
+    if (!more_a) x = "(nothing)";
+    if (!more_b) y = "(nothing)";
+    if (x != y) return x + " here, " + y + " in the file";
+  }
+}
+
+at::Generator default_generator(c10::Device device) {
+  return at::globalContext().defaultGenerator(device.is_cuda() ? device : c10::Device(c10::kCPU));
+}
+
+at::Tensor generator_state(at::Generator generator) {
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  return generator.get_state();
+}
+
+void set_generator_state(at::Generator generator, const at::Tensor& state) {
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  generator.set_state(state.cpu());
+}
+
+// A checkpoint that cannot be resumed from; the message names the file.
+struct CheckpointError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Reads from one checkpoint, every failure naming the file and the key.
+class Reader {
+ public:
+  Reader(std::string path, torch::serialize::InputArchive& archive) : path_(std::move(path)), archive_(archive) {}
+
+  [[noreturn]] void fail(const std::string& what) const { throw CheckpointError("resume checkpoint " + path_ + " " + what); }
+
+  c10::IValue value(const std::string& key) const {
+    c10::IValue v;
+    if (!archive_.try_read(key, v)) fail("lacks '" + key + "' (not a resume checkpoint of this version?)");
+    return v;
+  }
+  std::int64_t integer(const std::string& key) const {
+    const auto v = value(key);
+    if (!v.isInt()) fail("has a '" + key + "' that is not an integer");
+    return v.toInt();
+  }
+  double real(const std::string& key) const {
+    const auto v = value(key);
+    if (!v.isDouble()) fail("has a '" + key + "' that is not a number");
+    return v.toDouble();
+  }
+  std::string text(const std::string& key) const {
+    const auto v = value(key);
+    if (!v.isString()) fail("has a '" + key + "' that is not text");
+    return v.toStringRef();
+  }
+  at::Tensor tensor(const std::string& key) const {
+    at::Tensor t;
+    if (!archive_.try_read(key, t)) fail("lacks the tensor '" + key + "'");
+    return t;
+  }
+  torch::serialize::InputArchive nested(const std::string& key) const {
+    torch::serialize::InputArchive inner;
+    if (!archive_.try_read(key, inner)) fail("lacks '" + key + "'");
+    return inner;
+  }
+
+ private:
+  std::string path_;
+  torch::serialize::InputArchive& archive_;
+};
+
+// Writes `archive` to `path` through a synced temporary file and a rename.
+void write_atomically(torch::serialize::OutputArchive& archive, const std::string& path) {
+  const std::string partial = path + ".partial." + std::to_string(::getpid());
+  auto fail = [&](const std::string& what) {
+    ::unlink(partial.c_str());
+    throw std::runtime_error("cannot write resume checkpoint " + path + ": " + what);
+  };
+  const int fd = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail(std::strerror(errno));
+  int write_error = 0;
+  try {
+    // the writer reports a short write by its return value; errno is kept for the message
+    archive.save_to([&](const void* data, std::size_t size) -> std::size_t {
+      const char* bytes = static_cast<const char*>(data);
+      std::size_t done = 0;
+      while (done < size && write_error == 0) {
+        const ssize_t n = ::write(fd, bytes + done, size - done);
+        if (n < 0 && errno != EINTR) write_error = errno;
+        if (n > 0) done += static_cast<std::size_t>(n);
+      }
+      return done;
+    });
+  } catch (const std::exception& e) {
+    ::close(fd);
+    fail(write_error ? std::strerror(write_error) : first_line(e.what()));
+  }
+  if (write_error) {
+    ::close(fd);
+    fail(std::strerror(write_error));
+  }
+  if (::fsync(fd) != 0) {
+    const int error = errno;
+    ::close(fd);
+    fail(std::strerror(error));
+  }
+  if (::close(fd) != 0) fail(std::strerror(errno));
+  if (std::rename(partial.c_str(), path.c_str()) != 0) fail(std::strerror(errno));
+  // the rename itself survives a power cut once the folder is synced (best effort: not every
+  // file system allows it)
+  auto folder = std::filesystem::path(path).parent_path();
+  const int dir = ::open(folder.empty() ? "." : folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    ::fsync(dir);
+    ::close(dir);
+  }
+}
+
+}  // namespace
+
+JobKey job_key(const TrainJob& job, std::int64_t train_examples) {
+  const auto& m = job.model;
+  const auto& t = job.train;
+  std::ostringstream c;
+  c << "model.layers=" << m.layers << "\nmodel.dim=" << m.dim << "\nmodel.ffn_dim=" << m.ffn_dim
+    << "\nmodel.heads=" << m.heads << "\nmodel.head_dim=" << m.head_dim << "\nmodel.dropout=" << real_text(m.dropout)
+    << "\nmodel.pooling=" << m.pooling << "\nmodel.norm=" << m.norm << "\nmodel.positions=" << m.positions
+    << "\ntrain.steps=" << t.steps << "\ntrain.batch_size=" << t.batch_size << "\ntrain.grad_accum=" << t.grad_accum
+    << "\ntrain.lr=" << real_text(t.lr) << "\ntrain.weight_decay=" << real_text(t.weight_decay)
+    << "\ntrain.beta1=" << real_text(t.beta1) << "\ntrain.beta2=" << real_text(t.beta2) << "\ntrain.eps=" << real_text(t.eps)
+    << "\ntrain.warmup=" << t.warmup << "\ntrain.decay=" << t.decay << "\ntrain.clip_norm=" << real_text(t.clip_norm)
+    << "\ntrain.eval_every=" << t.eval_every << "\ntrain.eval_batches=" << t.eval_batches
+    << "\ntrain.log_every=" << t.log_every << "\ntrain.instability_steps=" << t.instability_steps
+    << "\ntrain.variance_passes=" << t.variance_passes << "\ntrain.variance_split=" << t.variance_split
+    << "\ntask.vocab_size=" << job.task.vocab_size << "\ntask.num_classes=" << job.task.num_classes
+    << "\ntask.max_len=" << job.task.max_len << "\ntask.inputs=" << job.task.inputs
+    << "\ntask.many_hot=" << job.task.many_hot << "\ndata.train_examples=" << train_examples << "\n";
+  return {job.identity, job.seed, c.str()};
+}
+
+void save(const std::string& path, const JobKey& key, const LoopState& loop, const Parts& parts) {
+  torch::serialize::OutputArchive archive;
+  archive.write("format", c10::IValue(std::string(kFormat)));
+  archive.write("version", c10::IValue(kVersion));
+  archive.write("identity", c10::IValue(key.identity));
+  archive.write("seed", c10::IValue(static_cast<std::int64_t>(key.seed)));  // the same 64 bits
+  archive.write("config", c10::IValue(key.config));
+  archive.write("shapes", c10::IValue(shapes_of(parts.model)));
+
+  // nested archives share the root's compilation unit, as Module::save's do
+  torch::serialize::OutputArchive model(archive.compilation_unit()), optimizer(archive.compilation_unit()),
+      best(archive.compilation_unit());
+  parts.model.save(model);
+  archive.write("model", model);
+  parts.optimizer.save(optimizer);
+  archive.write("optimizer", optimizer);
+  best.write("count", c10::IValue(static_cast<std::int64_t>(loop.best_state.size())));
+  for (std::size_t i = 0; i < loop.best_state.size(); ++i) best.write("t" + std::to_string(i), loop.best_state[i], true);
+  archive.write("best_state", best);
+
+  archive.write("steps_done", c10::IValue(loop.steps_done));
+  archive.write("loss_sum", loop.loss_sum, true);
+  archive.write("correct", loop.correct, true);
+  archive.write("seen", c10::IValue(loop.seen));
+  archive.write("micro_batches", c10::IValue(loop.micro_batches));
+  archive.write("best_val", c10::IValue(loop.best_val));
+  archive.write("best_step", c10::IValue(loop.best_step));
+  archive.write("last_val", c10::IValue(loop.last_val));
+  archive.write("last_train_loss", c10::IValue(loop.last_train_loss));
+  archive.write("last_train_acc", c10::IValue(loop.last_train_acc));
+  archive.write("eval_seconds", c10::IValue(loop.eval_seconds));
+  archive.write("elapsed_seconds", c10::IValue(loop.elapsed_seconds));
+  if (loop.instability_ratio) archive.write("instability_ratio", c10::IValue(*loop.instability_ratio));
+
+  archive.write("rng_cpu", generator_state(default_generator(c10::Device(c10::kCPU))), true);
+  if (parts.device.is_cuda()) archive.write("rng_cuda", generator_state(default_generator(parts.device)), true);
+  archive.write("rng_attention", parts.draws.generator_state(), true);
+  const auto data = parts.batches.state();
+  archive.write("data_generator", data.generator, true);
+  archive.write("data_order", data.order, true);
+  archive.write("data_position", c10::IValue(data.position));
+  archive.write("data_epoch", c10::IValue(data.epoch));
+
+  write_atomically(archive, path);
+}
+
+LoopState load(const std::string& path, const JobKey& key, const Parts& parts) {
+  torch::serialize::InputArchive archive;
+  try {
+    archive.load_from(path, parts.device);
+  } catch (const std::exception& e) {
+    throw CheckpointError("resume checkpoint " + path + " is unreadable (truncated, or not a checkpoint): " +
+                             first_line(e.what()));
+  }
+  const Reader file(path, archive);
+  c10::IValue format;
+  if (!archive.try_read("format", format) || !format.isString() || format.toStringRef() != kFormat)
+    file.fail("is not an attnlab resume checkpoint");
+  if (const auto version = file.integer("version"); version != kVersion)
+    file.fail("has format version " + std::to_string(version) + "; this build reads version " + std::to_string(kVersion));
+
+  // whose checkpoint it is: checked before anything is restored
+  if (const auto identity = file.text("identity"); identity != key.identity)
+    file.fail("belongs to another job: identity '" + key.identity + "' here, '" + identity + "' in the file");
+  if (const auto seed = static_cast<std::uint64_t>(file.integer("seed")); seed != key.seed)
+    file.fail("belongs to another job: seed " + std::to_string(key.seed) + " here, " + std::to_string(seed) + " in the file");
+  if (const auto difference = first_difference(key.config, file.text("config")); !difference.empty())
+    file.fail("belongs to another job: " + difference);
+  if (const auto difference = first_difference(shapes_of(parts.model), file.text("shapes")); !difference.empty())
+    file.fail("does not fit this model: " + difference);
+
+  LoopState loop;
+  try {
+    auto model = file.nested("model");
+    parts.model.load(model);
+    auto optimizer = file.nested("optimizer");
+    parts.optimizer.load(optimizer);
+    auto best = file.nested("best_state");
+    const Reader best_reader(path, best);
+    const auto count = best_reader.integer("count");
+    for (std::int64_t i = 0; i < count; ++i) loop.best_state.push_back(best_reader.tensor("t" + std::to_string(i)));
+
+    loop.steps_done = file.integer("steps_done");
+    loop.loss_sum = file.tensor("loss_sum");
+    loop.correct = file.tensor("correct");
+    loop.seen = file.integer("seen");
+    loop.micro_batches = file.integer("micro_batches");
+    loop.best_val = file.real("best_val");
+    loop.best_step = file.integer("best_step");
+    loop.last_val = file.real("last_val");
+    loop.last_train_loss = file.real("last_train_loss");
+    loop.last_train_acc = file.real("last_train_acc");
+    loop.eval_seconds = file.real("eval_seconds");
+    loop.elapsed_seconds = file.real("elapsed_seconds");
+    c10::IValue ratio;
+    if (archive.try_read("instability_ratio", ratio)) loop.instability_ratio = ratio.toDouble();
+
+    set_generator_state(default_generator(c10::Device(c10::kCPU)), file.tensor("rng_cpu"));
+    at::Tensor cuda_state;
+    // a checkpoint from another kind of device continues with this device's generator as seeded
+    if (parts.device.is_cuda() && archive.try_read("rng_cuda", cuda_state))
+      set_generator_state(default_generator(parts.device), cuda_state);
+    parts.draws.set_generator_state(file.tensor("rng_attention").cpu());
+    parts.batches.restore({file.tensor("data_generator").cpu(), file.tensor("data_order").cpu(),
+                           file.integer("data_position"), file.integer("data_epoch")});
+  } catch (const CheckpointError&) {
+    throw;
+  } catch (const std::exception& e) {
+    file.fail("cannot be restored: " + first_line(e.what()));
+  }
+  return loop;
+}
+
+}  // namespace attnlab::resume

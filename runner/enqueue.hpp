@@ -1,0 +1,41 @@
+#pragma once
+// Putting an experiment file's jobs in the queue: what `attnlab queue add`, `attnlab run` and
+// `attnlab slurm submit` share. A job is its resolved config and seed (jobs.config_hash): adding
+// the same file again adds nothing that is already queued or done.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "attnlab/store.hpp"
+#include "experiment.hpp"
+#include "plugin_host.hpp"
+
+namespace attnlab {
+
+struct EnqueueReport {
+  std::string experiment;             // its name
+  std::int64_t experiment_id = 0;
+  std::vector<std::int64_t> job_ids;  // every job of the file, in its order (methods x datasets x seeds)
+  std::int64_t added = 0;             // new jobs, queued
+  std::int64_t requeued = 0;          // finished, failed or cancelled jobs queued again (rerun)
+  std::int64_t already_queued = 0;    // queued, running or submitted already: left to that
+  std::int64_t already_done = 0;      // done already: left alone unless rerun
+  std::int64_t left_alone = 0;        // failed, diverged, oom or cancelled: left alone unless rerun
+};
+
+// Loads and checks the experiment (every dataset configuration once, as its jobs will load it:
+// a missing folder fails here, before anything is stored), then records the experiment (the
+// same name and text reuse one row) and its jobs. With `rerun`, jobs that ended (done, failed,
+// diverged, oom, cancelled) are queued again; running and submitted ones never are.
+EnqueueReport enqueue_experiment(const std::string& toml_path, const PluginRegistry& registry, store::Database& db,
+                                 const std::string& cache_dir, bool rerun);
+
+// The same in two steps, so that a bad file leaves no database file behind: check first, then
+// open the database and store.
+Experiment check_experiment(const std::string& toml_path, const PluginRegistry& registry, const std::string& cache_dir);
+EnqueueReport enqueue_checked(const Experiment& experiment, store::Database& db, bool rerun);
+
+// One line: "experiment 'NAME': N jobs: A added, ...".
+std::string describe(const EnqueueReport& report);
+
+}  // namespace attnlab

@@ -1,0 +1,55 @@
+#pragma once
+// Workers. `attnlab worker` is a supervisor process with one device worker process per device
+// (`attnlab worker-device`, this same binary). A device worker claims jobs from the queue one at a
+// time and runs each in a job process of its own (`attnlab exec-job`), renewing the job's lease
+// while it runs; a job that crashes its process fails that attempt only. runner/README.md
+// ("Queue and workers") describes the lifecycle, the signals and the exit statuses.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace attnlab {
+
+struct WorkerOptions {
+  std::string db_path = "attnlab.db";
+  std::vector<std::string> devices{"cpu"};
+  std::int64_t max_jobs = 0;  // jobs per device worker; 0: no limit
+  bool idle_exit = false;     // end once nothing is queued or running (among only_jobs, if given)
+  double lease_seconds = 60;  // renewed every lease_seconds / 3 while a job runs
+  int threads = 0;            // intra-op threads per job process (0: ATTNLAB_THREADS or every core)
+  std::string cache_dir;
+  std::vector<std::string> plugin_dirs;
+  std::vector<std::int64_t> only_jobs;  // claim only these jobs (`attnlab run`); empty: any
+  // No-op mode (bench-queue, tests): no job process; each claimed job holds its lease for
+  // noop_seconds x a random factor in [0.5, 1.5], heartbeating, then ends 'done' with noop = 1.
+  bool noop = false;
+  double noop_seconds = 0;
+};
+
+// Device worker exit statuses, as the supervisor reads them.
+inline constexpr int kDeviceWorkerDone = 0;       // idle (--idle-exit) or --max-jobs reached
+inline constexpr int kDeviceWorkerError = 1;      // an unexpected error: restarted
+inline constexpr int kDeviceWorkerCannotRun = 2;  // no usable database or device: not restarted
+// stopped by SIGINT/SIGTERM: 128 + the signal, not restarted
+
+// "cpu", "cuda", "cuda:0,cuda:1", "all" (every CUDA device, else cpu) -> device names, each
+// checked on this machine (std::invalid_argument naming the one that is not).
+std::vector<std::string> resolve_devices(const std::string& spec);
+
+// The supervisor, in this process: starts one device worker per device, restarts one that dies
+// unexpectedly (with a back-off), forwards SIGINT/SIGTERM to them (a second signal kills them at
+// once) and returns when every one has ended: 0, 128 + the stop signal, or the worst status of a
+// device worker that could not run.
+int run_supervisor(const WorkerOptions& options, const std::string& self_exe);
+
+// One device worker, in this process. Opens the database with Open::existing (never migrates).
+int run_device_worker(const WorkerOptions& options, const std::string& device, const std::string& self_exe);
+
+// The arguments that start a device worker process (`self_exe worker-device ...`).
+std::vector<std::string> device_worker_command(const WorkerOptions& options, const std::string& device,
+                                               const std::string& self_exe);
+
+// "1,4,8" -> {1, 4, 8}; throws std::invalid_argument naming `what` on anything else.
+std::vector<std::int64_t> parse_id_list(const std::string& text, const std::string& what);
+
+}  // namespace attnlab

@@ -1,0 +1,31 @@
+#pragma once
+// How an attempt (a run) ends and what that does to its job: shared by the queue (expiry,
+// cancel, abandon) and the run's own writes (finish_run). Every function here runs inside a
+// transaction the caller opened.
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <string>
+
+namespace attnlab::store::attempts {
+
+// The job of run `run_id` if the run holds its job's lease (jobs.lease_run_id = run and the run
+// is 'running'). LeaseLost naming why otherwise; StoreError if there is no such run.
+std::int64_t require_lease(sqlite3* db, const std::string& path, std::int64_t run_id);
+
+// Same check without throwing LeaseLost: 0 when the run does not hold its lease.
+std::int64_t job_if_holding_lease(sqlite3* db, const std::string& path, std::int64_t run_id);
+
+// Ends run `run_id` of job `job_id`, which holds the job's lease, as `status` with `error`, and
+// releases the lease: done | diverged | oom -> the job takes that state; failed | lost -> one
+// more failure, then queued, or failed once failures reach max_attempts ("N attempts failed;
+// last: ERROR"); interrupted -> queued, not counted; cancelled (a run status only here: the run
+// ends 'interrupted') -> the job is cancelled.
+void end_attempt(sqlite3* db, const std::string& path, std::int64_t run_id, std::int64_t job_id,
+                 const std::string& status, const std::string& error);
+
+// Ends as 'lost' the lease of every running job whose lease expired before `now` (every one if
+// `now` is negative), with `why`, or "lease expired: ..." when `why` is empty. Returns how many.
+std::int64_t end_leases(sqlite3* db, const std::string& path, double now, const std::string& why);
+
+}  // namespace attnlab::store::attempts

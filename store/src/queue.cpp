@@ -1,0 +1,399 @@
+// The job queue (schema v4): claims with leases, heartbeats, expiry, and the bookkeeping of
+// attempts and failures. Semantics: store/README.md, "The queue".
+#include <algorithm>
+#include <utility>
+
+#include "attempts.hpp"
+#include "attnlab/store.hpp"
+#include "sqlite.hpp"
+
+namespace attnlab::store {
+namespace {
+
+constexpr const char* kStates[] = {"queued", "running", "submitted", "done", "failed", "diverged", "oom", "cancelled"};
+
+// A JSON array for json_each(?): the way one bound parameter carries a list.
+std::string json_array(const std::vector<std::int64_t>& ids) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < ids.size(); ++i) out += (i ? "," : "") + std::to_string(ids[i]);
+  return out + "]";
+}
+
+std::string json_array(const std::vector<std::string>& texts) {
+  static const char* kHex = "0123456789abcdef";
+  std::string out = "[";
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    out += i ? ",\"" : "\"";
+    for (const unsigned char c : texts[i]) {
+      if (c == '"' || c == '\\') {
+        out += '\\';
+        out += static_cast<char>(c);
+      } else if (c < 0x20) {
+        out += "\\u00";
+        out += kHex[c >> 4];
+        out += kHex[c & 15];
+      } else {
+        out += static_cast<char>(c);
+      }
+    }
+    out += '"';
+  }
+  return out + "]";
+}
+
+template <typename T>
+void bind_list_or_null(sql::Statement& st, int index, const std::vector<T>& values) {
+  if (values.empty())
+    st.bind_null(index);
+  else
+    st.bind(index, json_array(values));
+}
+
+}  // namespace
+
+namespace attempts {
+
+namespace {
+
+struct LeaseState {
+  bool found = false;
+  std::int64_t job_id = 0;
+  std::string run_status, job_state;
+  std::int64_t lease_run_id = 0;  // 0: none
+};
+
+LeaseState lease_state(sqlite3* db, const std::string& path, std::int64_t run_id) {
+  sql::Statement st(db, path,
+                    "SELECT r.job_id, r.status, j.state, coalesce(j.lease_run_id, 0) "
+                    "FROM runs r JOIN jobs j ON j.id = r.job_id WHERE r.id = ?1");
+  st.bind(1, run_id);
+  LeaseState s;
+  if (!st.step()) return s;
+  s.found = true;
+  s.job_id = st.column_int64(0);
+  s.run_status = st.column_text(1);
+  s.job_state = st.column_text(2);
+  s.lease_run_id = st.column_int64(3);
+  return s;
+}
+
+bool holds(const LeaseState& s, std::int64_t run_id) {
+  return s.found && s.run_status == "running" && s.lease_run_id == run_id;
+}
+
+}  // namespace
+
+std::int64_t require_lease(sqlite3* db, const std::string& path, std::int64_t run_id) {
+  const LeaseState s = lease_state(db, path, run_id);
+  if (!s.found) throw StoreError(path + ": no run with id " + std::to_string(run_id));
+  if (holds(s, run_id)) return s.job_id;
+  std::string why;
+  if (s.run_status != "running")
+    why = "the run is '" + s.run_status + "'";
+  else if (s.lease_run_id != 0)
+    why = "run " + std::to_string(s.lease_run_id) + " holds it now";
+  else
+    why = "the job is '" + s.job_state + "'";
+  throw LeaseLost(path + ": run " + std::to_string(run_id) + " no longer holds the lease of job " +
+                  std::to_string(s.job_id) + " (" + why + "); nothing written");
+}
+
+std::int64_t job_if_holding_lease(sqlite3* db, const std::string& path, std::int64_t run_id) {
+  const LeaseState s = lease_state(db, path, run_id);
+  return holds(s, run_id) ? s.job_id : 0;
+}
+
+void end_attempt(sqlite3* db, const std::string& path, std::int64_t run_id, std::int64_t job_id,
+                 const std::string& status, const std::string& error) {
+  const bool cancelled = status == "cancelled";
+  const bool takes_state = status == "done" || status == "diverged" || status == "oom" || cancelled;
+  const bool counted = status == "failed" || status == "lost";
+  if (!takes_state && !counted && status != "interrupted")
+    throw StoreError(path + ": '" + status + "' is not a way for an attempt to end");
+  {
+    sql::Statement st(db, path,
+                      "UPDATE runs SET status = ?1, finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), error = ?2 "
+                      "WHERE id = ?3");
+    st.bind(1, cancelled ? std::string("interrupted") : status).bind_text_or_null(2, error).bind(3, run_id);
+    st.run();
+  }
+  // Each statement releases the lease in the same write that leaves 'running' (the table's CHECK
+  // wants both together).
+  if (!counted) {
+    sql::Statement st(db, path,
+                      "UPDATE jobs SET state = ?1, error = ?2, lease_run_id = NULL, lease_owner = NULL, "
+                      "lease_expires_at = NULL WHERE id = ?3");
+    st.bind(1, status == "interrupted" ? std::string("queued") : status).bind_text_or_null(2, error).bind(3, job_id);
+    st.run();
+  } else {
+    sql::Statement st(db, path,
+                      "UPDATE jobs SET failures = failures + 1, "
+                      "state = CASE WHEN failures + 1 >= max_attempts THEN 'failed' ELSE 'queued' END, "
+                      "error = CASE WHEN failures + 1 >= max_attempts "
+                      "  THEN (failures + 1) || CASE WHEN failures = 0 THEN ' attempt' ELSE ' attempts' END || "
+                      "       ' failed; last: ' || coalesce(?1, 'no error recorded') "
+                      "  ELSE ?1 END, "
+                      "lease_run_id = NULL, lease_owner = NULL, lease_expires_at = NULL WHERE id = ?2");
+    st.bind_text_or_null(1, error).bind(2, job_id);
+    st.run();
+  }
+}
+
+std::int64_t end_leases(sqlite3* db, const std::string& path, double now, const std::string& why) {
+  struct Held {
+    std::int64_t job_id, run_id;
+    std::string owner;
+  };
+  std::vector<Held> ending;
+  {
+    // The running jobs come from the (state, id) index; there are as many as busy workers.
+    sql::Statement st(db, path,
+                      "SELECT id, lease_run_id, coalesce(lease_owner, '') FROM jobs "
+                      "WHERE state = 'running' AND (?1 < 0 OR lease_expires_at < ?1) ORDER BY id");
+    st.bind(1, now);
+    while (st.step()) ending.push_back({st.column_int64(0), st.column_int64(1), st.column_text(2)});
+  }
+  for (const Held& h : ending) {
+    const std::string error =
+        !why.empty() ? why
+                     : "lease expired: " + (h.owner.empty() ? std::string("its worker") : "worker " + h.owner) +
+                           " stopped renewing it";
+    end_attempt(db, path, h.run_id, h.job_id, "lost", error);
+  }
+  return static_cast<std::int64_t>(ending.size());
+}
+
+}  // namespace attempts
+
+std::optional<Lease> Database::claim_next_job(const Claimer& claimer, double lease_seconds,
+                                              const std::vector<std::int64_t>& only) {
+  if (!(lease_seconds > 0)) throw StoreError(path_ + ": a lease must last more than 0 seconds");
+  sql::Transaction tx(db_, path_);
+  const double now = sql::unix_now();  // read under the write lock: no claim is older than its expiry check
+  attempts::end_leases(db_, path_, now, "");
+
+  Lease lease;
+  {
+    sql::Statement st(db_, path_,
+                      "SELECT id FROM jobs WHERE state = 'queued' "
+                      "AND (?1 IS NULL OR id IN (SELECT value FROM json_each(?1))) ORDER BY id LIMIT 1");
+    bind_list_or_null(st, 1, only);
+    if (!st.step()) {
+      tx.commit();  // keep the expiries
+      return std::nullopt;
+    }
+    lease.job_id = st.column_int64(0);
+  }
+  {
+    // From the runs, not jobs.attempts: merged shard runs take attempt numbers too.
+    sql::Statement st(db_, path_, "SELECT coalesce(max(attempt), 0) + 1 FROM runs WHERE job_id = ?1");
+    st.bind(1, lease.job_id);
+    st.step();
+    lease.attempt = st.column_int64(0);
+  }
+  {
+    sql::Statement st(db_, path_,
+                      "INSERT INTO runs (job_id, attempt, status, worker, host, device, pid, started_at, heartbeat_at, uid) "
+                      "VALUES (?1, ?2, 'running', ?3, ?4, ?5, ?6, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), "
+                      "strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), lower(hex(randomblob(16))))");
+    st.bind(1, lease.job_id)
+        .bind(2, lease.attempt)
+        .bind_text_or_null(3, claimer.worker)
+        .bind_text_or_null(4, claimer.host)
+        .bind_text_or_null(5, claimer.device);
+    if (claimer.pid > 0)
+      st.bind(6, claimer.pid);
+    else
+      st.bind_null(6);
+    st.run();
+    lease.run_id = sqlite3_last_insert_rowid(db_);
+  }
+  lease.worker = claimer.worker;
+  lease.expires_at = now + lease_seconds;
+  sql::Statement st(db_, path_,
+                    "UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_run_id = ?1, lease_owner = ?2, "
+                    "lease_expires_at = ?3 WHERE id = ?4");
+  st.bind(1, lease.run_id).bind_text_or_null(2, claimer.worker).bind(3, lease.expires_at).bind(4, lease.job_id);
+  st.run();
+  tx.commit();
+  return lease;
+}
+
+bool Database::renew_lease(std::int64_t run_id, double lease_seconds) {
+  if (!(lease_seconds > 0)) throw StoreError(path_ + ": a lease must last more than 0 seconds");
+  sql::Transaction tx(db_, path_);
+  const std::int64_t job_id = attempts::job_if_holding_lease(db_, path_, run_id);
+  if (job_id == 0) return false;  // nothing written; the guard rolls back
+  {
+    sql::Statement st(db_, path_, "UPDATE jobs SET lease_expires_at = ?1 WHERE id = ?2");
+    st.bind(1, sql::unix_now() + lease_seconds).bind(2, job_id);
+    st.run();
+  }
+  sql::Statement st(db_, path_, "UPDATE runs SET heartbeat_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?1");
+  st.bind(1, run_id);
+  st.run();
+  tx.commit();
+  return true;
+}
+
+std::int64_t Database::expire_leases() {
+  sql::Transaction tx(db_, path_);
+  const std::int64_t ended = attempts::end_leases(db_, path_, sql::unix_now(), "");
+  tx.commit();
+  return ended;
+}
+
+std::int64_t Database::abandon_leases(const std::string& why) {
+  sql::Transaction tx(db_, path_);
+  std::int64_t ended = attempts::end_leases(db_, path_, -1, why);
+  // A running run that holds no lease cannot be written by anyone any more: end it too.
+  sql::Statement st(db_, path_,
+                    "UPDATE runs SET status = 'lost', finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), error = ?1 "
+                    "WHERE status = 'running'");
+  st.bind_text_or_null(1, why);
+  st.run();
+  ended += sqlite3_changes(db_);
+  tx.commit();
+  return ended;
+}
+
+std::vector<QueuedJob> Database::list_jobs(const JobFilter& filter) {
+  sql::Statement st(db_, path_,
+                    "SELECT j.id, j.experiment_id, j.method, j.dataset, j.seed, j.config_toml, j.config_hash, j.state, "
+                    "j.attempts, j.failures, j.max_attempts, coalesce(j.lease_run_id, 0), coalesce(j.lease_owner, ''), "
+                    "coalesce(j.lease_expires_at, 0), coalesce(j.error, ''), j.created_at, e.name "
+                    "FROM jobs j JOIN experiments e ON e.id = j.experiment_id "
+                    "WHERE (?1 IS NULL OR j.state IN (SELECT value FROM json_each(?1))) "
+                    "AND (?2 IS NULL OR j.method IN (SELECT value FROM json_each(?2))) "
+                    "AND (?3 IS NULL OR j.dataset IN (SELECT value FROM json_each(?3))) "
+                    "AND (?4 IS NULL OR j.id IN (SELECT value FROM json_each(?4))) ORDER BY j.id");
+  bind_list_or_null(st, 1, filter.states);
+  bind_list_or_null(st, 2, filter.methods);
+  bind_list_or_null(st, 3, filter.datasets);
+  bind_list_or_null(st, 4, filter.ids);
+  std::vector<QueuedJob> out;
+  while (st.step()) {
+    QueuedJob q;
+    q.job.id = st.column_int64(0);
+    q.job.experiment_id = st.column_int64(1);
+    q.job.method = st.column_text(2);
+    q.job.dataset = st.column_text(3);
+    q.job.seed = st.column_int64(4);
+    q.job.config_toml = st.column_text(5);
+    q.job.config_hash = st.column_text(6);
+    q.job.state = st.column_text(7);
+    q.attempts = st.column_int64(8);
+    q.failures = st.column_int64(9);
+    q.max_attempts = st.column_int64(10);
+    q.lease_run_id = st.column_int64(11);
+    q.lease_owner = st.column_text(12);
+    q.lease_expires_at = st.column_double(13);
+    q.error = st.column_text(14);
+    q.created_at = st.column_text(15);
+    q.experiment = st.column_text(16);
+    out.push_back(std::move(q));
+  }
+  return out;
+}
+
+std::vector<RunAttempt> Database::attempts_of_job(std::int64_t job_id) {
+  sql::Statement st(db_, path_,
+                    "SELECT id, attempt, status, coalesce(worker, ''), coalesce(host, ''), coalesce(device, ''), "
+                    "coalesce(pid, 0), started_at, coalesce(finished_at, ''), coalesce(heartbeat_at, ''), "
+                    "coalesce(error, ''), coalesce(resume_checkpoint, ''), coalesce(resume_step, 0) "
+                    "FROM runs WHERE job_id = ?1 ORDER BY attempt");
+  st.bind(1, job_id);
+  std::vector<RunAttempt> out;
+  while (st.step()) {
+    RunAttempt a;
+    a.run_id = st.column_int64(0);
+    a.attempt = st.column_int64(1);
+    a.status = st.column_text(2);
+    a.worker = st.column_text(3);
+    a.host = st.column_text(4);
+    a.device = st.column_text(5);
+    a.pid = st.column_int64(6);
+    a.started_at = st.column_text(7);
+    a.finished_at = st.column_text(8);
+    a.heartbeat_at = st.column_text(9);
+    a.error = st.column_text(10);
+    a.resume_checkpoint = st.column_text(11);
+    a.resume_step = st.column_int64(12);
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+std::vector<std::int64_t> Database::cancel_jobs(const std::vector<std::int64_t>& ids) {
+  sql::Transaction tx(db_, path_);
+  std::vector<std::int64_t> changed;
+  for (const std::int64_t id : ids) {
+    std::string state;
+    std::int64_t lease_run = 0;
+    {
+      sql::Statement st(db_, path_, "SELECT state, coalesce(lease_run_id, 0) FROM jobs WHERE id = ?1");
+      st.bind(1, id);
+      if (!st.step()) continue;
+      state = st.column_text(0);
+      lease_run = st.column_int64(1);
+    }
+    if (state == "running") {
+      // The holder's next write or heartbeat finds the lease gone and stops the attempt.
+      attempts::end_attempt(db_, path_, lease_run, id, "cancelled", "cancelled");
+    } else if (state == "queued" || state == "submitted") {
+      sql::Statement st(db_, path_, "UPDATE jobs SET state = 'cancelled' WHERE id = ?1");
+      st.bind(1, id);
+      st.run();
+    } else {
+      continue;
+    }
+    if (std::find(changed.begin(), changed.end(), id) == changed.end()) changed.push_back(id);
+  }
+  tx.commit();
+  return changed;
+}
+
+std::vector<std::int64_t> Database::retry_jobs(const std::vector<std::int64_t>& ids) {
+  sql::Transaction tx(db_, path_);
+  std::vector<std::int64_t> changed;
+  sql::Statement st(db_, path_,
+                    // a submitted job's array task is gone (or never started): queued again as it was
+                    "UPDATE jobs SET state = 'queued', failures = CASE state WHEN 'submitted' THEN failures ELSE 0 END "
+                    "WHERE id = ?1 AND state IN ('failed', 'cancelled', 'diverged', 'oom', 'submitted')");
+  for (const std::int64_t id : ids) {
+    st.bind(1, id);
+    st.run();
+    if (sqlite3_changes(db_) > 0) changed.push_back(id);
+    st.reset();
+  }
+  tx.commit();
+  return changed;
+}
+
+std::vector<std::pair<std::string, std::int64_t>> Database::queue_counts() {
+  std::vector<std::pair<std::string, std::int64_t>> counts;
+  for (const char* state : kStates) counts.emplace_back(state, 0);
+  sql::Statement st(db_, path_, "SELECT state, count(*) FROM jobs GROUP BY state");
+  while (st.step()) {
+    const std::string state = st.column_text(0);
+    for (auto& [name, n] : counts)
+      if (name == state) n = st.column_int64(1);
+  }
+  return counts;
+}
+
+std::vector<std::int64_t> Database::mark_submitted(const std::vector<std::int64_t>& ids) {
+  sql::Transaction tx(db_, path_);
+  std::vector<std::int64_t> changed;
+  sql::Statement st(db_, path_, "UPDATE jobs SET state = 'submitted' WHERE id = ?1 AND state = 'queued'");
+  for (const std::int64_t id : ids) {
+    st.bind(1, id);
+    st.run();
+    if (sqlite3_changes(db_) > 0) changed.push_back(id);
+    st.reset();
+  }
+  tx.commit();
+  return changed;
+}
+
+}  // namespace attnlab::store

@@ -1,0 +1,181 @@
+// attnlab queue add|list|show|cancel|retry and attnlab db migrate, through the binary. Nothing
+// here trains: jobs are queued and steered, and finished states are set in SQL where needed.
+#include <gtest/gtest.h>
+
+#include "test_support.hpp"
+
+#include <sqlite3.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "../store/src/schema_v1.hpp"
+#include "../store/src/schema_v2.hpp"
+#include "../store/src/schema_v3.hpp"
+
+namespace {
+namespace fs = std::filesystem;
+using attnlab::testing::query_one;
+
+struct QueueCli : attnlab::testing::CliTest {
+  std::string experiment(const std::string& name = "tiny.toml", const std::string& extra_dataset_keys = "") const {
+    const std::string file = path(name);
+    std::ofstream(file) << "[experiment]\nname = \"tiny\"\nseeds = [1, 2]\n"
+                        << "[model]\nlayers = 1\ndim = 16\nffn_dim = 32\nheads = 2\n"
+                        << "[train]\nsteps = 20\nbatch_size = 8\n"
+                        << "[methods.softmax]\n"
+                        << "[datasets.listops]\nmax_len = 64\ntrain_size = 64\nval_size = 16\ntest_size = 16\n"
+                        << extra_dataset_keys;
+    return file;
+  }
+  std::string db() const { return path("q.db"); }
+  std::string opts() const { return " --db " + db(); }
+  int queue(const std::string& args, std::string& out) const { return attnlab("queue " + args + opts(), out); }
+  std::string sql(const std::string& query) const { return query_one(db(), query); }
+  void exec(const std::string& statement) const {
+    sqlite3* handle = nullptr;
+    ASSERT_EQ(sqlite3_open(db().c_str(), &handle), SQLITE_OK);
+    char* err = nullptr;
+    EXPECT_EQ(sqlite3_exec(handle, statement.c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
+    sqlite3_free(err);
+    sqlite3_close(handle);
+  }
+};
+
+TEST_F(QueueCli, AddingTheSameExperimentTwiceAddsNothing) {
+  const std::string file = experiment();
+  std::string out;
+  ASSERT_EQ(queue("add " + file + " --cache-dir " + path("cache"), out), 0) << out;
+  EXPECT_NE(out.find("experiment 'tiny': 2 job(s): 2 added, 0 already queued or running, 0 already done"),
+            std::string::npos) << out;
+  EXPECT_NE(out.find(db() + ": 2 queued"), std::string::npos) << out;
+  EXPECT_EQ(sql("SELECT count(*) FROM jobs WHERE state = 'queued' AND attempts = 0"), "2");
+  EXPECT_EQ(sql("PRAGMA user_version"), "4");
+
+  ASSERT_EQ(queue("add " + file + " --cache-dir " + path("cache"), out), 0) << out;
+  EXPECT_NE(out.find("2 job(s): 0 added, 2 already queued or running"), std::string::npos) << out;
+  EXPECT_EQ(sql("SELECT count(*) FROM jobs"), "2");
+  EXPECT_EQ(sql("SELECT count(*) FROM experiments"), "1");  // the same file: the same experiment row
+
+  // done jobs stay done; --rerun queues them again
+  exec("UPDATE jobs SET state = 'done' WHERE id = 1");
+  ASSERT_EQ(queue("add " + file + " --cache-dir " + path("cache"), out), 0) << out;
+  EXPECT_NE(out.find("0 added, 1 already queued or running, 1 already done (--rerun runs them again)"),
+            std::string::npos) << out;
+  EXPECT_EQ(sql("SELECT state FROM jobs WHERE id = 1"), "done");
+  ASSERT_EQ(queue("add " + file + " --cache-dir " + path("cache") + " --rerun", out), 0) << out;
+  EXPECT_NE(out.find("1 queued again"), std::string::npos) << out;
+  EXPECT_EQ(sql("SELECT group_concat(state) FROM jobs"), "queued,queued");
+}
+
+TEST_F(QueueCli, ABadExperimentStoresNothing) {
+  std::string out;
+  EXPECT_EQ(queue("add " + experiment("bad.toml", "source = \"files\"\npath = \"" + path("nowhere") + "\"\n") +
+                  " --cache-dir " + path("cache"), out), 2);
+  EXPECT_NE(out.find("attnlab: error: " + path("bad.toml") + ": [datasets.listops] "), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(db()));
+}
+
+TEST_F(QueueCli, ListShowCancelRetry) {
+  std::string out;
+  ASSERT_EQ(queue("add " + experiment() + " --cache-dir " + path("cache"), out), 0) << out;
+  exec("UPDATE jobs SET state = 'failed', failures = 3, error = '3 attempts failed; last: boom' WHERE id = 2");
+
+  ASSERT_EQ(queue("list", out), 0) << out;
+  EXPECT_NE(out.find("job  method   dataset  seed  state   attempts  failures  lease  error"), std::string::npos) << out;
+  EXPECT_NE(out.find("2    softmax  listops  2     failed  0         3/3              3 attempts failed; last: boom"),
+            std::string::npos) << out;
+  EXPECT_NE(out.find("2 job(s): 1 queued, 1 failed"), std::string::npos) << out;
+  ASSERT_EQ(queue("list --state failed --format csv", out), 0) << out;
+  EXPECT_EQ(out,
+            "job,experiment,method,dataset,seed,state,attempts,failures,max_attempts,lease_run,lease_owner,"
+            "lease_expires_at,error\n2,tiny,softmax,listops,2,failed,0,3,3,,,,3 attempts failed; last: boom\n");
+  ASSERT_EQ(queue("list --method linear", out), 0) << out;
+  EXPECT_NE(out.find("0 job(s): no jobs"), std::string::npos) << out;
+  EXPECT_EQ(queue("list --state broken", out), 2);
+  EXPECT_NE(out.find("unknown job state 'broken' (one of queued, running, submitted, done, failed, diverged, oom, "
+                     "cancelled)"), std::string::npos) << out;
+
+  ASSERT_EQ(queue("show 1", out), 0) << out;
+  EXPECT_NE(out.find("job 1: softmax on listops, seed 1, experiment 'tiny'"), std::string::npos) << out;
+  EXPECT_NE(out.find("state: queued (0 attempt(s), 0 failure(s) of 3 allowed)"), std::string::npos) << out;
+  EXPECT_NE(out.find("[train]\nbatch_size = 8"), std::string::npos) << out;
+  EXPECT_NE(out.find("attempts: none yet"), std::string::npos) << out;
+  EXPECT_EQ(queue("show 7", out), 2);
+  EXPECT_NE(out.find("queue show: no job 7 in " + db()), std::string::npos) << out;
+
+  // cancel: a missing job refuses the whole command; a job that cannot be cancelled is named
+  EXPECT_EQ(queue("cancel 1 99", out), 2);
+  EXPECT_NE(out.find("queue cancel: no job 99"), std::string::npos) << out;
+  EXPECT_EQ(sql("SELECT state FROM jobs WHERE id = 1"), "queued");
+  ASSERT_EQ(queue("cancel 1 2", out), 0) << out;
+  EXPECT_EQ(out, "cancelled 1 job(s): 1\njob 2 is failed: left as it is\n");
+  EXPECT_EQ(sql("SELECT state FROM jobs WHERE id = 1"), "cancelled");
+
+  ASSERT_EQ(queue("retry --state failed,cancelled", out), 0) << out;
+  EXPECT_EQ(out, "queued again 2 job(s): 1, 2\n");
+  EXPECT_EQ(sql("SELECT group_concat(state || ':' || failures) FROM jobs"), "queued:0,queued:0");
+  ASSERT_EQ(queue("retry 1", out), 0) << out;
+  EXPECT_EQ(out, "queued again 0 job(s)\njob 1 is queued: left as it is\n");
+  EXPECT_EQ(queue("retry x1", out), 2);
+  EXPECT_NE(out.find("'x1' is not a job id"), std::string::npos) << out;
+}
+
+TEST_F(QueueCli, ShowListsEveryAttempt) {
+  std::string out;
+  ASSERT_EQ(queue("add " + experiment() + " --cache-dir " + path("cache"), out), 0) << out;
+  exec("INSERT INTO runs (job_id, attempt, status, worker, host, device, pid, started_at, finished_at, error, uid) VALUES "
+       "(1, 1, 'lost', 'n1:5:cpu', 'n1', 'cpu', 5, '2025-01-01T00:00:00.000Z', '2025-01-01T00:09:00.000Z', "
+       "'lease expired: worker n1:5:cpu stopped renewing it', 'aa'), "
+       "(1, 2, 'failed', 'n2:6:cuda:0', 'n2', 'cuda:0', 6, '2025-01-01T00:10:00.000Z', NULL, 'killed by signal 11', 'bb');"
+       "UPDATE runs SET resume_checkpoint = '/c/job-1.resume.pt', resume_step = 400 WHERE attempt = 1;"
+       "UPDATE jobs SET attempts = 2, failures = 2, error = 'killed by signal 11' WHERE id = 1;");
+  ASSERT_EQ(queue("show 1", out), 0) << out;
+  EXPECT_NE(out.find("state: queued (2 attempt(s), 2 failure(s) of 3 allowed)\nerror: killed by signal 11\n"),
+            std::string::npos) << out;
+  EXPECT_NE(out.find("run  attempt  status  worker       host  device  pid  started                   finished"),
+            std::string::npos) << out;
+  EXPECT_NE(out.find("1    1        lost    n1:5:cpu     n1    cpu     5    2025-01-01T00:00:00.000Z  "
+                     "2025-01-01T00:09:00.000Z  400          lease expired: worker n1:5:cpu stopped renewing it"),
+            std::string::npos) << out;
+  EXPECT_NE(out.find("2    2        failed  n2:6:cuda:0  n2    cuda:0  6    2025-01-01T00:10:00.000Z"), std::string::npos)
+      << out;
+}
+
+TEST_F(QueueCli, DbMigrateIsTheOnlyWayAnOldFileMoves) {
+  {
+    sqlite3* handle = nullptr;
+    ASSERT_EQ(sqlite3_open(db().c_str(), &handle), SQLITE_OK);
+    const std::string ddl = std::string(attnlab::store::kSchemaV1) + attnlab::store::kSchemaV2 + attnlab::store::kSchemaV3 +
+                            "PRAGMA user_version = 3;"
+                            "INSERT INTO experiments (name, config_text) VALUES ('old', 'x');"
+                            "INSERT INTO jobs (experiment_id, method, dataset, seed, config_toml, config_hash, state) "
+                            "VALUES (1, 'softmax', 'listops', 1, 'c', 'h', 'done');";
+    ASSERT_EQ(sqlite3_exec(handle, ddl.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(handle);
+  }
+  std::string out;
+  EXPECT_EQ(queue("list", out), 2);  // readers and workers never migrate
+  EXPECT_NE(out.find("database schema version 3 is older than this attnlab needs (4): run `attnlab db migrate --db " +
+                     db() + "` first"), std::string::npos) << out;
+  EXPECT_EQ(sql("PRAGMA user_version"), "3");
+
+  ASSERT_EQ(attnlab("db migrate" + opts(), out), 0) << out;
+  EXPECT_EQ(out, db() + ": schema version 3 -> 4\n");
+  EXPECT_EQ(sql("SELECT state || ':' || attempts FROM jobs"), "done:0");
+  ASSERT_EQ(attnlab("db migrate" + opts(), out), 0) << out;
+  EXPECT_EQ(out, db() + ": schema version 4 -> 4 (up to date)\n");
+  ASSERT_EQ(queue("list", out), 0) << out;
+  EXPECT_NE(out.find("1 job(s): 1 done"), std::string::npos) << out;
+
+  EXPECT_EQ(attnlab("queue list --db " + path("missing.db"), out), 2);
+  EXPECT_NE(out.find(path("missing.db") + ": no such database: run `attnlab db migrate --db "), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(path("missing.db")));
+  ASSERT_EQ(attnlab("db migrate --db " + path("new.db"), out), 0) << out;
+  EXPECT_EQ(out, path("new.db") + ": schema version 0 -> 4 (new database)\n");
+  EXPECT_EQ(attnlab("db vacuum", out), 2);
+  EXPECT_NE(out.find("attnlab db: unknown command 'vacuum'"), std::string::npos) << out;
+}
+
+}  // namespace

@@ -1,0 +1,379 @@
+// The queue under load and under faults, through the real binary: workers draining no-op jobs
+// concurrently and while being killed, a job that segfaults its process, and real training jobs
+// killed or stopped mid-run that resume from their checkpoints with the same final figures.
+#include <gtest/gtest.h>
+
+#include "test_support.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "attnlab/store.hpp"
+
+extern char** environ;
+
+namespace {
+namespace fs = std::filesystem;
+using attnlab::testing::query_one;
+using Clock = std::chrono::steady_clock;
+
+// Starts `attnlab ARGS...` with stdout and stderr appended to `log`.
+pid_t spawn_attnlab(const std::vector<std::string>& args, const std::string& log) {
+  std::vector<std::string> all = {ATTNLAB_BINARY};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  pid_t pid = 0;
+  const int error = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  return error == 0 ? pid : 0;
+}
+
+// Waits for a child of this process; -1 if it is still running after `seconds` (then killed).
+int wait_exit(pid_t pid, double seconds) {
+  const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (Clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// The parent pid and state letter of a process from /proc (0 and 'X' when it is gone).
+std::pair<pid_t, char> proc_stat(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto close = text.rfind(')');
+  if (close == std::string::npos) return {0, 'X'};
+  std::istringstream rest(text.substr(close + 2));
+  char state = 'X';
+  pid_t parent = 0;
+  rest >> state >> parent;
+  return {parent, state};
+}
+
+bool alive(pid_t pid) {
+  const char state = proc_stat(pid).second;
+  return state != 'X' && state != 'Z';
+}
+
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> found;
+  DIR* proc = opendir("/proc");
+  if (!proc) return found;
+  while (const dirent* entry = readdir(proc)) {
+    const pid_t pid = std::atoi(entry->d_name);
+    if (pid > 0 && proc_stat(pid).first == parent && alive(pid)) found.push_back(pid);
+  }
+  closedir(proc);
+  return found;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// A database holding `jobs` no-op jobs (the workers run them with --noop).
+void fill_noop_queue(const std::string& db_path, int jobs) {
+  attnlab::store::Database db(db_path, attnlab::store::Database::Open::migrate);
+  const auto experiment = db.add_experiment("noop", "", "");
+  for (int i = 1; i <= jobs; ++i)
+    db.add_job({experiment, "noop", "noop", i, "noop = " + std::to_string(i), "noop-" + std::to_string(i), {}});
+}
+
+struct Queue : attnlab::testing::CliTest {};
+
+TEST_F(Queue, FourWorkersDrainTwoHundredJobsEachExactlyOnce) {
+  const std::string db = path("q.db");
+  fill_noop_queue(db, 200);
+  std::vector<pid_t> workers;
+  for (int w = 0; w < 4; ++w)
+    workers.push_back(spawn_attnlab({"worker", "--db", db, "--idle-exit", "--noop", "--noop-seconds", "0.02"}, path("w.log")));
+  for (auto pid : workers) {
+    ASSERT_GT(pid, 0);
+    EXPECT_EQ(wait_exit(pid, 120), 0) << read_file(path("w.log"));
+  }
+  EXPECT_EQ(query_one(db, "PRAGMA integrity_check"), "ok");
+  EXPECT_EQ(query_one(db, "SELECT count(*) FROM jobs WHERE state = 'done'"), "200");
+  // every claim makes a run: 200 runs for 200 jobs means no job was claimed twice
+  EXPECT_EQ(query_one(db, "SELECT count(*) FROM runs"), "200");
+  EXPECT_EQ(query_one(db, "SELECT count(*) FROM runs WHERE status = 'done' AND attempt = 1"), "200");
+  EXPECT_EQ(query_one(db, "SELECT count(*) FROM (SELECT job_id FROM runs GROUP BY job_id HAVING count(*) != 1)"), "0");
+  EXPECT_EQ(query_one(db, "SELECT count(*) FROM results WHERE name = 'noop' AND value = 1"), "200");
+  const int busy_workers = std::stoi(query_one(db, "SELECT count(DISTINCT worker) FROM runs"));
+  EXPECT_GE(busy_workers, 2) << "the jobs were not shared out";
+  std::cout << "[ queue    ] 200 jobs, 4 workers: " << query_one(db, "SELECT group_concat(n, ' + ') FROM (SELECT count(*) AS n FROM runs GROUP BY worker)")
+            << " claims" << std::endl;
+}
+
+// Workers SIGKILLed (device workers and supervisors) and paused past their lease at random
+// moments, new ones started, while 4 workers drain the queue.
+TEST_F(Queue, WorkersKilledAtRandomLoseNothingAndWriteNothingTwice) {
+  const std::string db = path("q.db");
+  const int jobs = 150;
+  fill_noop_queue(db, jobs);
+  // Orphans (device workers of a killed supervisor) become our children: we can wait for them.
+  ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+  const std::vector<std::string> worker_args = {"worker", "--db", db, "--idle-exit", "--noop", "--noop-seconds", "0.3",
+                                                "--lease", "1"};
+  std::vector<pid_t> supervisors;
+  for (int w = 0; w < 4; ++w) supervisors.push_back(spawn_attnlab(worker_args, path("w.log")));
+
+  std::mt19937 random(20250314);
+  int kills = 0, supervisor_kills = 0, pauses = 0;
+  const auto start = Clock::now();
+  while (Clock::now() - start < std::chrono::seconds(10)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(50, 250)(random)));
+    for (auto& pid : supervisors)  // reap the ended ones; keep four supervisors while work is left
+      if (waitpid(pid, nullptr, WNOHANG) == pid) pid = 0;
+    supervisors.erase(std::remove(supervisors.begin(), supervisors.end(), 0), supervisors.end());
+    const std::string left = query_one(db, "SELECT count(*) FROM jobs WHERE state IN ('queued', 'running')");
+    if (left == "0") break;
+    while (supervisors.size() < 4) supervisors.push_back(spawn_attnlab(worker_args, path("w.log")));
+
+    // the victims: device workers holding a lease now (worker ids are host:pid:device)
+    std::vector<pid_t> holders;
+    std::stringstream ids(query_one(db, "SELECT group_concat(worker, ' ') FROM runs WHERE status = 'running'"));
+    for (std::string id; ids >> id;) {
+      const auto first = id.find(':'), second = id.find(':', first + 1);
+      if (first == std::string::npos || second == std::string::npos) continue;
+      const pid_t pid = std::atoi(id.substr(first + 1, second - first - 1).c_str());
+      if (alive(pid) && std::find(supervisors.begin(), supervisors.end(), proc_stat(pid).first) != supervisors.end())
+        holders.push_back(pid);
+    }
+    if (holders.empty()) continue;
+    const pid_t victim = holders[random() % holders.size()];
+    const int action = std::uniform_int_distribution<int>(0, 9)(random);
+    if (action < 5) {  // the device worker, mid-job
+      kill(victim, SIGKILL);
+      ++kills;
+    } else if (action < 8) {  // its supervisor: the device worker gets SIGTERM and releases its job
+      const pid_t supervisor = proc_stat(victim).first;
+      kill(supervisor, SIGKILL);
+      waitpid(supervisor, nullptr, 0);
+      supervisors.erase(std::remove(supervisors.begin(), supervisors.end(), supervisor), supervisors.end());
+      ++kills;
+      ++supervisor_kills;
+    } else {  // frozen past its lease: its late writes must be refused
+      kill(victim, SIGSTOP);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1600));
+      kill(victim, SIGCONT);
+      ++pauses;
+    }
+  }
+  // No more faults: the survivors (and fresh workers) finish the queue.
+  for (int w = 0; w < 2; ++w) supervisors.push_back(spawn_attnlab(worker_args, path("w.log")));
+  for (auto pid : supervisors) EXPECT_NE(wait_exit(pid, 120), -1) << "a worker did not finish";
+  // every descendant, orphans included, is gone before the database is judged
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  while (waitpid(-1, nullptr, WNOHANG) >= 0 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+
+  EXPECT_EQ(query_one(db, "PRAGMA integrity_check"), "ok");
+  EXPECT_EQ(query_one(db, "SELECT count(*) FROM jobs WHERE state NOT IN ('done', 'failed')"), "0");
+  EXPECT_EQ(query_one(db, "SELECT count(*) FROM runs WHERE status = 'running'"), "0");
+  // done exactly once
+  EXPECT_EQ(query_one(db, "SELECT count(*) FROM jobs j WHERE state = 'done' AND "
+                          "(SELECT count(*) FROM runs r WHERE r.job_id = j.id AND r.status = 'done') != 1"), "0");
+  // or failed after its capped attempts, never done
+  EXPECT_EQ(query_one(db, "SELECT count(*) FROM jobs j WHERE state = 'failed' AND (failures < max_attempts OR "
+                          "EXISTS (SELECT 1 FROM runs r WHERE r.job_id = j.id AND r.status = 'done'))"), "0");
+  // results only from attempts that held their lease to the end: the done ones
+  EXPECT_EQ(query_one(db, "SELECT count(*) FROM results x JOIN runs r ON r.id = x.run_id WHERE r.status != 'done'"), "0");
+  EXPECT_EQ(query_one(db, "SELECT count(*) FROM results"), query_one(db, "SELECT count(*) FROM runs WHERE status = 'done'"));
+  const std::string lost = query_one(db, "SELECT count(*) FROM runs WHERE status = 'lost'");
+  EXPECT_GT(kills, 0);
+  EXPECT_NE(lost, "0") << "no attempt lost its lease: the faults did not bite";
+  std::cout << "[ faults   ] jobs " << jobs << ", kills " << kills << " (supervisors " << supervisor_kills
+            << "), pauses past the lease " << pauses << ", attempts " << query_one(db, "SELECT count(*) FROM runs")
+            << " (retries " << query_one(db, "SELECT count(*) - " + std::to_string(jobs) + " FROM runs") << "), lost attempts "
+            << lost << ", interrupted " << query_one(db, "SELECT count(*) FROM runs WHERE status = 'interrupted'")
+            << ", done " << query_one(db, "SELECT count(*) FROM jobs WHERE state = 'done'") << ", failed after "
+            << "3 attempts " << query_one(db, "SELECT count(*) FROM jobs WHERE state = 'failed'")
+            << ", jobs lost 0, results from lost attempts "
+            << query_one(db, "SELECT count(*) FROM results x JOIN runs r ON r.id = x.run_id WHERE r.status = 'lost'")
+            << std::endl;
+}
+
+// A tiny real experiment: softmax (dropout 0.1) on generated ListOps.
+std::string write_experiment(const std::string& file, const std::string& method_table, int steps) {
+  std::ofstream(file) << "[experiment]\nname = \"q\"\nseeds = [3]\n"
+                      << "[model]\nlayers = 1\ndim = 32\nffn_dim = 64\nheads = 2\n"
+                      << "[train]\nsteps = " << steps << "\nbatch_size = 8\nlr = 0.002\nwarmup = 20\n"
+                      << "eval_every = 50\nlog_every = 10\ncheckpoint_every = 35\n"
+                      << method_table << "\n"
+                      << "[datasets.listops]\nmax_len = 96\ntrain_size = 256\nval_size = 32\ntest_size = 32\n"
+                      << "max_depth = 3\nmax_args = 4\nmin_length = 8\nmax_length = 90\n";
+  return file;
+}
+
+TEST_F(Queue, AJobThatSegfaultsFailsAfterItsAttemptsWhileTheOthersFinish) {
+  const std::string file = write_experiment(path("crash.toml"), "[methods.crash]\nhow = \"segv\"\n[methods.softmax]", 20);
+  const std::string db = path("r.db");
+  std::string out;
+  ASSERT_EQ(attnlab("run " + file + " --db " + db + " --cache-dir " + path("cache") + " --threads 1 --plugins " +
+                        ATTNLAB_CRASH_PLUGIN_DIR, out), 0) << out;
+  const std::string crash = "(SELECT id FROM jobs WHERE method = 'crash')";
+  EXPECT_EQ(query_one(db, "SELECT state FROM jobs WHERE id = " + crash), "failed");
+  EXPECT_EQ(query_one(db, "SELECT count(*) FROM runs WHERE job_id = " + crash + " AND status = 'failed' AND "
+                          "error = 'job process killed by signal 11 (Segmentation fault)'"), "3");
+  EXPECT_NE(query_one(db, "SELECT error FROM jobs WHERE id = " + crash).find("signal 11"), std::string::npos);
+  EXPECT_EQ(query_one(db, "SELECT state FROM jobs WHERE method = 'softmax'"), "done");
+  EXPECT_EQ(query_one(db, "SELECT count(*) FROM results WHERE name = 'test_acc'"), "1");
+  EXPECT_EQ(query_one(db, "PRAGMA integrity_check"), "ok");
+}
+
+// Resume: the same job run without interruption once (the reference), then interrupted in
+// several ways; every interrupted job must end with the reference's figures and curve.
+class Resume : public attnlab::testing::CliTest {
+ protected:
+  static constexpr int kSteps = 700;
+  static std::string reference_dir() { return (fs::temp_directory_path() / ("attnlab-resume-ref-" + std::to_string(getpid()))).string(); }
+  static std::string experiment_file() { return reference_dir() + "/resume.toml"; }
+  static std::string reference_db() { return reference_dir() + "/reference.db"; }
+  static std::string cache() { return reference_dir() + "/cache"; }
+
+  static void SetUpTestSuite() {
+    fs::create_directories(reference_dir());
+    write_experiment(experiment_file(), "[methods.softmax]", kSteps);
+    const int status = std::system((std::string(ATTNLAB_BINARY) + " run " + experiment_file() + " --db " + reference_db() +
+                                    " --cache-dir " + cache() + " --threads 1 > " + reference_dir() + "/reference.log 2>&1").c_str());
+    ASSERT_EQ(status, 0) << read_file(reference_dir() + "/reference.log");
+  }
+  static void TearDownTestSuite() { fs::remove_all(reference_dir()); }
+
+  // The final figures that must not depend on interruptions, exactly (17 digits).
+  static std::string figures(const std::string& db, const std::string& run) {
+    return query_one(db, "SELECT group_concat(name || '=' || printf('%.17g', value), ' ') FROM (SELECT * FROM results "
+                         "WHERE run_id = " + run + " AND name IN ('test_acc', 'test_loss', 'best_val_acc', 'best_step', "
+                         "'steps_done', 'param_count', 'majority_rate') ORDER BY name)");
+  }
+  static std::string curve(const std::string& db, const std::string& run) {
+    return query_one(db, "SELECT group_concat(split || '/' || name || '@' || step || '=' || printf('%.17g', value), ' ') "
+                         "FROM (SELECT * FROM curves WHERE run_id = " + run + " ORDER BY split, name, step)");
+  }
+  void expect_same_as_reference(const std::string& db, const std::string& run) const {
+    const std::string expected = figures(reference_db(), "1");
+    EXPECT_NE(expected.find("test_acc="), std::string::npos) << expected;
+    EXPECT_EQ(figures(db, run), expected);
+    EXPECT_NE(curve(reference_db(), "1"), "NULL");
+    EXPECT_EQ(curve(db, run), curve(reference_db(), "1"));
+    EXPECT_EQ(query_one(db, "SELECT value FROM results WHERE run_id = " + run + " AND name = 'steps_done'"),
+              std::to_string(kSteps) + ".0");
+  }
+
+  // Starts `attnlab run` on the experiment; returns once its job has recorded a resume
+  // checkpoint, with the job process's pid in `job_pid` (0 if that never happened).
+  pid_t start_run_until_checkpoint(const std::vector<std::string>& extra, pid_t& job_pid) const {
+    std::vector<std::string> args = {"run", experiment_file(), "--db", path("r.db"), "--cache-dir", cache(), "--threads", "1"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const pid_t parent = spawn_attnlab(args, path("run.log"));
+    job_pid = 0;
+    for (int i = 0; i < 3000 && job_pid == 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      if (!fs::exists(path("r.db"))) continue;
+      const std::string pid = query_one(path("r.db"), "SELECT pid FROM runs WHERE status = 'running' AND resume_step > 0");
+      if (pid != "(none)" && pid != "(error)" && pid != "NULL") job_pid = std::stoi(pid);
+    }
+    return parent;
+  }
+};
+
+TEST_F(Resume, AJobProcessKilledMidTrainingResumesWithTheSameFigures) {
+  pid_t job_pid = 0;
+  const pid_t parent = start_run_until_checkpoint({}, job_pid);
+  ASSERT_GT(job_pid, 0) << read_file(path("run.log"));
+  ASSERT_EQ(kill(job_pid, SIGKILL), 0);
+  ASSERT_EQ(wait_exit(parent, 300), 0) << read_file(path("run.log"));
+  const std::string db = path("r.db");
+  EXPECT_EQ(query_one(db, "SELECT status || ': ' || error FROM runs WHERE id = 1"), "failed: job process killed by signal 9 (Killed)");
+  EXPECT_EQ(query_one(db, "SELECT status FROM runs WHERE id = 2"), "done");
+  const std::string step = query_one(db, "SELECT resume_step FROM runs WHERE id = 1");
+  ASSERT_NE(step, "NULL");
+  EXPECT_GT(std::stoi(step), 0);
+  EXPECT_LT(std::stoi(step), kSteps);
+  EXPECT_NE(read_file(path("run.log")).find("resumes run 1 from step " + step), std::string::npos) << read_file(path("run.log"));
+  // the points up to the checkpoint are run 1's own, carried over (same wall times)
+  EXPECT_EQ(query_one(db, "SELECT count(*) FROM curves a JOIN curves b USING (split, name, step) WHERE a.run_id = 1 AND "
+                          "b.run_id = 2 AND a.wall_seconds = b.wall_seconds AND b.step > " + step), "0");
+  EXPECT_NE(query_one(db, "SELECT count(*) FROM curves a JOIN curves b USING (split, name, step) WHERE a.run_id = 1 AND "
+                          "b.run_id = 2 AND a.wall_seconds = b.wall_seconds AND b.step <= " + step), "0");
+  expect_same_as_reference(db, "2");
+  EXPECT_TRUE(fs::exists(path("r.db.ckpt/run-2.pt")));
+  // the job is final: no resume checkpoint is left behind
+  for (const auto& entry : fs::directory_iterator(path("r.db.ckpt")))
+    EXPECT_EQ(entry.path().string().find(".resume.pt"), std::string::npos) << entry.path();
+}
+
+TEST_F(Resume, AKilledDeviceWorkerTakesItsJobProcessAlongAndTheJobResumesElsewhere) {
+  pid_t job_pid = 0;
+  const pid_t parent = start_run_until_checkpoint({"--lease", "2"}, job_pid);
+  ASSERT_GT(job_pid, 0) << read_file(path("run.log"));
+  const pid_t device_worker = proc_stat(job_pid).first;
+  ASSERT_NE(device_worker, parent);
+  ASSERT_EQ(kill(device_worker, SIGKILL), 0);
+  // the job process dies with its device worker: nothing is left writing for the lost attempt
+  bool gone = false;
+  for (int i = 0; i < 200 && !gone; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    gone = !alive(job_pid);
+  }
+  EXPECT_TRUE(gone) << "the job process outlived its device worker";
+  // the supervisor starts a new device worker, which takes the job once the lease expires
+  ASSERT_EQ(wait_exit(parent, 300), 0) << read_file(path("run.log"));
+  const std::string db = path("r.db");
+  EXPECT_EQ(query_one(db, "SELECT status FROM runs WHERE id = 1"), "lost");
+  EXPECT_EQ(query_one(db, "SELECT status FROM runs WHERE id = 2"), "done");
+  EXPECT_NE(query_one(db, "SELECT worker FROM runs WHERE id = 1"), query_one(db, "SELECT worker FROM runs WHERE id = 2"));
+  EXPECT_NE(read_file(path("run.log")).find("resumes run 1 from step"), std::string::npos) << read_file(path("run.log"));
+  expect_same_as_reference(db, "2");
+}
+
+TEST_F(Resume, SigtermCheckpointsAndReleasesTheJobThenAWorkerFinishesIt) {
+  pid_t job_pid = 0;
+  const pid_t parent = start_run_until_checkpoint({}, job_pid);
+  ASSERT_GT(job_pid, 0) << read_file(path("run.log"));
+  ASSERT_EQ(kill(parent, SIGTERM), 0);
+  EXPECT_EQ(wait_exit(parent, 120), 128 + SIGTERM) << read_file(path("run.log"));
+  const std::string db = path("r.db");
+  EXPECT_EQ(query_one(db, "SELECT status FROM runs WHERE id = 1"), "interrupted");
+  EXPECT_EQ(query_one(db, "SELECT state || ' ' || failures FROM jobs WHERE id = 1"), "queued 0");
+  const std::string checkpoint = query_one(db, "SELECT resume_checkpoint FROM runs WHERE id = 1");
+  EXPECT_TRUE(fs::exists(checkpoint)) << checkpoint;
+  EXPECT_EQ(query_one(db, "PRAGMA integrity_check"), "ok");
+
+  std::string out;
+  ASSERT_EQ(attnlab("worker --idle-exit --db " + db + " --cache-dir " + cache() + " --threads 1", out), 0) << out;
+  EXPECT_EQ(query_one(db, "SELECT status FROM runs WHERE id = 2"), "done");
+  EXPECT_NE(out.find("resumes run 1 from step " + query_one(db, "SELECT resume_step FROM runs WHERE id = 1")), std::string::npos) << out;
+  expect_same_as_reference(db, "2");
+  EXPECT_FALSE(fs::exists(checkpoint));  // the job is done: its resume checkpoints are removed
+}
+
+}  // namespace

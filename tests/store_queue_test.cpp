@@ -1,0 +1,530 @@
+// The queue in the store (schema v4): claims, leases, expiry, the failure cap, cancel and retry,
+// refusing to open without migrating, and the migration of a version 3 file with data.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../store/src/schema_v1.hpp"
+#include "../store/src/schema_v2.hpp"
+#include "../store/src/schema_v3.hpp"
+#include "attnlab/store.hpp"
+#include "store_support.hpp"
+
+using attnlab::store::Claimer;
+using attnlab::store::CurvePoint;
+using attnlab::store::Database;
+using attnlab::store::JobFilter;
+using attnlab::store::LeaseLost;
+using attnlab::store::QueuedJob;
+using attnlab::store::StoreError;
+namespace fs = std::filesystem;
+using attnlab::store::testing::query;
+using attnlab::store::testing::query_one;
+using attnlab::store::testing::raw_exec;
+using attnlab::store::testing::raw_query_one;
+using attnlab::store::testing::StoreTest;
+
+namespace {
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void sleep_s(double seconds) { std::this_thread::sleep_for(std::chrono::duration<double>(seconds)); }
+
+class Queue : public StoreTest {
+ protected:
+  // A database with `n` queued jobs of one experiment; their ids in `jobs`.
+  Database& fill(int n, const std::string& name = "queue.db") {
+    db_ = std::make_unique<Database>(file(name));
+    const auto exp = db_->add_experiment("e", "e.toml", "[experiment]");
+    for (int i = 0; i < n; ++i) jobs.push_back(db_->add_job(spec(exp, "h" + std::to_string(i), i)).job_id);
+    return *db_;
+  }
+  QueuedJob queued(std::int64_t job) {
+    const auto rows = db_->list_jobs({{}, {}, {}, {job}});
+    EXPECT_EQ(rows.size(), 1u);
+    return rows.empty() ? QueuedJob{} : rows[0];
+  }
+  std::string run_column(std::int64_t run, const std::string& column) {
+    return query_one(db_->handle(), "SELECT quote(" + column + ") FROM runs WHERE id = " + std::to_string(run));
+  }
+
+  std::unique_ptr<Database> db_;
+  std::vector<std::int64_t> jobs;
+};
+
+TEST_F(Queue, ClaimsTheLowestQueuedJobOnceWithALease) {
+  Database& db = fill(3);
+  const double before = now_seconds();
+  std::vector<std::int64_t> claimed, runs;
+  while (auto lease = db.claim_next_job(claimer("w1"), 30)) {
+    claimed.push_back(lease->job_id);
+    runs.push_back(lease->run_id);
+    EXPECT_EQ(lease->attempt, 1);
+    EXPECT_EQ(lease->worker, "w1");
+    EXPECT_GE(lease->expires_at, before + 30);
+    EXPECT_LE(lease->expires_at, now_seconds() + 30);
+    const QueuedJob q = queued(lease->job_id);
+    EXPECT_EQ(q.job.state, "running");
+    EXPECT_EQ(q.attempts, 1);
+    EXPECT_EQ(q.lease_run_id, lease->run_id);
+    EXPECT_EQ(q.lease_owner, "w1");
+    EXPECT_DOUBLE_EQ(q.lease_expires_at, lease->expires_at);
+  }
+  EXPECT_EQ(claimed, jobs);
+  EXPECT_EQ(db.claim_next_job(claimer("w2"), 30), std::nullopt);
+  // the run rows the claims made: the claimer, a 128-bit uid each, a first heartbeat
+  EXPECT_EQ(query_one(db.handle(), "SELECT count(DISTINCT uid) FROM runs WHERE length(uid) = 32 AND uid NOT GLOB '*[^0-9a-f]*'"),
+            "3");
+  EXPECT_EQ(run_column(runs[0], "worker || '|' || host || '|' || device || '|' || pid || '|' || status"),
+            "'w1|test-host|cpu|1|running'");
+  EXPECT_NE(run_column(runs[0], "heartbeat_at"), "NULL");
+  // restricted to some ids
+  Database& same = *db_;
+  same.cancel_jobs({jobs[0]});
+  EXPECT_EQ(same.retry_jobs({jobs[0]}), std::vector<std::int64_t>{jobs[0]});
+  EXPECT_EQ(same.claim_next_job(claimer(), 30, {jobs[1], jobs[2]}), std::nullopt);
+  EXPECT_EQ(same.claim_next_job(claimer(), 30, {jobs[2], jobs[0]})->job_id, jobs[0]);
+}
+
+TEST_F(Queue, ConcurrentClaimersNeverShareAJob) {
+  fill(200, "shared.db");
+  constexpr int kClaimers = 4;
+  std::vector<std::vector<std::int64_t>> taken(kClaimers);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kClaimers; ++t) {
+    threads.emplace_back([&, t] {
+      Database db(file("shared.db"), Database::Open::existing);  // one connection per claimer
+      const Claimer me{"w" + std::to_string(t), "h", "cpu", t + 1};
+      while (auto lease = db.claim_next_job(me, 30)) {
+        taken[t].push_back(lease->job_id);
+        sleep_s(0.001);  // the job: others claim meanwhile
+        db.finish_run(lease->run_id, "done", {{"noop", 1}}, "", "");
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::vector<std::int64_t> all;
+  int busy_claimers = 0;
+  for (const auto& v : taken) {
+    busy_claimers += !v.empty();
+    all.insert(all.end(), v.begin(), v.end());
+  }
+  EXPECT_GE(busy_claimers, 2);  // the claims did interleave
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(all, jobs);  // each job exactly once
+  EXPECT_EQ(query_one(db_->handle(), "SELECT count(*) FROM runs"), "200");
+  EXPECT_EQ(query_one(db_->handle(), "SELECT count(*) FROM jobs WHERE state = 'done' AND attempts = 1"), "200");
+}
+
+TEST_F(Queue, AnExpiredLeaseReturnsTheJob) {
+  Database& db = fill(1);
+  const auto first = db.claim_next_job(claimer("slow"), 0.05);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(db.claim_next_job(claimer("other"), 30), std::nullopt);  // not expired yet
+  sleep_s(0.1);
+  const auto second = db.claim_next_job(claimer("other"), 30);
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->job_id, first->job_id);
+  EXPECT_EQ(second->attempt, 2);
+  EXPECT_EQ(run_column(first->run_id, "status || '|' || error"), "'lost|lease expired: worker slow stopped renewing it'");
+  EXPECT_NE(run_column(first->run_id, "finished_at"), "NULL");
+  const QueuedJob q = queued(first->job_id);
+  EXPECT_EQ(q.failures, 1);  // a lost attempt counts
+  EXPECT_EQ(q.attempts, 2);
+  EXPECT_EQ(q.lease_owner, "other");
+
+  // expire_leases does the same without claiming
+  db.finish_run(second->run_id, "failed", {}, "boom", "");
+  const auto third = db.claim_next_job(claimer("slow"), 0.05);
+  ASSERT_TRUE(third);
+  EXPECT_EQ(db.expire_leases(), 0);
+  sleep_s(0.1);
+  EXPECT_EQ(db.expire_leases(), 1);
+  EXPECT_EQ(queued(third->job_id).job.state, "failed");  // the third failure of three
+  EXPECT_EQ(queued(third->job_id).error, "3 attempts failed; last: lease expired: worker slow stopped renewing it");
+}
+
+TEST_F(Queue, HeartbeatsKeepTheLease) {
+  Database& db = fill(1);
+  const auto lease = db.claim_next_job(claimer(), 0.3);
+  ASSERT_TRUE(lease);
+  const std::string first_beat = run_column(lease->run_id, "heartbeat_at");
+  for (int i = 0; i < 4; ++i) {
+    sleep_s(0.1);
+    EXPECT_TRUE(db.renew_lease(lease->run_id, 0.3));
+  }
+  EXPECT_GT(run_column(lease->run_id, "heartbeat_at"), first_beat);
+  EXPECT_EQ(db.expire_leases(), 0);  // 0.4 s after the claim, alive thanks to the heartbeats
+  EXPECT_GT(queued(lease->job_id).lease_expires_at, now_seconds());
+  // a lease past its time that nobody ended yet still holds: a late heartbeat keeps it
+  sleep_s(0.35);
+  EXPECT_TRUE(db.renew_lease(lease->run_id, 30));
+  EXPECT_EQ(db.expire_leases(), 0);
+  EXPECT_THROW(db.renew_lease(lease->run_id, 0), StoreError);
+}
+
+TEST_F(Queue, ALostLeaseRefusesEveryRunLevelWriteAndWritesNothing) {
+  Database& db = fill(1);
+  const auto old = db.claim_next_job(claimer("old"), 0.05);
+  ASSERT_TRUE(old);
+  db.append_curve(old->run_id, {{1, "train", "loss", 2.0, 0.1}});  // while it held the lease
+  sleep_s(0.1);
+  const auto now = db.claim_next_job(claimer("new"), 30);
+  ASSERT_TRUE(now);
+  const std::string before = attnlab::store::testing::dump_tables(db.handle());
+
+  const std::int64_t run = old->run_id;
+  EXPECT_THROW(db.set_run_environment(run, env()), LeaseLost);
+  EXPECT_THROW(db.append_curve(run, {{2, "train", "loss", 1.0, 0.2}}), LeaseLost);
+  EXPECT_THROW(db.set_resume_checkpoint(run, "/x/resume.pt", 2), LeaseLost);
+  EXPECT_THROW(db.copy_curve(now->run_id, run, 10), LeaseLost);
+  EXPECT_THROW(db.finish_run(run, "done", {{"test_acc", 1.0}}, "", "/x/best.pt"), LeaseLost);
+  EXPECT_FALSE(db.fail_run_if_unfinished(run, "failed", "late"));
+  EXPECT_FALSE(db.renew_lease(run, 30));
+  EXPECT_EQ(attnlab::store::testing::dump_tables(db.handle()), before);  // not one byte written
+  try {
+    db.finish_run(run, "done", {}, "", "");
+  } catch (const LeaseLost& e) {
+    EXPECT_EQ(std::string(e.what()), db.path() + ": run " + std::to_string(run) + " no longer holds the lease of job " +
+                                         std::to_string(old->job_id) + " (the run is 'lost'); nothing written");
+  }
+
+  // the holder writes as usual, and may continue the old attempt's curve
+  db.copy_curve(run, now->run_id, 10);
+  db.finish_run(now->run_id, "done", {{"test_acc", 0.5}}, "", "");
+  EXPECT_EQ(query_one(db.handle(), "SELECT count(*) FROM results WHERE run_id = " + std::to_string(run)), "0");
+  EXPECT_EQ(query_one(db.handle(), "SELECT count(*) FROM curves WHERE run_id = " + std::to_string(now->run_id)), "1");
+  EXPECT_EQ(queued(now->job_id).job.state, "done");
+  EXPECT_THROW(db.finish_run(now->run_id, "done", {}, "", ""), LeaseLost);  // once only
+}
+
+TEST_F(Queue, FailuresAreCappedAndInterruptionsAreNot) {
+  Database& db = fill(2);
+  raw_exec(db.path(), "UPDATE jobs SET max_attempts = 2 WHERE id = " + std::to_string(jobs[0]));
+  for (int i = 0; i < 5; ++i) {  // interrupted: released, never counted
+    const auto lease = db.claim_next_job(claimer(), 30, {jobs[1]});
+    ASSERT_TRUE(lease);
+    db.finish_run(lease->run_id, "interrupted", {}, "SIGTERM", "");
+  }
+  EXPECT_EQ(queued(jobs[1]).job.state, "queued");
+  EXPECT_EQ(queued(jobs[1]).failures, 0);
+  EXPECT_EQ(queued(jobs[1]).attempts, 5);
+
+  auto lease = db.claim_next_job(claimer(), 30, {jobs[0]});
+  ASSERT_TRUE(lease);
+  EXPECT_TRUE(db.fail_run_if_unfinished(lease->run_id, "failed", "job process killed by signal 11"));
+  EXPECT_EQ(queued(jobs[0]).job.state, "queued");
+  EXPECT_EQ(queued(jobs[0]).error, "job process killed by signal 11");
+  lease = db.claim_next_job(claimer(), 30, {jobs[0]});
+  ASSERT_TRUE(lease);
+  db.finish_run(lease->run_id, "failed", {}, "exited with status 3", "");
+  const QueuedJob q = queued(jobs[0]);
+  EXPECT_EQ(q.job.state, "failed");
+  EXPECT_EQ(q.failures, 2);
+  EXPECT_EQ(q.error, "2 attempts failed; last: exited with status 3");
+  EXPECT_EQ(q.lease_run_id, 0);
+  EXPECT_EQ(db.claim_next_job(claimer(), 30, {jobs[0]}), std::nullopt);
+  // each attempt keeps its own error
+  EXPECT_EQ(query(db.handle(), "SELECT error FROM runs WHERE job_id = " + std::to_string(jobs[0]) + " ORDER BY attempt"),
+            (std::vector<std::string>{"job process killed by signal 11", "exited with status 3"}));
+
+  // done, diverged and oom are final at once
+  Database& same = db;
+  const auto exp = same.add_experiment("e2", "", "c");
+  for (const std::string status : {"diverged", "oom"}) {
+    const auto job = same.add_job(spec(exp, "final-" + status)).job_id;
+    const auto l = same.claim_next_job(claimer(), 30, {job});
+    same.finish_run(l->run_id, status, {}, "loss is nan", "");
+    EXPECT_EQ(queued(job).job.state, status);
+    EXPECT_EQ(queued(job).failures, 0);
+  }
+}
+
+TEST_F(Queue, CancelTakesTheLeaseAwayAndRetryQueuesAgain) {
+  Database& db = fill(4);
+  const auto running = db.claim_next_job(claimer("holder"), 30, {jobs[0]});
+  ASSERT_TRUE(running);
+  const auto done = db.claim_next_job(claimer(), 30, {jobs[3]});
+  db.finish_run(done->run_id, "done", {}, "", "");
+  db.mark_submitted({jobs[2]});
+
+  EXPECT_EQ(db.cancel_jobs({jobs[0], jobs[1], jobs[2], jobs[3], 999, jobs[1]}),
+            (std::vector<std::int64_t>{jobs[0], jobs[1], jobs[2]}));
+  for (int i : {0, 1, 2}) EXPECT_EQ(queued(jobs[i]).job.state, "cancelled");
+  EXPECT_EQ(queued(jobs[3]).job.state, "done");
+  EXPECT_EQ(run_column(running->run_id, "status || '|' || error"), "'interrupted|cancelled'");
+  EXPECT_EQ(queued(jobs[0]).lease_run_id, 0);
+  // the holder finds out at its next write or heartbeat
+  EXPECT_FALSE(db.renew_lease(running->run_id, 30));
+  EXPECT_THROW(db.append_curve(running->run_id, {{1, "train", "loss", 1.0, 1.0}}), LeaseLost);
+  EXPECT_THROW(db.finish_run(running->run_id, "done", {{"test_acc", 1}}, "", ""), LeaseLost);
+  EXPECT_EQ(query_one(db.handle(), "SELECT count(*) FROM results"), "0");
+  EXPECT_EQ(db.claim_next_job(claimer(), 30), std::nullopt);  // cancelled jobs are not claimed
+
+  EXPECT_EQ(db.retry_jobs({jobs[0], jobs[3], 999}), std::vector<std::int64_t>{jobs[0]});
+  EXPECT_EQ(queued(jobs[0]).job.state, "queued");
+  EXPECT_EQ(queued(jobs[3]).job.state, "done");  // retry leaves done jobs alone (requeue_job runs them again)
+  EXPECT_EQ(db.claim_next_job(claimer(), 30)->job_id, jobs[0]);
+}
+
+TEST_F(Queue, RetryResetsTheFailureCount) {
+  Database& db = fill(1);
+  for (int i = 0; i < 3; ++i) db.finish_run(db.claim_next_job(claimer(), 30)->run_id, "failed", {}, "boom", "");
+  EXPECT_EQ(queued(jobs[0]).job.state, "failed");
+  EXPECT_EQ(db.retry_jobs({jobs[0]}), std::vector<std::int64_t>{jobs[0]});
+  EXPECT_EQ(queued(jobs[0]).failures, 0);
+  EXPECT_EQ(queued(jobs[0]).attempts, 3);
+  const auto lease = db.claim_next_job(claimer(), 30);
+  ASSERT_TRUE(lease);
+  EXPECT_EQ(lease->attempt, 4);
+  db.finish_run(lease->run_id, "failed", {}, "boom", "");
+  EXPECT_EQ(queued(jobs[0]).job.state, "queued");  // three more tries after a retry
+}
+
+// A job handed to a SLURM array whose task died goes back to the queue as it was: its failures stay.
+TEST_F(Queue, RetryOfASubmittedJobKeepsItsFailures) {
+  Database& db = fill(1);
+  db.finish_run(db.claim_next_job(claimer(), 30)->run_id, "failed", {}, "boom", "");
+  EXPECT_EQ(db.mark_submitted({jobs[0]}), std::vector<std::int64_t>{jobs[0]});
+  EXPECT_EQ(db.claim_next_job(claimer(), 30), std::nullopt);  // submitted jobs are the array's
+  EXPECT_EQ(db.retry_jobs({jobs[0]}), std::vector<std::int64_t>{jobs[0]});
+  EXPECT_EQ(queued(jobs[0]).job.state, "queued");
+  EXPECT_EQ(queued(jobs[0]).failures, 1);
+}
+
+TEST_F(Queue, CountsListsAndSubmits) {
+  Database& db = fill(5);
+  db.finish_run(db.claim_next_job(claimer(), 30, {jobs[0]})->run_id, "done", {}, "", "");
+  db.claim_next_job(claimer(), 30, {jobs[1]});
+  EXPECT_EQ(db.mark_submitted({jobs[1], jobs[2], jobs[3]}), (std::vector<std::int64_t>{jobs[2], jobs[3]}));
+  db.cancel_jobs({jobs[3]});
+  const std::vector<std::pair<std::string, std::int64_t>> want = {
+      {"queued", 1}, {"running", 1}, {"submitted", 1}, {"done", 1},
+      {"failed", 0}, {"diverged", 0}, {"oom", 0},       {"cancelled", 1}};
+  EXPECT_EQ(db.queue_counts(), want);
+
+  auto ids = [](const std::vector<QueuedJob>& rows) {
+    std::vector<std::int64_t> out;
+    for (const auto& r : rows) out.push_back(r.job.id);
+    return out;
+  };
+  EXPECT_EQ(ids(db.list_jobs({})), jobs);
+  EXPECT_EQ(ids(db.list_jobs({{"done", "cancelled"}, {}, {}, {}})), (std::vector<std::int64_t>{jobs[0], jobs[3]}));
+  EXPECT_EQ(ids(db.list_jobs({{}, {"softmax"}, {"listops"}, {jobs[4], jobs[2]}})),
+            (std::vector<std::int64_t>{jobs[2], jobs[4]}));
+  EXPECT_TRUE(db.list_jobs({{}, {"linear"}, {}, {}}).empty());
+  EXPECT_TRUE(db.list_jobs({{"it's \"odd\"\n"}, {}, {}, {}}).empty());  // quoted through JSON, not spliced
+  const QueuedJob first = db.list_jobs({}).at(0);
+  EXPECT_EQ(first.job.config_hash, "h0");
+  EXPECT_EQ(first.max_attempts, 3);
+  EXPECT_FALSE(first.created_at.empty());
+}
+
+TEST_F(Queue, AbandonLeasesEndsEveryRunningRunWhateverItsExpiry) {
+  Database& db = fill(3);
+  const auto a = db.claim_next_job(claimer(), 3600);
+  const auto b = db.claim_next_job(claimer(), 3600);
+  EXPECT_EQ(db.abandon_leases("requeued array task"), 2);
+  for (const auto& lease : {a, b}) {
+    EXPECT_EQ(run_column(lease->run_id, "status || '|' || error"), "'lost|requeued array task'");
+    EXPECT_EQ(queued(lease->job_id).job.state, "queued");
+    EXPECT_EQ(queued(lease->job_id).failures, 1);
+  }
+  EXPECT_EQ(db.abandon_leases("again"), 0);
+  EXPECT_EQ(db.claim_next_job(claimer(), 30)->job_id, jobs[0]);
+}
+
+TEST_F(Queue, ResumePointIsTheNewestCheckpointSinceTheLastFinish) {
+  Database& db = fill(2);
+  EXPECT_EQ(db.resume_point(jobs[0]), (std::pair<std::string, std::int64_t>{"", 0}));
+  const auto first = db.claim_next_job(claimer(), 30, {jobs[0]});
+  db.append_curve(first->run_id, {{5, "train", "loss", 2.0, 1}, {10, "train", "loss", 1.5, 2}, {12, "train", "loss", 1.4, 3},
+                                  {20, "train", "tau", 0.5, 0}});  // instability points: before training, any step
+  db.set_resume_checkpoint(first->run_id, "/ck/job.resume.pt", 5);
+  db.set_resume_checkpoint(first->run_id, "/ck/job.resume.pt", 10);
+  db.fail_run_if_unfinished(first->run_id, "failed", "killed by signal 9");
+
+  const auto second = db.claim_next_job(claimer(), 30, {jobs[0]});
+  EXPECT_EQ(db.resume_point(jobs[0]), (std::pair<std::string, std::int64_t>{"/ck/job.resume.pt", first->run_id}));
+  EXPECT_EQ(db.resume_step(first->run_id), 10);
+  EXPECT_EQ(db.resume_step(second->run_id), 0);
+  db.copy_curve(first->run_id, second->run_id, 10);  // what was logged after the checkpoint is redone
+  const auto copied = db.curve(second->run_id);
+  ASSERT_EQ(copied.size(), 3u);
+  int loss_at_10 = 0, tau_at_20 = 0;
+  for (const auto& p : copied) {
+    loss_at_10 += p.name == "loss" && p.step == 10 && p.value == 1.5;
+    tau_at_20 += p.name == "tau" && p.step == 20;
+    EXPECT_NE(p.step, 12);
+  }
+  EXPECT_EQ(loss_at_10, 1);
+  EXPECT_EQ(tau_at_20, 1);
+  const auto other = db.claim_next_job(claimer(), 30, {jobs[1]});
+  EXPECT_THROW(db.copy_curve(other->run_id, second->run_id, 10), StoreError);  // another job's curve
+
+  db.finish_run(second->run_id, "done", {}, "", "");
+  db.requeue_job(jobs[0]);  // run again (--rerun): from the start, not from an old checkpoint
+  EXPECT_EQ(db.resume_point(jobs[0]).first, "");
+}
+
+TEST_F(Queue, AttemptsOfAJobOldestFirst) {
+  Database& db = fill(1);
+  EXPECT_TRUE(db.attempts_of_job(jobs[0]).empty());
+  const auto first = db.claim_next_job({"n1:5:cpu", "n1", "cpu", 5}, 0.01);
+  db.set_resume_checkpoint(first->run_id, "/c/job-1.resume.pt", 40);
+  sleep_s(0.05);
+  const auto second = db.claim_next_job({"n2:6:cuda:1", "n2", "cuda:1", 6}, 30);
+  const auto attempts = db.attempts_of_job(jobs[0]);
+  ASSERT_EQ(attempts.size(), 2u);
+  EXPECT_EQ(attempts[0].run_id, first->run_id);
+  EXPECT_EQ(attempts[0].attempt, 1);
+  EXPECT_EQ(attempts[0].status, "lost");
+  EXPECT_EQ(attempts[0].worker + "|" + attempts[0].host + "|" + attempts[0].device, "n1:5:cpu|n1|cpu");
+  EXPECT_EQ(attempts[0].pid, 5);
+  EXPECT_EQ(attempts[0].error, "lease expired: worker n1:5:cpu stopped renewing it");
+  EXPECT_EQ(attempts[0].resume_checkpoint, "/c/job-1.resume.pt");
+  EXPECT_EQ(attempts[0].resume_step, 40);
+  EXPECT_FALSE(attempts[0].finished_at.empty());
+  EXPECT_LE(attempts[0].started_at, attempts[0].heartbeat_at);
+  EXPECT_EQ(attempts[1].run_id, second->run_id);
+  EXPECT_EQ(attempts[1].status, "running");
+  EXPECT_EQ(attempts[1].finished_at, "");
+  EXPECT_EQ(attempts[1].resume_step, 0);
+  // the experiment an enqueue finds again
+  EXPECT_EQ(db.find_experiment("e", "[experiment]"), std::optional<std::int64_t>(queued(jobs[0]).job.experiment_id));
+  EXPECT_EQ(db.find_experiment("e", "[experiment]\n"), std::nullopt);
+  EXPECT_EQ(queued(jobs[0]).experiment, "e");
+}
+
+TEST_F(Queue, WorkersNeverMigrate) {
+  const std::string missing = file("missing.db");
+  try {
+    Database db(missing, Database::Open::existing);
+    FAIL() << "opened a missing file";
+  } catch (const StoreError& e) {
+    EXPECT_EQ(std::string(e.what()), missing + ": no such database: run `attnlab db migrate --db " + missing +
+                                         "` (or `attnlab queue add`) first");
+  }
+  EXPECT_FALSE(fs::exists(missing));
+
+  const std::string old = file("v3.db");
+  raw_exec(old, std::string(attnlab::store::kSchemaV1) + attnlab::store::kSchemaV2 + attnlab::store::kSchemaV3 +
+                    "PRAGMA user_version = 3;");
+  try {
+    Database db(old, Database::Open::existing);
+    FAIL() << "opened a version 3 file without migrating";
+  } catch (const StoreError& e) {
+    EXPECT_EQ(std::string(e.what()), old + ": database schema version 3 is older than this attnlab needs (4): run "
+                                           "`attnlab db migrate --db " + old + "` first");
+  }
+  EXPECT_EQ(raw_query_one(old, "PRAGMA user_version"), "3");
+  EXPECT_EQ(raw_query_one(old, "SELECT count(*) FROM sqlite_master WHERE name = 'jobs_by_state'"), "0");
+
+  const std::string empty = file("empty.db");
+  std::ofstream(empty).close();
+  EXPECT_THROW(Database(empty, Database::Open::existing), StoreError);
+  EXPECT_EQ(fs::file_size(empty), 0u);
+
+  { Database migrated(old); }
+  Database db(old, Database::Open::existing);
+  EXPECT_EQ(db.schema_version(), 4);
+  EXPECT_EQ(query_one(db.handle(), "PRAGMA journal_mode"), "wal");
+  EXPECT_EQ(query_one(db.handle(), "PRAGMA foreign_keys"), "1");
+  raw_exec(old, "PRAGMA user_version = 9");
+  EXPECT_THROW(Database(old, Database::Open::existing), StoreError);
+}
+
+// A version 3 file made with the version 1..3 DDL and rows in every state the old runner left.
+TEST_F(Queue, MigratesAVersion3FileWithDataKeepingEveryRow) {
+  const std::string path = file("v3-data.db");
+  raw_exec(path, std::string(attnlab::store::kSchemaV1) + attnlab::store::kSchemaV2 + attnlab::store::kSchemaV3 + R"sql(
+    PRAGMA user_version = 3;
+    INSERT INTO experiments (id, name, source_path, config_text) VALUES (1, 'old', 'old.toml', '[experiment]');
+    INSERT INTO jobs (id, experiment_id, method, dataset, seed, config_toml, config_hash, state) VALUES
+      (1, 1, 'softmax', 'listops', 1, 'c1', 'h1', 'done'),
+      (2, 1, 'softmax', 'listops', 2, 'c2', 'h2', 'failed'),
+      (3, 1, 'softmax', 'listops', 3, 'c3', 'h3', 'running'),
+      (4, 1, 'softmax', 'listops', 4, 'c4', 'h4', 'queued'),
+      (5, 1, 'softmax', 'listops', 5, 'c5', 'h5', 'running');
+    INSERT INTO job_params VALUES (1, 'train.lr', '0.001'), (2, 'train.lr', '0.002');
+    INSERT INTO runs (id, job_id, attempt, status, host, pid, started_at, finished_at, error, checkpoint_path) VALUES
+      (10, 1, 1, 'interrupted', 'n1', 11, '2024-01-01T00:00:00.000Z', '2024-01-01T00:01:00.000Z', 'SIGINT', NULL),
+      (11, 1, 2, 'done', 'n1', 12, '2024-01-01T00:02:00.000Z', '2024-01-01T00:03:00.000Z', NULL, 'run-11.pt'),
+      (12, 2, 1, 'failed', 'n1', 13, '2024-01-01T00:04:00.000Z', '2024-01-01T00:05:00.000Z', 'boom', NULL),
+      (13, 3, 1, 'running', 'n1', 14, '2024-01-01T00:06:00.000Z', NULL, NULL, NULL),
+      (14, 3, 2, 'running', 'n1', 15, '2024-01-01T00:07:00.000Z', NULL, NULL, NULL);
+    INSERT INTO run_plugins VALUES (11, 'attention', 'softmax', '1.0', '/p/softmax.so', 'aa');
+    INSERT INTO curves VALUES (11, 10, 'train', 'loss', 1.5, 0.5), (11, 20, 'val', 'acc', 0.75, 1.0);
+    INSERT INTO results VALUES (11, 'test_acc', 0.8125);
+    INSERT INTO variance_examples VALUES (11, 'test', 0, 10, 0.5, 1, 2, 2);
+    INSERT INTO bench_results (method, dataset, seq_len, batch_size, device, steps_timed, status, config_toml)
+      VALUES ('softmax', 'listops', 128, 4, 'cpu', 5, 'done', '');
+  )sql");
+  const std::string counts_sql =
+      "SELECT (SELECT count(*) FROM experiments) || ',' || (SELECT count(*) FROM jobs) || ',' || "
+      "(SELECT count(*) FROM job_params) || ',' || (SELECT count(*) FROM runs) || ',' || "
+      "(SELECT count(*) FROM run_plugins) || ',' || (SELECT count(*) FROM curves) || ',' || "
+      "(SELECT count(*) FROM results) || ',' || (SELECT count(*) FROM variance_examples) || ',' || "
+      "(SELECT count(*) FROM bench_results)";
+  EXPECT_EQ(raw_query_one(path, counts_sql), "1,5,2,5,1,2,1,1,1");
+
+  Database db(path);
+  EXPECT_EQ(db.migrated_from(), 3);
+  EXPECT_EQ(db.schema_version(), 4);
+  EXPECT_EQ(query_one(db.handle(), counts_sql), "1,5,2,5,1,2,1,1,1");  // nothing lost
+  EXPECT_EQ(query_one(db.handle(), "PRAGMA integrity_check"), "ok");
+  EXPECT_TRUE(query(db.handle(), "PRAGMA foreign_key_check").empty());
+  EXPECT_EQ(query_one(db.handle(), "PRAGMA foreign_keys"), "1");
+  EXPECT_EQ(query_one(db.handle(), "SELECT count(DISTINCT uid) FROM runs WHERE length(uid) = 32"), "5");
+  // ids, values and the view survive the table rebuilds
+  EXPECT_EQ(query_one(db.handle(), "SELECT group_concat(run_id || ':' || status || ':' || coalesce(test_acc, '-'), ' ') "
+                                   "FROM run_summary"),
+            "10:interrupted:- 11:done:0.8125 12:failed:- 13:lost:- 14:running:-");
+  EXPECT_EQ(query_one(db.handle(), "SELECT host || pid || started_at || finished_at || checkpoint_path FROM runs WHERE id = 11"),
+            "n1122024-01-01T00:02:00.000Z2024-01-01T00:03:00.000Zrun-11.pt");
+  EXPECT_EQ(query_one(db.handle(), "SELECT error FROM runs WHERE id = 13"),
+            "never finished (still running when the database moved to schema 4)");
+
+  auto job = [&](std::int64_t id) {
+    const auto rows = db.list_jobs({{}, {}, {}, {id}});
+    EXPECT_EQ(rows.size(), 1u);
+    return rows.at(0);
+  };
+  EXPECT_EQ(job(1).job.state, "done");
+  EXPECT_EQ(job(1).attempts, 2);
+  EXPECT_EQ(job(1).failures, 0);
+  EXPECT_EQ(job(2).job.state, "failed");
+  EXPECT_EQ(job(2).failures, 1);
+  EXPECT_EQ(job(2).error, "boom");
+  EXPECT_EQ(job(3).job.state, "running");  // with an expired lease held by its newest run
+  EXPECT_EQ(job(3).lease_run_id, 14);
+  EXPECT_EQ(job(3).lease_expires_at, 0);
+  EXPECT_EQ(job(4).job.state, "queued");
+  EXPECT_EQ(job(5).job.state, "queued");  // 'running' with no run: nothing holds it
+  EXPECT_EQ(job(4).max_attempts, 3);
+
+  // The first claim ends the stale lease (job 3 queued again, a failure counted) and takes job 3.
+  const auto lease = db.claim_next_job(claimer(), 30);
+  ASSERT_TRUE(lease);
+  EXPECT_EQ(lease->job_id, 3);
+  EXPECT_EQ(lease->attempt, 3);
+  EXPECT_EQ(query_one(db.handle(), "SELECT status FROM runs WHERE id = 14"), "lost");
+  EXPECT_EQ(job(3).failures, 1);
+  // and the new states are allowed now
+  db.cancel_jobs({4});
+  EXPECT_EQ(job(4).job.state, "cancelled");
+}
+
+}  // namespace
