@@ -7,6 +7,7 @@
 #include <string>
 
 #include <ATen/ATen.h>
+#include <torch/csrc/autograd/custom_function.h>
 #include <torch/nn/init.h>
 
 namespace attnlab::rf {
@@ -55,10 +56,11 @@ at::Tensor zero_padded_keys(const at::Tensor& x, const at::Tensor& key_valid) {
   return at::where(key_valid.unsqueeze(1).unsqueeze(-1), x, at::zeros({}, x.options()));
 }
 
-at::Tensor fwht(const at::Tensor& x) {
+namespace {
+
+// log2(d) butterfly stages, each one reshape: pairs (a, b) at distance h become (a + b, a − b).
+at::Tensor fwht_stages(const at::Tensor& x) {
   const std::int64_t d = x.size(-1);
-  if (d < 1 || (d & (d - 1)) != 0) throw std::invalid_argument("fwht: length " + std::to_string(d) + " is not a power of two");
-  // log2(d) butterfly stages, each one reshape: pairs (a, b) at distance h become (a + b, a − b).
   auto y = x.contiguous();
   for (std::int64_t h = 1; h < d; h *= 2) {
     auto pairs = y.reshape({-1, d / (2 * h), 2, h});
@@ -66,6 +68,27 @@ at::Tensor fwht(const at::Tensor& x) {
     y = at::stack({a + b, a - b}, 2).reshape(y.sizes());
   }
   return y;
+}
+
+// H is symmetric, so the gradient of y = H x is H ∂y: the backward pass is one more transform,
+// and autograd keeps none of the log2(d) stages' intermediates (at 4096 tokens they were most of
+// a Fastfood layer's memory).
+struct FwhtFunction : torch::autograd::Function<FwhtFunction> {
+  static at::Tensor forward(torch::autograd::AutogradContext* /*ctx*/, const at::Tensor& x) {
+    return fwht_stages(x);  // apply() runs it with grad mode off: nothing recorded
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* /*ctx*/,
+                                                 torch::autograd::variable_list grad) {
+    return {FwhtFunction::apply(grad[0])};  // differentiable again: the transform is linear
+  }
+};
+
+}  // namespace
+
+at::Tensor fwht(const at::Tensor& x) {
+  const std::int64_t d = x.size(-1);
+  if (d < 1 || (d & (d - 1)) != 0) throw std::invalid_argument("fwht: length " + std::to_string(d) + " is not a power of two");
+  return FwhtFunction::apply(x);
 }
 
 FrequencyGenerator::FrequencyGenerator(std::int64_t noise_dim, std::int64_t hidden, std::int64_t layers,
