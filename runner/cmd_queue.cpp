@@ -96,8 +96,10 @@ std::string seconds_from_now(double unix_seconds) {
   const double left = unix_seconds - now;
   if (left >= 0)
     std::snprintf(buf, sizeof buf, "expires in %.0f s", left);
-  else
+  else if (-left < 86400)
     std::snprintf(buf, sizeof buf, "expired %.0f s ago", -left);
+  else
+    return "expired";  // e.g. a run that was 'running' when the database was migrated
   return buf;
 }
 
@@ -192,7 +194,9 @@ int queue_list(const Args& args) {
   for (auto& [state, n] : counts) n = 0;
   for (const auto& q : jobs) {
     const std::string lease =
-        q.lease_run_id ? "run " + std::to_string(q.lease_run_id) + " " + q.lease_owner + ", " + seconds_from_now(q.lease_expires_at) : "";
+        q.lease_run_id ? "run " + std::to_string(q.lease_run_id) + (q.lease_owner.empty() ? "" : " " + q.lease_owner) + ", " +
+                             seconds_from_now(q.lease_expires_at)
+                       : "";
     table.add({std::to_string(q.job.id), q.job.method, q.job.dataset, std::to_string(q.job.seed), q.job.state,
                std::to_string(q.attempts), failures_cell(q), lease, short_cell(q.error)});
     for (auto& [state, n] : counts) n += state == q.job.state;
