@@ -8,7 +8,7 @@
 #include <memory>
 #include <sstream>
 
-#include <boost/program_options.hpp>
+#include "cli_options.hpp"
 
 #include "approx.hpp"
 #include "attnlab/torch_compat.hpp"
@@ -91,13 +91,7 @@ int cmd_approx(const Args& args) {
       ("absolute", "print absolute errors instead of relative ones")
       ("show", "print the stored results and exit")
       ("help,h", "this help");
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(options).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw ApproxError(std::string("approx: ") + e.what());
-  }
+  const auto vm = parse_command_line("approx", args, options);
   if (vm.count("help")) return std::cout << options << "\n", 0;
   const std::string db_path = vm["db"].as<std::string>();
   const bool absolute = vm.count("absolute") != 0;

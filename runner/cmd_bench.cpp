@@ -9,7 +9,7 @@
 
 #include <unistd.h>
 
-#include <boost/program_options.hpp>
+#include "cli_options.hpp"
 
 #include "attnlab/config.hpp"
 #include "attnlab/store.hpp"
@@ -31,17 +31,6 @@ namespace {
 struct BenchUsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
-
-po::variables_map parse(const Args& args, const po::options_description& options) {
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(options).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw BenchUsageError(std::string("bench: ") + e.what());
-  }
-  return vm;
-}
 
 std::vector<std::string> plugin_dirs(const po::variables_map& vm) {
   return vm.count("plugins") ? vm["plugins"].as<std::vector<std::string>>() : std::vector<std::string>{};
@@ -178,7 +167,7 @@ int cmd_bench(const Args& raw_args, const std::string& self_exe) {
       ("plugins", po::value<std::vector<std::string>>()->composing(), "extra plugin folder (repeatable)")
       ("show", "print the stored bench results and stop")
       ("help,h", "this help");
-  const auto vm = parse(args, options);
+  const auto vm = parse_command_line("bench", args, options);
   if (vm.count("help")) return std::cout << options, 0;
   const std::string db_path = vm["db"].as<std::string>();
   if (vm.count("show")) return show(db_path);
@@ -359,7 +348,7 @@ int cmd_bench_one(const Args& args) {
       ("threads", po::value<int>()->default_value(0), "intra-op threads")
       ("cache-dir", po::value<std::string>()->default_value(""), "dataset cache folder")
       ("plugins", po::value<std::vector<std::string>>()->composing(), "extra plugin folder (repeatable)");
-  const auto vm = parse(args, options);
+  const auto vm = parse_command_line("bench-one", args, options);
   const auto registry = load_plugins(plugin_dirs(vm), /*quiet_errors=*/true);
   const std::string text = vm["config-toml"].as<std::string>();
   const BenchCase c = parse_bench_config(text, "bench configuration", registry);

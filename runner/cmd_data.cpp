@@ -7,7 +7,7 @@
 #include <map>
 #include <set>
 
-#include <boost/program_options.hpp>
+#include "cli_options.hpp"
 
 #include <ATen/ops/bincount.h>
 
@@ -33,13 +33,7 @@ int cmd_data(const Args& args) {
       ("help,h", "this help");
   po::positional_options_description positional;
   positional.add("experiment", 1);
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(options).positional(positional).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw std::runtime_error(std::string("data: ") + e.what());
-  }
+  const auto vm = parse_command_line("data", args, options, positional);
   if (vm.count("help")) return std::cout << options, 0;
   if (!vm.count("experiment")) throw std::runtime_error("data: name the experiment file");
   const int repeat = vm["repeat"].as<int>();

@@ -3,7 +3,7 @@
 // the file as it is and refuse an older one (store/README.md, "Migrations").
 #include <iostream>
 
-#include <boost/program_options.hpp>
+#include "cli_options.hpp"
 
 #include "attnlab/store.hpp"
 #include "commands.hpp"
@@ -24,13 +24,7 @@ int cmd_db(const Args& args) {
   options.add_options()
       ("db", po::value<std::string>()->default_value("attnlab.db"), "results database (created if missing)")
       ("help,h", "this help");
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(Args(args.begin() + 1, args.end())).options(options).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw std::runtime_error(std::string("db migrate: ") + e.what());
-  }
+  const auto vm = parse_command_line("db migrate", Args(args.begin() + 1, args.end()), options);
   if (vm.count("help")) return std::cout << options, 0;
 
   store::Database db(vm["db"].as<std::string>(), store::Database::Open::migrate);

@@ -7,7 +7,7 @@
 #include <iostream>
 #include <sstream>
 
-#include <boost/program_options.hpp>
+#include "cli_options.hpp"
 
 #include "attnlab/store.hpp"
 #include "commands.hpp"
@@ -27,18 +27,6 @@ constexpr const char* kUsage =
     "  cancel JOB...         queued, running or submitted jobs -> cancelled\n"
     "  retry JOB...          failed, cancelled, diverged or oom jobs -> queued, failure count reset\n"
     "attnlab queue <command> --help shows its options.\n";
-
-po::variables_map parse(const std::string& command, const Args& args, const po::options_description& options,
-                        const po::positional_options_description& positional = {}) {
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(options).positional(positional).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw std::runtime_error("queue " + command + ": " + e.what());
-  }
-  return vm;
-}
 
 void add_db_option(po::options_description& options) {
   options.add_options()("db", po::value<std::string>()->default_value("attnlab.db"), "results database");
@@ -139,7 +127,7 @@ int queue_add(const Args& args) {
       ("help,h", "this help");
   po::positional_options_description positional;
   positional.add("experiment", 1);
-  const auto vm = parse("add", args, options, positional);
+  const auto vm = parse_command_line("queue add", args, options, positional);
   if (vm.count("help")) return std::cout << options, 0;
   if (!vm.count("experiment")) throw std::runtime_error("queue add: name the experiment file");
 
@@ -164,7 +152,7 @@ int queue_list(const Args& args) {
       ("dataset", po::value<std::vector<std::string>>()->composing(), "only this dataset (repeatable)")
       ("format", po::value<std::string>()->default_value("table"), "table or csv")
       ("help,h", "this help");
-  const auto vm = parse("list", args, options);
+  const auto vm = parse_command_line("queue list", args, options);
   if (vm.count("help")) return std::cout << options, 0;
   const std::string format = vm["format"].as<std::string>();
   if (format != "table" && format != "csv") throw std::runtime_error("queue list: --format is table or csv, not '" + format + "'");
@@ -212,7 +200,7 @@ int queue_show(const Args& args) {
   options.add_options()("job", po::value<std::string>(), "job id")("help,h", "this help");
   po::positional_options_description positional;
   positional.add("job", 1);
-  const auto vm = parse("show", args, options, positional);
+  const auto vm = parse_command_line("queue show", args, options, positional);
   if (vm.count("help")) return std::cout << options, 0;
   if (!vm.count("job")) throw std::runtime_error("queue show: name the job");
   const std::int64_t id = job_ids("show", {vm["job"].as<std::string>()}).front();
@@ -255,7 +243,7 @@ int queue_change(const std::string& command, const Args& args) {
       ("help,h", "this help");
   po::positional_options_description positional;
   positional.add("job", -1);
-  const auto vm = parse(command, args, options, positional);
+  const auto vm = parse_command_line("queue " + command, args, options, positional);
   if (vm.count("help")) return std::cout << options, 0;
 
   store::Database db(vm["db"].as<std::string>(), store::Database::Open::existing);

@@ -19,7 +19,7 @@
 #include <set>
 #include <sstream>
 
-#include <boost/program_options.hpp>
+#include "cli_options.hpp"
 
 #include "attnlab/store.hpp"
 #include "commands.hpp"
@@ -37,18 +37,6 @@ namespace {
 struct SlurmError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
-
-po::variables_map parse(const std::string& command, const Args& args, const po::options_description& options,
-                        const po::positional_options_description& positional = {}) {
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(options).positional(positional).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw SlurmError("slurm " + command + ": " + e.what());
-  }
-  return vm;
-}
 
 std::vector<std::string> strings(const po::variables_map& vm, const char* key) {
   return vm.count(key) ? vm[key].as<std::vector<std::string>>() : std::vector<std::string>{};
@@ -118,7 +106,7 @@ int slurm_submit(const Args& args, const std::string& self_exe) {
       ("help,h", "this help");
   po::positional_options_description positional;
   positional.add("experiment", 1);
-  const auto vm = parse("submit", args, options, positional);
+  const auto vm = parse_command_line("slurm submit", args, options, positional);
   if (vm.count("help")) return std::cout << options, 0;
   if (!vm.count("experiment")) throw SlurmError("slurm submit: name the experiment file");
   const bool dry_run = vm.count("dry-run") > 0;
@@ -289,7 +277,7 @@ int slurm_collect(const Args& args) {
       ("dir", po::value<std::string>()->default_value(""),
        "a submission folder, or the folder of them (default: <db>.slurm)")
       ("help,h", "this help");
-  const auto vm = parse("collect", args, options);
+  const auto vm = parse_command_line("slurm collect", args, options);
   if (vm.count("help")) return std::cout << options, 0;
   const std::string db_path = absolute(vm["db"].as<std::string>());
   const std::string root = submissions_root(db_path, vm["dir"].as<std::string>());
@@ -386,7 +374,7 @@ int slurm_task(const Args& args, const std::string& self_exe) {
       ("cache-dir", po::value<std::string>()->default_value(""), "the worker's --cache-dir")
       ("plugins", po::value<std::vector<std::string>>()->composing(), "extra plugin folder (repeatable)")
       ("help,h", "this help");
-  const auto vm = parse("task", args, options);
+  const auto vm = parse_command_line("slurm task", args, options);
   if (vm.count("help")) return std::cout << options, 0;
   if (!vm.count("submission")) throw SlurmError("slurm task: --submission DIR is required");
   const std::string folder = absolute(vm["submission"].as<std::string>());

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <iostream>
 
-#include <boost/program_options.hpp>
+#include "cli_options.hpp"
 
 #include "attnlab/torch_compat.hpp"
 #include "attnlab/trainer.hpp"
@@ -36,13 +36,7 @@ int cmd_variance(const Args& args) {
       ("help,h", "this help");
   po::positional_options_description positional;
   positional.add("run", 1);
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(options).positional(positional).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw std::runtime_error(std::string("variance: ") + e.what());
-  }
+  const auto vm = parse_command_line("variance", args, options, positional);
   if (vm.count("help")) return std::cout << options, 0;
   if (!vm.count("run")) throw std::runtime_error("variance: name the run (attnlab results lists them)");
   const auto run_id = vm["run"].as<std::int64_t>();

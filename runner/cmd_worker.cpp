@@ -10,7 +10,7 @@
 #include <iostream>
 #include <sstream>
 
-#include <boost/program_options.hpp>
+#include "cli_options.hpp"
 
 #include "attnlab/store.hpp"
 #include "child_process.hpp"
@@ -21,17 +21,6 @@ namespace attnlab {
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
 namespace {
-
-po::variables_map parse(const Args& args, const po::options_description& options, const std::string& command) {
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(options).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw std::runtime_error(command + ": " + e.what());
-  }
-  return vm;
-}
 
 // The options `worker` and `worker-device` share.
 void add_common_options(po::options_description& options) {
@@ -84,7 +73,7 @@ int cmd_worker(const Args& args, const std::string& self_exe) {
   options.add_options()("devices", po::value<std::string>()->default_value("cpu"),
                         "cpu, cuda:0,cuda:1,... or all (every CUDA device, else cpu): one device worker each");
   add_common_options(options);
-  const auto vm = parse(args, options, "worker");
+  const auto vm = parse_command_line("worker", args, options);
   if (vm.count("help")) return std::cout << options, 0;
   WorkerOptions o = options_from(vm, "worker");
   o.devices = resolve_devices(vm["devices"].as<std::string>());
@@ -103,7 +92,7 @@ int cmd_worker_device(const Args& args, const std::string& self_exe) {
       ("device", po::value<std::string>()->required(), "cpu or cuda:N")
       ("only", po::value<std::vector<std::string>>()->composing(), "claim only these job ids (comma-separated; repeatable)");
   add_common_options(options);
-  const auto vm = parse(args, options, "worker-device");
+  const auto vm = parse_command_line("worker-device", args, options);
   WorkerOptions o = options_from(vm, "worker-device");
   if (vm.count("only"))
     for (const auto& chunk : vm["only"].as<std::vector<std::string>>())
@@ -118,7 +107,7 @@ int cmd_bench_queue(const Args& args, const std::string& self_exe) {
       ("jobs", po::value<std::int64_t>()->default_value(2000), "no-op jobs per round")
       ("db", po::value<std::string>()->default_value(""), "scratch database (must not exist; default: a temporary file)")
       ("help,h", "this help");
-  const auto vm = parse(args, options, "bench-queue");
+  const auto vm = parse_command_line("bench-queue", args, options);
   if (vm.count("help")) return std::cout << options, 0;
   const auto rounds = parse_id_list(vm["workers"].as<std::string>(), "--workers");
   const std::int64_t jobs = vm["jobs"].as<std::int64_t>();

@@ -9,7 +9,7 @@
 
 #include <unistd.h>
 
-#include <boost/program_options.hpp>
+#include "cli_options.hpp"
 
 #include "attnlab/store.hpp"
 #include "child_process.hpp"
@@ -29,18 +29,6 @@ namespace {
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
-
-po::variables_map parse(const Args& args, const po::options_description& options,
-                        const po::positional_options_description& positional = {}) {
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(options).positional(positional).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw UsageError(e.what());
-  }
-  return vm;
-}
 
 std::vector<std::string> plugin_dirs(const po::variables_map& vm) {
   return vm.count("plugins") ? vm["plugins"].as<std::vector<std::string>>() : std::vector<std::string>{};
@@ -65,7 +53,7 @@ int cmd_plugins(const Args& args) {
   po::options_description options("attnlab plugins [--plugins DIR]...");
   add_plugin_option(options);
   options.add_options()("help,h", "this help");
-  const auto vm = parse(args, options);
+  const auto vm = parse_command_line("plugins", args, options);
   if (vm.count("help")) return std::cout << options, 0;
 
   const auto registry = load_plugins(plugin_dirs(vm), /*quiet_errors=*/true);
@@ -110,7 +98,7 @@ int cmd_run(const Args& args, const std::string& self_exe) {
       ("help,h", "this help");
   po::positional_options_description positional;
   positional.add("experiment", 1);
-  const auto vm = parse(args, options, positional);
+  const auto vm = parse_command_line("run", args, options, positional);
   if (vm.count("help")) return std::cout << options, 0;
   if (!vm.count("experiment")) throw UsageError("run: name the experiment file");
   if (vm.count("devices") && vm.count("device")) throw UsageError("run: give --devices or --device, not both");
@@ -170,7 +158,7 @@ int cmd_results(const Args& args) {
   options.add_options()
       ("db", po::value<std::string>()->default_value("attnlab.db"), "results database")
       ("help,h", "this help");
-  const auto vm = parse(args, options);
+  const auto vm = parse_command_line("results", args, options);
   if (vm.count("help")) return std::cout << options, 0;
   const std::string db_path = vm["db"].as<std::string>();
   if (access(db_path.c_str(), F_OK) != 0) throw UsageError(db_path + ": no such database");
@@ -192,7 +180,7 @@ int cmd_exec_job(const Args& args) {
       ("threads", po::value<int>()->default_value(0), "intra-op threads")
       ("cache-dir", po::value<std::string>()->default_value(""), "dataset cache folder")
       ("checkpoint-dir", po::value<std::string>()->default_value(""), "checkpoint folder (default: DB.ckpt)");
-  const auto vm = parse(args, options);
+  const auto vm = parse_command_line("exec-job", args, options);
   // first: a stop from now on checkpoints the run and ends it 'interrupted'
   install_stop_handlers();
   JobExecOptions o;

@@ -6,7 +6,7 @@
 #include <iostream>
 #include <map>
 
-#include <boost/program_options.hpp>
+#include "cli_options.hpp"
 
 #include "attnlab/config.hpp"
 #include "attnlab/instability.hpp"
@@ -31,13 +31,7 @@ int cmd_instability(const Args& args) {
       ("help,h", "this help");
   po::positional_options_description positional;
   positional.add("experiment", 1);
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(options).positional(positional).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw std::runtime_error(std::string("instability: ") + e.what());
-  }
+  const auto vm = parse_command_line("instability", args, options, positional);
   if (vm.count("help")) return std::cout << options, 0;
   if (!vm.count("experiment")) throw std::runtime_error("instability: name the experiment file");
   const auto steps = vm["steps"].as<std::int64_t>();
