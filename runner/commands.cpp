@@ -145,28 +145,12 @@ int cmd_run(const Args& args, const std::string& self_exe) {
     if (ids.count(r.job_id)) newest[r.job_id] = r;
   std::vector<store::RunSummary> latest;
   for (const auto& [id, r] : newest) latest.push_back(r);
-  std::cout << "\n" << runs_table(latest) << "\n" << seeds_table(latest);
+  std::cout << "\n" << runs_table(latest) << "\n" << experiment_summary(db, report.job_ids);
   if (stop_signal()) {
     std::cerr << "attnlab: stopped by signal " << stop_signal() << "; unfinished jobs stay queued\n";
     return 128 + stop_signal();
   }
   return status;
-}
-
-int cmd_results(const Args& args) {
-  po::options_description options("attnlab results [--db FILE]");
-  options.add_options()
-      ("db", po::value<std::string>()->default_value("attnlab.db"), "results database")
-      ("help,h", "this help");
-  const auto vm = parse_command_line("results", args, options);
-  if (vm.count("help")) return std::cout << options, 0;
-  const std::string db_path = vm["db"].as<std::string>();
-  if (access(db_path.c_str(), F_OK) != 0) throw UsageError(db_path + ": no such database");
-  store::Database db(db_path);
-  const auto runs = db.run_summaries(std::nullopt);
-  if (runs.empty()) return std::cout << db_path << ": no runs yet\n", 0;
-  std::cout << runs_table(runs) << "\n" << seeds_table(runs);
-  return 0;
 }
 
 int cmd_exec_job(const Args& args) {

@@ -9,7 +9,7 @@ using Args = std::vector<std::string>;
 
 int cmd_plugins(const Args& args);
 int cmd_run(const Args& args, const std::string& self_exe);
-int cmd_results(const Args& args);
+int cmd_results(const Args& args);  // cmd_results.cpp
 int cmd_exec_job(const Args& args);
 int cmd_instability(const Args& args);  // instability_cmd.cpp
 int cmd_data(const Args& args);         // cmd_data.cpp
@@ -21,5 +21,9 @@ int cmd_worker(const Args& args, const std::string& self_exe);         // cmd_wo
 int cmd_worker_device(const Args& args, const std::string& self_exe);  // cmd_worker.cpp (internal)
 int cmd_bench_queue(const Args& args, const std::string& self_exe);    // cmd_worker.cpp
 int cmd_slurm(const Args& args, const std::string& self_exe);  // cmd_slurm.cpp
+int cmd_table(const Args& args);    // cmd_table.cpp
+int cmd_compare(const Args& args);  // cmd_compare.cpp
+int cmd_curves(const Args& args);   // cmd_curves.cpp
+int cmd_report(const Args& args);   // cmd_report.cpp
 
 }  // namespace attnlab

@@ -19,7 +19,11 @@ const char* kUsage =
     "usage: attnlab <command> [options]\n"
     "  plugins   list the attention methods and datasets found, with their parameters\n"
     "  run       run an experiment file (methods x datasets x seeds) and store the results\n"
-    "  results   print the stored runs' final figures\n"
+    "  results   query the stored results: filter, group, aggregate over seeds (table, csv, json, markdown)\n"
+    "  table     the papers' tables: accuracy, cost (time, memory) or variance per method x task\n"
+    "  compare   two methods (or groups) on their shared tasks: difference of means with a 95% interval\n"
+    "  curves    training curves of runs (or their mean over seeds) as CSV or a picture (gnuplot)\n"
+    "  report    a folder with every table and picture the database can give\n"
     "  approx    approximation error of methods against exact attention (spectral norm)\n"
     "  bench     time a training step and its peak memory per method and sequence length\n"
     "  instability  Skyformer's instability score of an experiment's jobs against softmax\n"
@@ -52,6 +56,10 @@ int main(int argc, char** argv) {
     if (command == "plugins") return attnlab::cmd_plugins(args);
     if (command == "run") return attnlab::cmd_run(args, self_executable(argv[0]));
     if (command == "results") return attnlab::cmd_results(args);
+    if (command == "table") return attnlab::cmd_table(args);
+    if (command == "compare") return attnlab::cmd_compare(args);
+    if (command == "curves") return attnlab::cmd_curves(args);
+    if (command == "report") return attnlab::cmd_report(args);
     if (command == "approx") return attnlab::cmd_approx(args);
     if (command == "data") return attnlab::cmd_data(args);
     if (command == "variance") return attnlab::cmd_variance(args);

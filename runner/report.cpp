@@ -1,11 +1,14 @@
 #include "report.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
 #include <optional>
 
+#include "attnlab/query.hpp"
 #include "progress.hpp"
+#include "results/aggregate.hpp"
 #include "table.hpp"
 
 namespace attnlab {
@@ -32,36 +35,18 @@ std::string runs_table(const std::vector<store::RunSummary>& runs) {
   return table.str();
 }
 
-std::string seeds_table(const std::vector<store::RunSummary>& runs) {
-  struct Group {
-    std::vector<double> test;
-    std::optional<double> majority;
-    int unfinished = 0;
-  };
-  std::map<std::pair<std::string, std::string>, Group> groups;
-  for (const auto& r : runs) {
-    auto& g = groups[{r.method, r.dataset}];
-    auto acc = r.result("test_acc");
-    if (r.status == "done" && acc) g.test.push_back(*acc);
-    else ++g.unfinished;
-    if (auto m = r.result("majority_rate")) g.majority = m;
-  }
-  TextTable table({"method", "dataset", "test acc (mean ± std)", "n", "not done", "majority rate"});
-  for (const auto& [key, g] : groups) {
-    std::string cell = "-";
-    if (!g.test.empty()) {
-      double mean = 0, var = 0;
-      for (double x : g.test) mean += x;
-      mean /= g.test.size();
-      for (double x : g.test) var += (x - mean) * (x - mean);
-      const double sd = g.test.size() > 1 ? std::sqrt(var / (g.test.size() - 1)) : 0.0;  // sample std
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "%.4f ± %.4f", mean, sd);
-      cell = buf;
-    }
-    table.add({key.first, key.second, cell, std::to_string(g.test.size()), std::to_string(g.unfinished), fixed(g.majority)});
-  }
-  return table.str();
+std::string experiment_summary(store::Database& db, const std::vector<std::int64_t>& job_ids) {
+  if (job_ids.empty()) return "";
+  store::Selection selection;
+  std::string ids;
+  for (auto id : job_ids) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
+  selection.where = {"job IN (" + ids + ")"};
+  selection.group_by = {"method", "dataset"};
+  const auto known = store::result_names(db);  // a sweep whose runs all failed has no results yet
+  for (const char* m : {"test_acc", "majority_rate"})
+    if (std::find(known.begin(), known.end(), m) != known.end()) selection.metrics.push_back(m);
+  return results::render(results::results_grid(selection, store::select_jobs(db, selection), false, true),
+                         results::Format::table);
 }
 
 }  // namespace attnlab

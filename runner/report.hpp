@@ -1,5 +1,6 @@
 #pragma once
 // The runs' final figures, read back from the database (never from memory), as tables.
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -10,8 +11,8 @@ namespace attnlab {
 // One row per run: method, dataset, seed, status, test acc, majority rate, best val acc, time,
 // steps/s, peak memory.
 std::string runs_table(const std::vector<store::RunSummary>& runs);
-// One row per (method, dataset): test accuracy mean ± std over the finished seeds, next to the
-// majority-class rate of the test split.
-std::string seeds_table(const std::vector<store::RunSummary>& runs);
+// One row per (method, dataset) of these jobs: test accuracy mean ± std over the finished seeds and
+// the majority-class rate, as `attnlab results` prints them (results/aggregate.hpp).
+std::string experiment_summary(store::Database& db, const std::vector<std::int64_t>& job_ids);
 
 }  // namespace attnlab

@@ -10,6 +10,7 @@ packages=(
   libtomlplusplus-dev libsqlite3-dev sqlite3 nettle-dev
   libpng-dev zlib1g-dev   # Pathfinder's PNG images; gzip-compressed IDX files
   dataset-fashion-mnist   # real data that needs no download (Fashion-MNIST, IDX files)
+  gnuplot-nox fonts-liberation  # attnlab curves / report pictures (PNG through cairo, SVG)
   libgtest-dev
   "$@"
 )

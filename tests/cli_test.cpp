@@ -96,8 +96,8 @@ TEST_F(Cli, RunStoresEveryRowAndPrintsTheSummary) {
   EXPECT_EQ(query_one(db, "SELECT value FROM job_params WHERE job_id = 1 AND key = 'train.steps'"), "20");
   EXPECT_EQ(query_one(db, "SELECT count(*) FROM run_summary WHERE test_acc IS NOT NULL"), "2");
   EXPECT_TRUE(fs::exists(path("r.db.ckpt/run-1.pt")));
-  EXPECT_NE(out.find("majority rate"), std::string::npos) << out;
-  EXPECT_NE(out.find("test acc (mean ± std)"), std::string::npos);
+  EXPECT_NE(out.find("majority_rate mean ± std (n)"), std::string::npos) << out;
+  EXPECT_NE(out.find("test_acc mean ± std (n)"), std::string::npos);
 
   // the same experiment again: nothing new runs; --rerun runs both again
   ASSERT_EQ(attnlab("run " + path("tiny.toml") + " " + common(), out), 0) << out;

@@ -201,10 +201,11 @@ TEST_F(Merge, ADamagedOrForeignShardIsRefusedWhole) {
   refused(text, "");
   const std::string newer = file("newer.db");
   fs::copy_file(good, newer);
-  raw_exec(newer, "PRAGMA user_version = 5");
-  refused(newer, "shard schema version 5, but this attnlab merges version 4 only");
+  const std::string current = std::to_string(Database::kSchemaVersion), next = std::to_string(Database::kSchemaVersion + 1);
+  raw_exec(newer, "PRAGMA user_version = " + next);
+  refused(newer, "shard schema version " + next + ", but this attnlab merges version " + current + " only");
   const std::string foreign = file("foreign.db");
-  raw_exec(foreign, "CREATE TABLE jobs (x); PRAGMA user_version = 4");
+  raw_exec(foreign, "CREATE TABLE jobs (x); PRAGMA user_version = " + current);
   refused(foreign, "not an attnlab database (no table experiments)");
 
   // the connection is left clean: the good shard merges afterwards

@@ -426,8 +426,9 @@ TEST_F(Queue, WorkersNeverMigrate) {
     Database db(old, Database::Open::existing);
     FAIL() << "opened a version 3 file without migrating";
   } catch (const StoreError& e) {
-    EXPECT_EQ(std::string(e.what()), old + ": database schema version 3 is older than this attnlab needs (4): run "
-                                           "`attnlab db migrate --db " + old + "` first");
+    EXPECT_EQ(std::string(e.what()), old + ": database schema version 3 is older than this attnlab needs (" +
+                                           std::to_string(Database::kSchemaVersion) + "): run `attnlab db migrate --db " +
+                                           old + "` first");
   }
   EXPECT_EQ(raw_query_one(old, "PRAGMA user_version"), "3");
   EXPECT_EQ(raw_query_one(old, "SELECT count(*) FROM sqlite_master WHERE name = 'jobs_by_state'"), "0");
@@ -439,7 +440,7 @@ TEST_F(Queue, WorkersNeverMigrate) {
 
   { Database migrated(old); }
   Database db(old, Database::Open::existing);
-  EXPECT_EQ(db.schema_version(), 4);
+  EXPECT_EQ(db.schema_version(), Database::kSchemaVersion);
   EXPECT_EQ(query_one(db.handle(), "PRAGMA journal_mode"), "wal");
   EXPECT_EQ(query_one(db.handle(), "PRAGMA foreign_keys"), "1");
   raw_exec(old, "PRAGMA user_version = 9");
@@ -482,7 +483,7 @@ TEST_F(Queue, MigratesAVersion3FileWithDataKeepingEveryRow) {
 
   Database db(path);
   EXPECT_EQ(db.migrated_from(), 3);
-  EXPECT_EQ(db.schema_version(), 4);
+  EXPECT_EQ(db.schema_version(), Database::kSchemaVersion);
   EXPECT_EQ(query_one(db.handle(), counts_sql), "1,5,2,5,1,2,1,1,1");  // nothing lost
   EXPECT_EQ(query_one(db.handle(), "PRAGMA integrity_check"), "ok");
   EXPECT_TRUE(query(db.handle(), "PRAGMA foreign_key_check").empty());

@@ -4,6 +4,7 @@
 #include "schema_v2.hpp"
 #include "schema_v3.hpp"
 #include "schema_v4.hpp"
+#include "schema_v5.hpp"
 #include "sqlite.hpp"
 
 namespace attnlab::store {
@@ -20,6 +21,7 @@ constexpr Migration kMigrations[] = {
     {2, kSchemaV2},
     {3, kSchemaV3},
     {4, kSchemaV4},
+    {5, kSchemaV5},
 };
 
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == Database::kSchemaVersion,

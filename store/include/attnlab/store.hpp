@@ -205,7 +205,7 @@ struct ApproxResult {
 
 class Database {
  public:
-  static constexpr int kSchemaVersion = 4;
+  static constexpr int kSchemaVersion = 5;
 
   enum class Open {
     migrate,   // create the file if needed and apply forward migrations (run, queue add, db migrate)

@@ -1,0 +1,177 @@
+#include "results/aggregate.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <map>
+
+namespace attnlab::results {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+bool parse_number(const std::string& s, double& out) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  out = std::strtod(s.c_str(), &end);
+  return end == s.c_str() + s.size();
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+}  // namespace
+
+SeedStats seed_stats(const std::vector<double>& values) {
+  SeedStats s;
+  s.mean = s.std = s.min = s.max = kNaN;
+  std::vector<double> v;
+  for (double x : values)
+    if (!std::isnan(x)) v.push_back(x);
+  s.n = v.size();
+  if (v.empty()) return s;
+  double sum = 0;
+  for (double x : v) sum += x;
+  s.mean = sum / static_cast<double>(v.size());
+  // two passes, as the view seed_stats does: the same numbers at the sqlite3 prompt
+  if (v.size() > 1) {
+    double squares = 0;
+    for (double x : v) squares += (x - s.mean) * (x - s.mean);
+    s.std = std::sqrt(squares / static_cast<double>(v.size() - 1));
+  }
+  s.min = *std::min_element(v.begin(), v.end());
+  s.max = *std::max_element(v.begin(), v.end());
+  return s;
+}
+
+bool is_failed_state(const std::string& state) { return state == "failed" || state == "diverged" || state == "oom"; }
+bool is_unfinished_state(const std::string& state) {
+  return state == "queued" || state == "running" || state == "submitted" || state == "cancelled";
+}
+
+bool value_less(const std::string& a, const std::string& b) {
+  double x, y;
+  const bool nx = parse_number(a, x), ny = parse_number(b, y);
+  if (nx && ny && x != y) return x < y;
+  if (nx != ny) return nx;  // numbers first
+  return a < b;
+}
+
+std::vector<GroupSummary> summarize(const std::vector<store::JobRow>& rows, std::size_t metric_count) {
+  auto less = [](const std::vector<std::string>& a, const std::vector<std::string>& b) {
+    return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end(), value_less);
+  };
+  std::map<std::vector<std::string>, std::vector<const store::JobRow*>, decltype(less)> groups(less);
+  for (const auto& r : rows) groups[r.group].push_back(&r);
+
+  std::vector<GroupSummary> out;
+  for (const auto& [key, jobs] : groups) {
+    GroupSummary g;
+    g.key = key;
+    g.jobs = jobs.size();
+    std::vector<std::vector<double>> values(metric_count);
+    for (const auto* r : jobs) {
+      if (r->state == "done") {
+        ++g.done;
+        for (std::size_t m = 0; m < metric_count && m < r->metrics.size(); ++m)
+          if (r->metrics[m]) values[m].push_back(*r->metrics[m]);
+      } else if (is_failed_state(r->state)) {
+        ++g.failed;
+      } else {
+        ++g.unfinished;
+      }
+    }
+    for (const auto& v : values) g.metrics.push_back(seed_stats(v));
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+Cell metric_cell(const std::string& metric, double value) {
+  if (!std::isfinite(value)) return Cell::of_number(value);
+  if (ends_with(metric, "_bytes")) {
+    char buf[64];
+    const double mib = value / (1024.0 * 1024.0);
+    if (mib >= 1024) std::snprintf(buf, sizeof buf, "%.2f GiB", mib / 1024);
+    else std::snprintf(buf, sizeof buf, "%.1f MiB", mib);
+    return Cell{buf, value, false};
+  }
+  if (ends_with(metric, "_seconds")) return Cell::of_number(value, "%.1f");
+  if (metric == "param_count" || metric == "steps_done" || metric == "best_step" || metric == "variance_passes")
+    return Cell::of_number(value, "%.0f");
+  if (std::fabs(value) >= 1000) return Cell::of_number(value, "%.1f");
+  return Cell::of_number(value, "%.4f");
+}
+
+std::string mean_std_text(const SeedStats& s, const char* shown) {
+  if (s.n == 0) return "-";
+  char mean[48], sd[48];
+  std::snprintf(mean, sizeof mean, shown, s.mean);
+  if (s.n < 2 || std::isnan(s.std)) return std::string(mean) + " (" + std::to_string(s.n) + ")";
+  std::snprintf(sd, sizeof sd, shown, s.std);
+  return std::string(mean) + " ± " + sd + " (" + std::to_string(s.n) + ")";
+}
+
+Grid results_grid(const store::Selection& selection, const std::vector<store::JobRow>& rows, bool per_job,
+                  bool compact) {
+  Grid grid;
+  if (per_job) {
+    grid.header = {"job", "run", "experiment", "method", "dataset", "seed", "state"};
+    for (const auto& g : selection.group_by) grid.header.push_back(g);
+    for (const auto& m : selection.metrics) grid.header.push_back(m);
+    for (const auto& r : rows) {
+      std::vector<Cell> row = {Cell::of_integer(r.job_id), r.run_id ? Cell::of_integer(r.run_id) : Cell::none(),
+                               Cell::of_text(r.experiment), Cell::of_text(r.method), Cell::of_text(r.dataset),
+                               Cell::of_integer(r.seed), Cell::of_text(r.state)};
+      for (const auto& g : r.group) row.push_back(Cell::of_text(g));
+      for (std::size_t m = 0; m < selection.metrics.size(); ++m)
+        row.push_back(r.metrics[m] ? metric_cell(selection.metrics[m], *r.metrics[m]) : Cell::none());
+      grid.rows.push_back(std::move(row));
+    }
+    return grid;
+  }
+
+  grid.header = selection.group_by;
+  for (const char* h : {"jobs", "done", "failed", "unfinished"}) grid.header.push_back(h);
+  for (const auto& m : selection.metrics) {
+    if (compact) {
+      grid.header.push_back(m + " mean ± std (n)");
+      grid.header.push_back(m + " min – max");
+      continue;
+    }
+    for (const char* stat : {"mean", "std", "n", "min", "max"}) grid.header.push_back(m + "_" + stat);
+  }
+  for (const auto& g : summarize(rows, selection.metrics.size())) {
+    std::vector<Cell> row;
+    for (const auto& k : g.key) row.push_back(Cell::of_text(k));
+    for (std::size_t count : {g.jobs, g.done, g.failed, g.unfinished}) row.push_back(Cell::of_integer(static_cast<long long>(count)));
+    for (std::size_t m = 0; m < selection.metrics.size(); ++m) {
+      const auto& s = g.metrics[m];
+      const std::string& name = selection.metrics[m];
+      auto value = [&](double v) { return s.n == 0 || std::isnan(v) ? Cell::none() : metric_cell(name, v); };
+      if (compact) {
+        // the mean's own display (MiB, seconds, ...) for mean and std alike
+        Cell mean = value(s.mean);
+        if (s.n > 1 && !std::isnan(s.std)) mean.text += " ± " + value(s.std).text;
+        if (s.n > 0) mean.text += " (" + std::to_string(s.n) + ")";
+        row.push_back(mean);
+        row.push_back(s.n == 0 ? Cell::none() : Cell::of_text(value(s.min).text + " – " + value(s.max).text));
+        continue;
+      }
+      row.push_back(value(s.mean));
+      row.push_back(value(s.std));
+      row.push_back(Cell::of_integer(static_cast<long long>(s.n)));
+      row.push_back(value(s.min));
+      row.push_back(value(s.max));
+    }
+    grid.rows.push_back(std::move(row));
+  }
+  grid.notes.push_back("over the seeds of the jobs that ended done (std: sample, n - 1); failed = failed, diverged or oom "
+                       "(never averaged in); unfinished = queued, running, submitted or cancelled");
+  return grid;
+}
+
+}  // namespace attnlab::results

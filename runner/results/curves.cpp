@@ -1,0 +1,271 @@
+#include "results/curves.hpp"
+
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+#include <stdexcept>
+
+namespace attnlab::results {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// A prepared statement on the store's connection; every value bound, none spliced into the text.
+class Query {
+ public:
+  Query(store::Database& db, const char* sql) : db_(db) {
+    if (sqlite3_prepare_v2(db.handle(), sql, -1, &stmt_, nullptr) != SQLITE_OK) fail();
+  }
+  ~Query() { sqlite3_finalize(stmt_); }
+  Query(const Query&) = delete;
+  Query& operator=(const Query&) = delete;
+
+  Query& bind(int index, std::int64_t value) {
+    if (sqlite3_bind_int64(stmt_, index, value) != SQLITE_OK) fail();
+    return *this;
+  }
+  Query& bind(int index, const std::string& value) {
+    if (sqlite3_bind_text(stmt_, index, value.c_str(), static_cast<int>(value.size()), SQLITE_TRANSIENT) != SQLITE_OK)
+      fail();
+    return *this;
+  }
+  bool step() {
+    const int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc != SQLITE_DONE) fail();
+    return false;
+  }
+  std::int64_t integer(int column) const { return sqlite3_column_int64(stmt_, column); }
+  double real(int column) const {  // NULL (a NaN stored) reads as NaN
+    return sqlite3_column_type(stmt_, column) == SQLITE_NULL ? kNaN : sqlite3_column_double(stmt_, column);
+  }
+  std::string text(int column) const {
+    const auto* p = sqlite3_column_text(stmt_, column);
+    return p ? reinterpret_cast<const char*>(p) : "";
+  }
+
+ private:
+  [[noreturn]] void fail() const {
+    throw std::runtime_error(db_.path() + ": reading curves: " + sqlite3_errmsg(db_.handle()));
+  }
+  store::Database& db_;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+// "train/acc, val/loss (12 points each) ..." : what a run has, for the error that it lacks one.
+std::string curves_of(store::Database& db, std::int64_t run_id) {
+  Query q(db, "SELECT split, name, COUNT(*) FROM run_curves WHERE run_id = ?1 GROUP BY split, name ORDER BY split, name");
+  q.bind(1, run_id);
+  std::string list;
+  while (q.step())
+    list += (list.empty() ? "" : ", ") + q.text(0) + "/" + q.text(1) + " (" + std::to_string(q.integer(2)) + ")";
+  return list;
+}
+
+std::string capitalised(std::string text) {
+  if (!text.empty()) text[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(text[0])));
+  return text;
+}
+
+std::string default_title(const std::string& split, const std::string& name, CurveX x, bool mean) {
+  return capitalised(curve_label(split, name)) + (x == CurveX::time ? " against training time" : " by training step") +
+         (mean ? ", mean ± std over seeds" : "");
+}
+
+}  // namespace
+
+std::vector<RunCurve> read_run_curves(store::Database& db, const std::vector<std::int64_t>& run_ids,
+                                      const std::string& split, const std::string& name) {
+  std::vector<RunCurve> runs;
+  std::set<std::int64_t> seen;
+  for (const std::int64_t id : run_ids) {
+    if (!seen.insert(id).second) continue;
+    Query who(db, "SELECT r.id, r.job_id, j.method, j.dataset, j.seed, r.status FROM runs AS r "
+                  "JOIN jobs AS j ON j.id = r.job_id WHERE r.id = ?1");
+    who.bind(1, id);
+    if (!who.step()) throw std::runtime_error("no run " + std::to_string(id) + " in " + db.path());
+    RunCurve run;
+    run.run_id = who.integer(0);
+    run.job_id = who.integer(1);
+    run.method = who.text(2);
+    run.dataset = who.text(3);
+    run.seed = who.integer(4);
+    run.status = who.text(5);
+
+    Query points(db, "SELECT step, wall_seconds, value FROM run_curves WHERE run_id = ?1 AND split = ?2 AND name = ?3 "
+                     "ORDER BY step");
+    points.bind(1, id).bind(2, split).bind(3, name);
+    while (points.step()) run.points.push_back({points.integer(0), points.real(1), points.real(2)});
+    if (run.points.empty()) {
+      const std::string has = curves_of(db, id);
+      throw std::runtime_error("run " + std::to_string(id) + " (" + run.method + "/" + run.dataset + " seed " +
+                               std::to_string(run.seed) + ", " + run.status + ") has no " + split + "/" + name +
+                               " points; " + (has.empty() ? "it has no curve points at all" : "it has " + has));
+    }
+    runs.push_back(std::move(run));
+  }
+  return runs;
+}
+
+std::vector<MeanCurve> mean_over_seeds(const std::vector<RunCurve>& runs) {
+  std::vector<MeanCurve> means;
+  std::vector<std::vector<const RunCurve*>> members;
+  for (const auto& run : runs) {
+    auto it = std::find_if(means.begin(), means.end(),
+                           [&](const MeanCurve& m) { return m.method == run.method && m.dataset == run.dataset; });
+    if (it == means.end()) {
+      means.push_back({run.method, run.dataset, {}, {}, {}});
+      members.emplace_back();
+      it = means.end() - 1;
+    }
+    it->run_ids.push_back(run.run_id);
+    it->seeds.push_back(run.seed);
+    members[static_cast<std::size_t>(it - means.begin())].push_back(&run);
+  }
+
+  for (std::size_t g = 0; g < means.size(); ++g) {
+    const auto& group = members[g];
+    std::vector<std::map<std::int64_t, CurveSample>> by_step(group.size());
+    for (std::size_t r = 0; r < group.size(); ++r)
+      for (const auto& p : group[r]->points) by_step[r][p.step] = p;
+    for (const auto& [step, first] : by_step[0]) {
+      std::vector<CurveSample> at;
+      for (const auto& steps : by_step) {
+        const auto found = steps.find(step);
+        if (found == steps.end()) break;
+        at.push_back(found->second);
+      }
+      if (at.size() != group.size()) continue;  // not every run has this step
+
+      MeanCurvePoint point;
+      point.step = step;
+      point.n = static_cast<std::int64_t>(at.size());
+      double value_sum = 0, wall_sum = 0;
+      point.min = at[0].value;
+      point.max = at[0].value;
+      for (const auto& s : at) {
+        value_sum += s.value;
+        wall_sum += s.wall_seconds;
+        point.min = std::min(point.min, s.value);
+        point.max = std::max(point.max, s.value);
+      }
+      point.mean = value_sum / static_cast<double>(at.size());
+      point.wall_seconds = wall_sum / static_cast<double>(at.size());
+      double squares = 0;  // two passes: no cancellation from sum of squares minus squared sum
+      for (const auto& s : at) squares += (s.value - point.mean) * (s.value - point.mean);
+      point.std = at.size() > 1 ? std::sqrt(squares / static_cast<double>(at.size() - 1)) : kNaN;
+      if (std::isnan(point.mean)) point.min = point.max = point.std = kNaN;  // std::min/max skip NaN
+      means[g].points.push_back(point);
+    }
+    if (means[g].points.empty()) {
+      std::string ids;
+      for (const auto id : means[g].run_ids) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
+      throw std::runtime_error(means[g].method + "/" + means[g].dataset + ": its runs (" + ids +
+                               ") share no step to average over");
+    }
+  }
+  return means;
+}
+
+Grid run_curves_grid(const std::vector<RunCurve>& runs) {
+  Grid grid;
+  grid.header = {"run", "method", "dataset", "seed", "step", "wall_seconds", "value"};
+  for (const auto& run : runs)
+    for (const auto& p : run.points)
+      grid.rows.push_back({Cell::of_integer(run.run_id), Cell::of_text(run.method), Cell::of_text(run.dataset),
+                           Cell::of_integer(run.seed), Cell::of_integer(p.step), Cell::of_number(p.wall_seconds, "%.2f"),
+                           Cell::of_number(p.value, "%.6g")});
+  return grid;
+}
+
+Grid mean_curves_grid(const std::vector<MeanCurve>& means) {
+  Grid grid;
+  grid.header = {"method", "dataset", "runs", "step", "wall_seconds", "mean", "std", "min", "max"};
+  for (const auto& m : means)
+    for (const auto& p : m.points)
+      grid.rows.push_back({Cell::of_text(m.method), Cell::of_text(m.dataset), Cell::of_integer(p.n),
+                           Cell::of_integer(p.step), Cell::of_number(p.wall_seconds, "%.2f"),
+                           Cell::of_number(p.mean, "%.6g"),
+                           p.n > 1 ? Cell::of_number(p.std, "%.6g") : Cell::none(),
+                           Cell::of_number(p.min, "%.6g"), Cell::of_number(p.max, "%.6g")});
+  grid.notes.push_back("std: sample standard deviation (n - 1) over the runs at that step; the band drawn is mean ± std");
+  return grid;
+}
+
+CurveX parse_curve_x(const std::string& word) {
+  if (word == "step") return CurveX::step;
+  if (word == "time") return CurveX::time;
+  throw std::invalid_argument("unknown x axis '" + word + "' (step or time)");
+}
+
+std::string x_label(CurveX x) { return x == CurveX::step ? "step" : "wall-clock seconds since the run started"; }
+
+std::string curve_label(const std::string& split, const std::string& name) {
+  if (name == "lr") return "learning rate";
+  const std::string split_word = split == "train" ? "training" : split == "val" ? "validation" : split;
+  const std::string name_word = name == "acc" ? "accuracy" : name == "tau" ? "instability score tau" : name;
+  return split_word + " " + name_word;
+}
+
+std::string legend(const RunCurve& run) {
+  return run.method + "/" + run.dataset + " seed " + std::to_string(run.seed) + " (run " + std::to_string(run.run_id) +
+         ")";
+}
+
+std::string legend(const MeanCurve& mean) {
+  const std::string group = mean.method + "/" + mean.dataset;
+  if (mean.run_ids.size() == 1)
+    return group + " seed " + std::to_string(mean.seeds[0]) + " (run " + std::to_string(mean.run_ids[0]) + ", one run: no band)";
+  const std::set<std::int64_t> seeds(mean.seeds.begin(), mean.seeds.end());
+  // Two runs of one seed (attempts named by hand) are not two seeds: say runs.
+  const std::string what = seeds.size() == mean.seeds.size() ? " seeds)" : " runs)";
+  return group + " (mean ± std of " + std::to_string(mean.run_ids.size()) + what;
+}
+
+Plot run_curves_plot(const std::vector<RunCurve>& runs, const std::string& split, const std::string& name, CurveX x,
+                     const std::string& title) {
+  Plot plot;
+  plot.title = title.empty() ? default_title(split, name, x, false) : title;
+  plot.x_label = x_label(x);
+  plot.y_label = curve_label(split, name);
+  for (const auto& run : runs) {
+    Series s;
+    s.title = legend(run);
+    for (const auto& p : run.points) {
+      s.x.push_back(x == CurveX::step ? static_cast<double>(p.step) : p.wall_seconds);
+      s.y.push_back(p.value);
+    }
+    plot.series.push_back(std::move(s));
+  }
+  return plot;
+}
+
+Plot mean_curves_plot(const std::vector<MeanCurve>& means, const std::string& split, const std::string& name,
+                      CurveX x, const std::string& title) {
+  Plot plot;
+  plot.title = title.empty() ? default_title(split, name, x, true) : title;
+  plot.x_label = x_label(x);
+  plot.y_label = curve_label(split, name);
+  for (const auto& m : means) {
+    Series s;
+    s.title = legend(m);
+    const bool band = m.run_ids.size() > 1;
+    for (const auto& p : m.points) {
+      s.x.push_back(x == CurveX::step ? static_cast<double>(p.step) : p.wall_seconds);
+      s.y.push_back(p.mean);
+      if (band) {
+        s.low.push_back(p.mean - p.std);
+        s.high.push_back(p.mean + p.std);
+      }
+    }
+    plot.series.push_back(std::move(s));
+  }
+  return plot;
+}
+
+}  // namespace attnlab::results

@@ -1,0 +1,85 @@
+#pragma once
+// Questions asked of the results database: which jobs (a filter), grouped how, which results.
+// What `attnlab results`, `table` and `compare` read. Rows come from the view `job_outcomes`
+// (one per job: its state and the run that counts), so they are what a user at the sqlite3
+// prompt gets from the same view.
+//
+// The filter language (`--where`), one expression per string, several strings all required:
+//   expr       := term ('OR' term)*
+//   term       := factor ('AND' factor)*
+//   factor     := 'NOT' factor | '(' expr ')' | key op value | key ['NOT'] 'IN' '(' value (',' value)* ')'
+//   op         := '=' | '==' | '!=' | '<>' | '<' | '<=' | '>' | '>='
+//   key        := method | dataset | seed | experiment | state | status | job | run
+//                 | any resolved config key of a job (train.lr, methods.skyformer.landmarks, ...)
+//   value      := a number, a bare word (letters, digits, _ . - + : /), or a quoted string
+//                 ('...' or "...", the quote doubled inside)
+// Keywords are case-insensitive. A config key compares as a number when the value written is a
+// number (1e-3 = 0.001) and as text otherwise; a job without that key never matches. `status`
+// is the job's state (done, failed, diverged, oom, queued, running, submitted, cancelled).
+// The SQL text is made only of constants chosen by the parser; every key and value is bound.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "attnlab/store.hpp"
+
+namespace attnlab::store {
+
+// A malformed filter, an unknown key or metric: one line naming the expression and what is wrong.
+struct QueryError : StoreError {
+  using StoreError::StoreError;
+};
+
+// A filter compiled to a WHERE clause over `job_outcomes AS o`, with its bound values in order.
+struct CompiledFilter {
+  std::string sql;  // e.g. "(o.method = ?) AND ((SELECT value FROM job_params ...) = ?)"
+  struct Param {
+    enum class Kind { text, integer, real } kind = Kind::text;
+    std::string text;
+    std::int64_t integer = 0;
+    double real = 0;
+  };
+  std::vector<Param> params;
+  std::vector<std::string> config_keys;  // the config keys it names (checked against the database)
+};
+
+// Parses one --where expression. Throws QueryError ("--where 'EXPR': expected a value after '<'
+// at column 12").
+CompiledFilter compile_filter(const std::string& expression);
+
+// The keys that are columns of job_outcomes rather than config keys.
+bool is_builtin_key(const std::string& key);
+
+struct Selection {
+  std::vector<std::string> where;     // expressions, all must hold (empty: every job)
+  std::vector<std::string> group_by;  // keys (builtin or config); values land in JobRow::group
+  std::vector<std::string> metrics;   // result names; values land in JobRow::metrics
+};
+
+// One job, its counting run and the values asked for.
+struct JobRow {
+  std::int64_t job_id = 0;
+  std::int64_t run_id = 0;  // the run that counts (job_outcomes.run_id); 0 while there is none
+  std::string experiment, method, dataset;
+  std::int64_t seed = 0;
+  std::string state;                 // the job's state
+  std::vector<std::string> group;    // one per Selection::group_by; "" when the job lacks the key
+  // One per Selection::metrics: nullopt when the counting run has no such result (or there is no
+  // counting run); NaN when it stored NaN (NULL).
+  std::vector<std::optional<double>> metrics;
+};
+
+// The jobs matching every filter, in job id order. Throws QueryError for a bad expression, a
+// config key no job has (a typo would otherwise silently match nothing), or a metric no run has.
+std::vector<JobRow> select_jobs(Database& db, const Selection& selection);
+
+// Every config key some job has, sorted (for error messages and --help).
+std::vector<std::string> config_keys(Database& db);
+// Where the given runs ran, one line per distinct environment, e.g. "cpu (AMD EPYC 7B13), 1
+// thread, LibTorch 1.13.1: 6 runs". Times and memory are only comparable within one line.
+std::vector<std::string> run_environments(Database& db, const std::vector<std::int64_t>& run_ids);
+// Every result name some run has, sorted.
+std::vector<std::string> result_names(Database& db);
+
+}  // namespace attnlab::store

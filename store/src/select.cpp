@@ -1,0 +1,172 @@
+// select_jobs: the rows of `job_outcomes` a Selection asks for. The statement's text is built from
+// constant fragments (filter.cpp's, and one placeholder per group key); keys, values and metric
+// names are bound.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "attnlab/query.hpp"
+#include "sqlite.hpp"
+
+namespace attnlab::store {
+namespace {
+
+const char* builtin_column(const std::string& key) {
+  static const std::map<std::string, const char*> columns = {
+      {"method", "o.method"}, {"dataset", "o.dataset"}, {"experiment", "o.experiment"}, {"state", "o.state"},
+      {"status", "o.state"},  {"seed", "o.seed"},       {"job", "o.job_id"},            {"run", "o.run_id"}};
+  const auto it = columns.find(key);
+  return it == columns.end() ? nullptr : it->second;
+}
+
+std::string json_array(const std::vector<std::string>& words) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    out += i ? ",\"" : "\"";
+    for (char c : words[i]) {
+      if (c == '"' || c == '\\') out += '\\';
+      if (static_cast<unsigned char>(c) < 0x20) {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\u%04x", c);
+        out += buf;
+        continue;
+      }
+      out += c;
+    }
+    out += '"';
+  }
+  return out + "]";
+}
+
+std::vector<std::string> column_values(Database& db, const char* sql) {
+  sql::Statement st(db.handle(), db.path(), sql);
+  std::vector<std::string> out;
+  while (st.step()) out.push_back(st.column_text(0));
+  return out;
+}
+
+// A key or metric nobody has is a typo far more often than a question: say which ones exist.
+[[noreturn]] void unknown(const std::string& what, const std::string& name, const std::vector<std::string>& known) {
+  std::string line = "unknown " + what + " '" + name + "'";
+  std::vector<std::string> close;
+  for (const auto& k : known)
+    if (k.find(name) != std::string::npos || name.find(k) != std::string::npos ||
+        (k.size() > 3 && name.size() > 3 && k.substr(k.size() - 3) == name.substr(name.size() - 3)))
+      close.push_back(k);
+  const auto& list = close.empty() || close.size() > 8 ? known : close;
+  if (list.empty()) throw QueryError(line + " (the database has none)");
+  line += close.empty() || close.size() > 8 ? " (the database has: " : " (did you mean: ";
+  for (std::size_t i = 0; i < list.size() && i < 40; ++i) line += (i ? ", " : "") + list[i];
+  throw QueryError(line + (list.size() > 40 ? ", ...)" : ")"));
+}
+
+}  // namespace
+
+std::vector<std::string> config_keys(Database& db) {
+  return column_values(db, "SELECT DISTINCT key FROM job_params ORDER BY key");
+}
+
+std::vector<std::string> result_names(Database& db) {
+  return column_values(db, "SELECT DISTINCT name FROM results ORDER BY name");
+}
+
+std::vector<std::string> run_environments(Database& db, const std::vector<std::int64_t>& run_ids) {
+  std::string ids = "[";
+  for (std::size_t i = 0; i < run_ids.size(); ++i) ids += (i ? "," : "") + std::to_string(run_ids[i]);
+  sql::Statement st(db.handle(), db.path(),
+                    "SELECT coalesce(device, '?'), coalesce(device_name, ''), coalesce(threads, 0), "
+                    "coalesce(torch_version, '?'), COUNT(*) FROM runs WHERE id IN (SELECT value FROM json_each(?)) "
+                    "GROUP BY 1, 2, 3, 4 ORDER BY 5 DESC, 1, 2, 3, 4");
+  st.bind(1, ids + "]");
+  std::vector<std::string> out;
+  while (st.step()) {
+    const std::string name = st.column_text(1);
+    const std::int64_t threads = st.column_int64(2), runs = st.column_int64(4);
+    out.push_back(st.column_text(0) + (name.empty() ? "" : " (" + name + ")") +
+                  (threads ? ", " + std::to_string(threads) + (threads == 1 ? " thread" : " threads") : "") +
+                  ", LibTorch " + st.column_text(3) + ": " + std::to_string(runs) + (runs == 1 ? " run" : " runs"));
+  }
+  return out;
+}
+
+std::vector<JobRow> select_jobs(Database& db, const Selection& selection) {
+  std::vector<CompiledFilter> filters;
+  for (const auto& w : selection.where) filters.push_back(compile_filter(w));
+
+  // Unknown names are refused before the query: they would silently select nothing.
+  std::vector<std::string> keys_named;
+  for (const auto& f : filters) keys_named.insert(keys_named.end(), f.config_keys.begin(), f.config_keys.end());
+  for (const auto& g : selection.group_by)
+    if (!builtin_column(g)) keys_named.push_back(g);
+  if (!keys_named.empty()) {
+    const auto known = config_keys(db);
+    for (const auto& k : keys_named)
+      if (!std::binary_search(known.begin(), known.end(), k)) unknown("key", k, known);
+  }
+  if (!selection.metrics.empty()) {
+    const auto known = result_names(db);
+    for (const auto& m : selection.metrics)
+      if (!std::binary_search(known.begin(), known.end(), m)) unknown("metric", m, known);
+  }
+
+  std::string sql = "SELECT o.job_id, o.run_id, o.experiment, o.method, o.dataset, o.seed, o.state";
+  for (const auto& g : selection.group_by) {
+    const char* column = builtin_column(g);
+    sql += ", ";
+    sql += column ? column : "(SELECT value FROM job_params WHERE job_id = o.job_id AND key = ?)";
+  }
+  sql += " FROM job_outcomes AS o";
+  for (std::size_t i = 0; i < filters.size(); ++i) sql += (i ? " AND " : " WHERE ") + filters[i].sql;
+  sql += " ORDER BY o.job_id";
+
+  sql::Statement st(db.handle(), db.path(), sql.c_str());
+  int index = 1;
+  for (const auto& g : selection.group_by)
+    if (!builtin_column(g)) st.bind(index++, g);
+  for (const auto& f : filters)
+    for (const auto& p : f.params) {
+      using Kind = CompiledFilter::Param::Kind;
+      if (p.kind == Kind::text) st.bind(index++, p.text);
+      else if (p.kind == Kind::integer) st.bind(index++, p.integer);
+      else st.bind(index++, p.real);
+    }
+
+  std::vector<JobRow> rows;
+  const int first_group = 7;
+  while (st.step()) {
+    JobRow row;
+    row.job_id = st.column_int64(0);
+    row.run_id = st.column_is_null(1) ? 0 : st.column_int64(1);
+    row.experiment = st.column_text(2);
+    row.method = st.column_text(3);
+    row.dataset = st.column_text(4);
+    row.seed = st.column_int64(5);
+    row.state = st.column_text(6);
+    for (std::size_t g = 0; g < selection.group_by.size(); ++g)
+      row.group.push_back(st.column_text(first_group + static_cast<int>(g)));
+    row.metrics.assign(selection.metrics.size(), std::nullopt);
+    rows.push_back(std::move(row));
+  }
+  if (selection.metrics.empty() || rows.empty()) return rows;
+
+  // The values themselves, read as REAL (not through JSON text): exact doubles, NULL as NaN.
+  sql::Statement values(db.handle(), db.path(),
+                        "SELECT o.job_id, r.name, r.value FROM job_outcomes AS o JOIN results AS r ON r.run_id = o.run_id "
+                        "WHERE r.name IN (SELECT value FROM json_each(?)) "
+                        "AND o.job_id IN (SELECT value FROM json_each(?)) ORDER BY o.job_id");
+  std::string ids = "[";
+  for (std::size_t i = 0; i < rows.size(); ++i) ids += (i ? "," : "") + std::to_string(rows[i].job_id);
+  values.bind(1, json_array(selection.metrics)).bind(2, ids + "]");
+  std::map<std::int64_t, std::size_t> row_of;
+  for (std::size_t i = 0; i < rows.size(); ++i) row_of[rows[i].job_id] = i;
+  while (values.step()) {
+    auto& row = rows[row_of.at(values.column_int64(0))];
+    const std::string name = values.column_text(1);
+    for (std::size_t m = 0; m < selection.metrics.size(); ++m)
+      if (selection.metrics[m] == name) row.metrics[m] = values.column_double(2);  // NULL reads as NaN
+  }
+  return rows;
+}
+
+}  // namespace attnlab::store

@@ -1,0 +1,314 @@
+// The query layer: the --where language compiled to bound SQL, select_jobs over job_outcomes,
+// seed aggregation against numbers worked by hand, and the views giving the same answers.
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "attnlab/query.hpp"
+#include "results/aggregate.hpp"
+#include "results_support.hpp"
+
+namespace attnlab::results::testing {
+namespace {
+
+using store::Database;
+using store::QueryError;
+using store::Selection;
+
+std::vector<std::int64_t> job_ids(const std::vector<store::JobRow>& rows) {
+  std::vector<std::int64_t> ids;
+  for (const auto& r : rows) ids.push_back(r.job_id);
+  return ids;
+}
+
+// The first column of each row of a query on the database's own connection.
+std::vector<std::string> column(Database& db, const std::string& sql) {
+  sqlite3_stmt* st = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(db.handle(), sql.c_str(), -1, &st, nullptr), SQLITE_OK) << sqlite3_errmsg(db.handle());
+  std::vector<std::string> out;
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    const auto* t = sqlite3_column_text(st, 0);
+    out.emplace_back(t ? reinterpret_cast<const char*>(t) : "NULL");
+  }
+  sqlite3_finalize(st);
+  return out;
+}
+
+class Query : public ResultsTest {
+ protected:
+  // Two methods × two datasets × three seeds, learning rates 1e-3 and 1e-4 by seed parity, known
+  // accuracies; plus one failed and one queued job of softmax on text.
+  void fill(Database& db) {
+    for (const std::string method : {"softmax", "skyformer"})
+      for (const std::string dataset : {"listops", "image"})
+        for (std::int64_t seed = 1; seed <= 3; ++seed) {
+          FakeJob f;
+          f.method = method, f.dataset = dataset, f.seed = seed;
+          f.params = {{"train.lr", seed % 2 ? "0.001" : "0.0001"}, {"model.layers", "2"}};
+          f.results = {{"test_acc", accuracy(method, dataset, seed)}, {"peak_memory_bytes", 1048576.0 * seed}};
+          add_job(db, f);
+        }
+    FakeJob failed;
+    failed.method = "softmax", failed.dataset = "text", failed.outcome = "failed";
+    add_job(db, failed);
+    FakeJob queued;
+    queued.method = "softmax", queued.dataset = "text", queued.seed = 2, queued.outcome = "queued";
+    add_job(db, queued);
+  }
+  static double accuracy(const std::string& method, const std::string& dataset, std::int64_t seed) {
+    return (method == "softmax" ? 0.50 : 0.60) + (dataset == "image" ? 0.1 : 0.0) + 0.01 * static_cast<double>(seed);
+  }
+};
+
+TEST(Filter, CompilesToConstantSqlWithEveryValueBound) {
+  const auto f = store::compile_filter("dataset = listops AND (train.lr < 1e-3 OR method IN (softmax, 'sky''former'))");
+  EXPECT_EQ(f.sql.find("listops"), std::string::npos);
+  EXPECT_EQ(f.sql.find("train.lr"), std::string::npos);
+  EXPECT_EQ(f.sql.find("former"), std::string::npos);
+  ASSERT_EQ(f.params.size(), 5u);  // listops, key train.lr, 1e-3, softmax, sky'former
+  EXPECT_EQ(f.params[0].text, "listops");
+  EXPECT_EQ(f.params[1].text, "train.lr");
+  EXPECT_EQ(f.params[2].kind, store::CompiledFilter::Param::Kind::real);
+  EXPECT_DOUBLE_EQ(f.params[2].real, 1e-3);
+  EXPECT_EQ(f.params[4].text, "sky'former");
+  EXPECT_EQ(f.config_keys, std::vector<std::string>{"train.lr"});
+}
+
+TEST(Filter, MalformedExpressionsAreOneLineNamingTheColumn) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"", "the expression is empty"},
+      {"method =", "expected a value at column 9"},
+      {"method softmax", "expected an operator (= != < <= > >= IN) after 'method' at column 8"},
+      {"(method = a", "expected ')' at column 12"},
+      {"seed = one", "seed takes an integer, not 'one' at column 8"},
+      {"method = 'abc", "unterminated '... at column 10"},
+      {"method = a OR", "expected a key at column 14"},
+      {"method IN (a b)", "expected ',' or ')' in the IN list at column 14"},
+      {"method ! a", "'!' is not an operator"},
+      {"method = a; DROP TABLE runs", "unexpected character ';' at column 11"},
+  };
+  for (const auto& [expression, message] : cases) {
+    try {
+      store::compile_filter(expression);
+      ADD_FAILURE() << "accepted: " << expression;
+    } catch (const QueryError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(message), std::string::npos) << expression << " -> " << what;
+      EXPECT_EQ(what.find('\n'), std::string::npos);
+      EXPECT_EQ(what.rfind("--where '" + expression + "'", 0), 0u) << what;
+    }
+  }
+}
+
+TEST_F(Query, FiltersOnColumnsConfigKeysAndOrAndIn) {
+  Database db(file("r.db"));
+  fill(db);  // jobs 1-3 softmax/listops, 4-6 softmax/image, 7-9 skyformer/listops, 10-12 skyformer/image, 13 failed, 14 queued
+  auto ids = [&](std::vector<std::string> where) {
+    Selection s;
+    s.where = std::move(where);
+    return job_ids(store::select_jobs(db, s));
+  };
+  using V = std::vector<std::int64_t>;
+  EXPECT_EQ(ids({"method = skyformer AND dataset = listops"}), (V{7, 8, 9}));
+  EXPECT_EQ(ids({"method = skyformer", "dataset = listops"}), (V{7, 8, 9}));  // several --where: all hold
+  EXPECT_EQ(ids({"dataset = text OR seed = 3 AND method = skyformer"}), (V{9, 12, 13, 14}));  // AND binds tighter
+  EXPECT_EQ(ids({"(dataset = text OR seed = 3) AND method = softmax"}), (V{3, 6, 13, 14}));
+  EXPECT_EQ(ids({"train.lr = 1e-4"}), (V{2, 5, 8, 11}));  // numeric: 1e-4 equals the stored "0.0001"
+  EXPECT_EQ(ids({"train.lr < 0.0005 AND dataset = image"}), (V{5, 11}));
+  EXPECT_EQ(ids({"train.lr != 0.001 AND method = softmax"}), (V{2, 5}));  // jobs without the key never match
+  EXPECT_EQ(ids({"seed IN (1, 3) AND dataset IN ('image')"}), (V{4, 6, 10, 12}));
+  EXPECT_EQ(ids({"method NOT IN (softmax)"}), (V{7, 8, 9, 10, 11, 12}));
+  EXPECT_EQ(ids({"NOT (status = done)"}), (V{13, 14}));
+  EXPECT_EQ(ids({"status IN (failed, queued)"}), (V{13, 14}));
+  EXPECT_EQ(ids({"seed >= 3 AND model.layers = 2"}), (V{3, 6, 9, 12}));
+  EXPECT_EQ(ids({"model.layers = '2.0'"}), (V{}));  // quoted: compared as text
+  EXPECT_EQ(ids({"job <= 2 or job > 13"}), (V{1, 2, 14}));  // keywords in any case
+}
+
+TEST_F(Query, UnknownKeysAndMetricsAreRefusedWithWhatExists) {
+  Database db(file("r.db"));
+  fill(db);
+  Selection s;
+  s.where = {"train.lrr = 0.001"};
+  try {
+    store::select_jobs(db, s);
+    ADD_FAILURE();
+  } catch (const QueryError& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown key 'train.lrr' (did you mean: train.lr)"), std::string::npos) << e.what();
+  }
+  Selection m;
+  m.metrics = {"test_accuracy"};
+  try {
+    store::select_jobs(db, m);
+    ADD_FAILURE();
+  } catch (const QueryError& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown metric 'test_accuracy' (did you mean: test_acc)"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_F(Query, AnInjectionAttemptIsStoredAndReturnedAsText) {
+  Database db(file("r.db"));
+  const std::string evil = "x'); DROP TABLE runs; --";
+  FakeJob f;
+  f.params = {{"datasets.listops.path", evil}};
+  f.results = {{"test_acc", 0.25}};
+  add_job(db, f);
+  FakeJob other;
+  other.seed = 2;
+  other.params = {{"datasets.listops.path", "/data/listops"}};
+  other.results = {{"test_acc", 0.5}};
+  add_job(db, other);
+
+  Selection s;
+  s.where = {"datasets.listops.path = \"" + evil + "\""};
+  s.group_by = {"datasets.listops.path"};
+  s.metrics = {"test_acc"};
+  const auto rows = store::select_jobs(db, s);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].group, std::vector<std::string>{evil});
+  EXPECT_EQ(rows[0].metrics[0], 0.25);
+  EXPECT_EQ(column(db, "SELECT COUNT(*) FROM runs"), std::vector<std::string>{"2"});  // the table is still there
+}
+
+TEST_F(Query, CountingRunsAndStates) {
+  Database db(file("r.db"));
+  fill(db);
+  FakeJob diverged;
+  diverged.dataset = "text", diverged.seed = 3, diverged.outcome = "diverged";
+  diverged.results = {{"test_acc", std::nan("")}};
+  add_job(db, diverged);
+  Selection s;
+  s.where = {"dataset = text"};
+  s.metrics = {"test_acc"};
+  const auto rows = store::select_jobs(db, s);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].state, "failed");
+  EXPECT_NE(rows[0].run_id, 0);                   // its newest (third) attempt
+  EXPECT_FALSE(rows[0].metrics[0].has_value());   // a failed attempt stored no results
+  EXPECT_EQ(rows[1].state, "queued");
+  EXPECT_EQ(rows[1].run_id, 0);
+  EXPECT_EQ(rows[2].state, "diverged");
+  ASSERT_TRUE(rows[2].metrics[0].has_value());
+  EXPECT_TRUE(std::isnan(*rows[2].metrics[0]));  // stored NaN (NULL) is not "missing"
+  EXPECT_EQ(column(db, "SELECT attempts FROM job_outcomes WHERE state = 'failed'"), std::vector<std::string>{"3"});
+}
+
+TEST_F(Query, SeedAggregationMatchesHandWorkedNumbersAndTheView) {
+  Database db(file("r.db"));
+  fill(db);
+  Selection s;
+  s.metrics = {"test_acc"};
+  s.group_by = {"method", "dataset"};
+  const auto groups = summarize(store::select_jobs(db, s), 1);
+  ASSERT_EQ(groups.size(), 5u);  // skyformer × 2, softmax × 3 (text has no finished seed)
+  // skyformer/image: 0.71, 0.72, 0.73: mean 0.72, sample std 0.01
+  EXPECT_EQ(groups[0].key, (std::vector<std::string>{"skyformer", "image"}));
+  EXPECT_EQ(groups[0].metrics[0].n, 3u);
+  EXPECT_NEAR(groups[0].metrics[0].mean, 0.72, 1e-12);
+  EXPECT_NEAR(groups[0].metrics[0].std, 0.01, 1e-12);
+  EXPECT_NEAR(groups[0].metrics[0].min, 0.71, 1e-12);
+  EXPECT_NEAR(groups[0].metrics[0].max, 0.73, 1e-12);
+  const auto& text = groups[4];
+  EXPECT_EQ(text.key, (std::vector<std::string>{"softmax", "text"}));
+  EXPECT_EQ(text.jobs, 2u);
+  EXPECT_EQ(text.failed, 1u);
+  EXPECT_EQ(text.unfinished, 1u);
+  EXPECT_EQ(text.metrics[0].n, 0u);
+  EXPECT_TRUE(std::isnan(text.metrics[0].mean));
+
+  // Grouped by a config key: lr 0.001 = seeds 1 and 3 of the twelve done jobs.
+  Selection by_lr;
+  by_lr.metrics = {"peak_memory_bytes"};
+  by_lr.group_by = {"train.lr"};
+  by_lr.where = {"status = done"};
+  const auto lr = summarize(store::select_jobs(db, by_lr), 1);
+  ASSERT_EQ(lr.size(), 2u);
+  EXPECT_EQ(lr[0].key[0], "0.0001");  // ordered as numbers
+  EXPECT_EQ(lr[0].metrics[0].n, 4u);
+  EXPECT_DOUBLE_EQ(lr[0].metrics[0].mean, 2 * 1048576.0);
+  EXPECT_EQ(lr[1].metrics[0].n, 8u);  // seeds 1 and 3: 1 MiB four times, 3 MiB four times
+  EXPECT_DOUBLE_EQ(lr[1].metrics[0].mean, 2 * 1048576.0);
+  EXPECT_NEAR(lr[1].metrics[0].std, std::sqrt(8.0 / 7.0) * 1048576.0, 1e-6);
+
+  // The view seed_stats gives the same numbers at the sqlite3 prompt.
+  EXPECT_EQ(column(db, "SELECT printf('%.12f %.12f %d %d %d', mean, std, n, jobs, failed) FROM seed_stats "
+                       "WHERE method = 'skyformer' AND dataset = 'image' AND metric = 'test_acc'"),
+            std::vector<std::string>{"0.720000000000 0.010000000000 3 3 0"});
+  EXPECT_EQ(column(db, "SELECT COUNT(*) FROM seed_stats WHERE dataset = 'text'"), std::vector<std::string>{"0"});
+  EXPECT_EQ(column(db, "SELECT COUNT(*) FROM job_results WHERE metric = 'test_acc'"), std::vector<std::string>{"12"});
+}
+
+// Every query store/README.md offers for pasting into sqlite3 runs on a filled database.
+TEST_F(Query, EveryReadmeQueryRuns) {
+  Database db(file("r.db"));
+  fill(db);
+  const std::string readme = slurp(std::string(ATTNLAB_SOURCE_DIR) + "/store/README.md");
+  std::size_t blocks = 0, statements = 0;
+  for (std::size_t at = readme.find("```sql\n"); at != std::string::npos; at = readme.find("```sql\n", at)) {
+    const std::size_t begin = at + 7, end = readme.find("```", begin);
+    ASSERT_NE(end, std::string::npos);
+    const std::string block = readme.substr(begin, end - begin);
+    ++blocks;
+    const char* tail = block.c_str();
+    while (*tail) {
+      sqlite3_stmt* st = nullptr;
+      ASSERT_EQ(sqlite3_prepare_v2(db.handle(), tail, -1, &st, &tail), SQLITE_OK)
+          << sqlite3_errmsg(db.handle()) << "\n" << block;
+      if (!st) break;  // only whitespace left
+      ++statements;
+      int rc;
+      while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+      }
+      EXPECT_EQ(rc, SQLITE_DONE) << sqlite3_errmsg(db.handle()) << "\n" << block;
+      sqlite3_finalize(st);
+    }
+    at = end + 3;
+  }
+  EXPECT_GE(blocks, 10u);
+  EXPECT_GE(statements, blocks);
+}
+
+// A version 4 file (version 5 only adds views) with finished jobs: readers refuse it in one line,
+// `db migrate` (Open::migrate) adds the views, and they see the jobs that were there.
+TEST_F(Query, Version4FilesGetTheViewsByMigration) {
+  {
+    Database db(file("old.db"));
+    fill(db);
+    char* err = nullptr;
+    ASSERT_EQ(sqlite3_exec(db.handle(),
+                           "DROP VIEW job_results; DROP VIEW seed_stats; DROP VIEW run_curves; DROP VIEW job_outcomes; "
+                           "PRAGMA user_version = 4",
+                           nullptr, nullptr, &err),
+              SQLITE_OK)
+        << (err ? err : "");
+  }
+  const auto refused = attnlab({"results", "--db", file("old.db")});
+  EXPECT_EQ(refused.status, 2);
+  EXPECT_NE(refused.err.find("database schema version 4 is older than this attnlab needs (5): run `attnlab db migrate"),
+            std::string::npos)
+      << refused.err;
+  const auto migrated = attnlab({"db", "migrate", "--db", file("old.db")});
+  ASSERT_EQ(migrated.status, 0) << migrated.err;
+  EXPECT_EQ(migrated.out, file("old.db") + ": schema version 4 -> 5\n");
+  Database db(file("old.db"), Database::Open::existing);
+  EXPECT_EQ(column(db, "SELECT n || ' ' || failed FROM seed_stats WHERE method = 'softmax' AND dataset = 'listops' "
+                       "AND metric = 'test_acc'"),
+            std::vector<std::string>{"3 0"});
+  EXPECT_EQ(column(db, "SELECT COUNT(*) FROM job_outcomes WHERE run_id IS NULL"), std::vector<std::string>{"1"});
+}
+
+TEST(Aggregate, SeedStatsSkipNaNAndKeepInfinity) {
+  const auto s = seed_stats({1.0, std::nan(""), 3.0});
+  EXPECT_EQ(s.n, 2u);
+  EXPECT_DOUBLE_EQ(s.mean, 2.0);
+  EXPECT_DOUBLE_EQ(s.std, std::sqrt(2.0));
+  const auto one = seed_stats({0.5});
+  EXPECT_EQ(one.n, 1u);
+  EXPECT_TRUE(std::isnan(one.std));
+  EXPECT_TRUE(std::isinf(seed_stats({1.0, HUGE_VAL}).mean));
+}
+
+}  // namespace
+}  // namespace attnlab::results::testing
