@@ -90,10 +90,12 @@ int cmd_worker_device(const Args& args, const std::string& self_exe) {
   po::options_description options("attnlab worker-device (internal: one device worker, started by attnlab worker)");
   options.add_options()
       ("device", po::value<std::string>()->required(), "cpu or cuda:N")
-      ("only", po::value<std::vector<std::string>>()->composing(), "claim only these job ids (comma-separated; repeatable)");
+      ("only", po::value<std::vector<std::string>>()->composing(), "claim only these job ids (comma-separated; repeatable)")
+      ("job-exe", po::value<std::string>()->default_value(""), "(tests) the program job processes run; default: this one");
   add_common_options(options);
   const auto vm = parse_command_line("worker-device", args, options);
   WorkerOptions o = options_from(vm, "worker-device");
+  o.job_exe = vm["job-exe"].as<std::string>();
   if (vm.count("only"))
     for (const auto& chunk : vm["only"].as<std::vector<std::string>>())
       for (auto id : parse_id_list(chunk, "--only")) o.only_jobs.push_back(id);

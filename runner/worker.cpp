@@ -119,7 +119,7 @@ class DeviceWorker {
   }
 
   std::vector<std::string> job_command(const store::Lease& lease) const {
-    std::vector<std::string> argv = {self_exe_, "exec-job", "--db", o_.db_path, "--job", std::to_string(lease.job_id),
+    std::vector<std::string> argv = {o_.job_exe.empty() ? self_exe_ : o_.job_exe, "exec-job", "--db", o_.db_path, "--job", std::to_string(lease.job_id),
                                      "--run", std::to_string(lease.run_id), "--device", device_,
                                      "--threads", std::to_string(o_.threads)};
     if (!o_.cache_dir.empty()) argv.insert(argv.end(), {"--cache-dir", o_.cache_dir});
@@ -135,12 +135,12 @@ class DeviceWorker {
     try {
       pid = start_child(job_command(lease), "job process", SIGKILL);
     } catch (const std::exception& e) {
-      say(what + " failed: " + e.what());
-      try {
-        db_.fail_run_if_unfinished(lease.run_id, "failed", e.what());
-      } catch (const store::LeaseLost&) {
-      }
-      return;
+      // Not the job's fault: this worker cannot start processes (its executable gone while it ran,
+      // no memory to fork). Counting it would burn every queued job's attempts in a second, so the
+      // attempt goes back uncounted and the worker stops; the supervisor restarts it with a back-off.
+      say(what + " could not start its job process: " + e.what() + "; the job goes back to the queue uncounted");
+      release_interrupted(lease, std::string("the worker could not start the job process: ") + e.what());
+      throw std::runtime_error(std::string("stopping: ") + e.what());
     }
     forward_stops_to(pid);
     if (stop_requests() > 0) kill(pid, SIGTERM);  // a stop that came before the forwarding was set

@@ -20,6 +20,7 @@ struct WorkerOptions {
   std::string cache_dir;
   std::vector<std::string> plugin_dirs;
   std::vector<std::int64_t> only_jobs;  // claim only these jobs (`attnlab run`); empty: any
+  std::string job_exe;  // the program job processes run (tests: a missing one); empty: this executable
   // No-op mode (bench-queue, tests): no job process; each claimed job holds its lease for
   // noop_seconds x a random factor in [0.5, 1.5], heartbeating, then ends 'done' with noop = 1.
   bool noop = false;

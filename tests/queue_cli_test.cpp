@@ -143,6 +143,18 @@ TEST_F(QueueCli, ShowListsEveryAttempt) {
       << out;
 }
 
+// A worker that cannot start job processes (its executable gone while it ran) gives the attempt
+// back uncounted and stops, instead of burning every queued job's attempts in a second.
+TEST_F(QueueCli, AWorkerThatCannotStartJobProcessesCountsNoFailure) {
+  std::string out;
+  ASSERT_EQ(queue("add " + experiment() + " --cache-dir " + path("cache"), out), 0) << out;
+  EXPECT_EQ(attnlab("worker-device --device cpu --idle-exit --job-exe " + path("gone/attnlab") + opts(), out), 1);
+  EXPECT_NE(out.find("could not start its job process"), std::string::npos) << out;
+  EXPECT_EQ(sql("SELECT group_concat(state || ':' || attempts || ':' || failures, ' ') FROM jobs"), "queued:1:0 queued:0:0");
+  EXPECT_EQ(sql("SELECT status FROM runs"), "interrupted");
+  EXPECT_NE(sql("SELECT error FROM runs").find("No such file or directory"), std::string::npos);
+}
+
 TEST_F(QueueCli, DbMigrateIsTheOnlyWayAnOldFileMoves) {
   {
     sqlite3* handle = nullptr;
