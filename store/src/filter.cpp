@@ -8,6 +8,7 @@
 #include <map>
 
 #include "attnlab/query.hpp"
+#include "builtin_keys.hpp"
 
 namespace attnlab::store {
 namespace {
@@ -226,6 +227,11 @@ class Parser {
 }  // namespace
 
 bool is_builtin_key(const std::string& key) { return builtins().count(key) > 0; }
+
+const char* builtin_column(const std::string& key) {
+  const auto it = builtins().find(key);
+  return it == builtins().end() ? nullptr : it->second.sql;
+}
 
 CompiledFilter compile_filter(const std::string& expression) { return Parser(expression).parse(); }
 

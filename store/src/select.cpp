@@ -7,18 +7,11 @@
 #include <map>
 
 #include "attnlab/query.hpp"
+#include "builtin_keys.hpp"
 #include "sqlite.hpp"
 
 namespace attnlab::store {
 namespace {
-
-const char* builtin_column(const std::string& key) {
-  static const std::map<std::string, const char*> columns = {
-      {"method", "o.method"}, {"dataset", "o.dataset"}, {"experiment", "o.experiment"}, {"state", "o.state"},
-      {"status", "o.state"},  {"seed", "o.seed"},       {"job", "o.job_id"},            {"run", "o.run_id"}};
-  const auto it = columns.find(key);
-  return it == columns.end() ? nullptr : it->second;
-}
 
 std::string json_array(const std::vector<std::string>& words) {
   std::string out = "[";
