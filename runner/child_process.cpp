@@ -40,6 +40,13 @@ ChildExit exit_of(int status) {
 
 bool ChildExit::stopped_by_request() const { return signalled && (code == SIGINT || code == SIGTERM); }
 
+bool ChildExit::crashed_itself() const {
+  if (!signalled) return false;
+  for (const int own : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGSYS, SIGTRAP})
+    if (code == own) return true;
+  return false;
+}
+
 std::string ChildExit::describe() const {
   return signalled ? "killed by signal " + std::to_string(code) + " (" + strsignal(code) + ")"
                    : "exited with status " + std::to_string(code);

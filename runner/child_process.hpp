@@ -19,6 +19,10 @@ struct ChildExit {
   int code = 0;  // exit status, or the signal that ended it
   bool ok() const { return !signalled && code == 0; }
   bool stopped_by_request() const;  // ended by SIGINT or SIGTERM
+  // Ended by a signal its own code raised (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGSYS,
+  // SIGTRAP): the program crashed. Any other signal (SIGKILL, SIGTERM, SIGHUP, SIGPIPE, ...) came
+  // from outside: a person, its parent's death, the system.
+  bool crashed_itself() const;
   std::string describe() const;  // "killed by signal 9 (Killed)" / "exited with status 3"
 };
 

@@ -92,7 +92,10 @@ std::string seconds_from_now(double unix_seconds) {
 }
 
 std::string failures_cell(const store::QueuedJob& q) {
-  return std::to_string(q.failures) + "/" + std::to_string(q.max_attempts);
+  std::string cell = std::to_string(q.failures) + "/" + std::to_string(q.max_attempts);
+  if (q.infra_failures > 0)  // attempts ended from outside: their own cap
+    cell += ", lost " + std::to_string(q.infra_failures) + "/" + std::to_string(q.max_infra_failures);
+  return cell;
 }
 
 // A table cell of one line: the first line of the text, cut to `width` characters.
@@ -138,7 +141,7 @@ int queue_add(const Args& args) {
       check_experiment(vm["experiment"].as<std::string>(), registry, vm["cache-dir"].as<std::string>());
   const std::string db_path = vm["db"].as<std::string>();
   store::Database db(db_path);  // migrates, as run and db migrate do (workers never do)
-  const EnqueueReport report = enqueue_checked(experiment, db, vm.count("rerun") > 0);
+  const EnqueueReport report = enqueue_checked(experiment, registry, db, vm.count("rerun") > 0);
   std::cout << describe(report) << "\n" << db_path << ": " << counts_line(db.queue_counts()) << "\n";
   return 0;
 }
@@ -166,14 +169,15 @@ int queue_list(const Args& args) {
 
   if (format == "csv") {
     std::cout << "job,experiment,method,dataset,seed,state,attempts,failures,max_attempts,lease_run,lease_owner,"
-                 "lease_expires_at,error\n";
+                 "lease_expires_at,error,infra_failures,max_infra_failures\n";
     for (const auto& q : jobs) {
       char expires[32] = "";
       if (q.lease_run_id) std::snprintf(expires, sizeof expires, "%.3f", q.lease_expires_at);
       std::cout << q.job.id << "," << csv_field(q.experiment) << "," << csv_field(q.job.method) << ","
                 << csv_field(q.job.dataset) << "," << q.job.seed << "," << q.job.state << "," << q.attempts << ","
                 << q.failures << "," << q.max_attempts << "," << (q.lease_run_id ? std::to_string(q.lease_run_id) : "")
-                << "," << csv_field(q.lease_owner) << "," << expires << "," << csv_field(q.error) << "\n";
+                << "," << csv_field(q.lease_owner) << "," << expires << "," << csv_field(q.error) << ","
+                << q.infra_failures << "," << q.max_infra_failures << "\n";
     }
     return 0;
   }
@@ -211,8 +215,11 @@ int queue_show(const Args& args) {
   const store::QueuedJob& q = rows.front();
   std::cout << "job " << q.job.id << ": " << q.job.method << " on " << q.job.dataset << ", seed " << q.job.seed
             << ", experiment '" << q.experiment << "' (" << q.job.experiment_id << "), created " << q.created_at << "\n"
-            << "state: " << q.job.state << " (" << q.attempts << " attempt(s), " << q.failures << " failure(s) of "
-            << q.max_attempts << " allowed)\n";
+            << "state: " << q.job.state << " (" << q.attempts << " attempt(s); " << q.failures << " failure(s) of "
+            << q.max_attempts << " allowed; " << q.infra_failures << " ended from outside of " << q.max_infra_failures
+            << " allowed)\n";
+  for (std::size_t i = 0; i < q.plugin_dirs.size(); ++i)
+    std::cout << (i ? ", " : "plugin folders: ") << q.plugin_dirs[i] << (i + 1 == q.plugin_dirs.size() ? "\n" : "");
   if (q.lease_run_id)
     std::cout << "lease: run " << q.lease_run_id << ", worker " << q.lease_owner << ", "
               << seconds_from_now(q.lease_expires_at) << "\n";

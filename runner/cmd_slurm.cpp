@@ -198,7 +198,8 @@ int slurm_submit(const Args& args, const std::string& self_exe) {
       const std::int64_t index = static_cast<std::int64_t>(manifest.tasks.size());
       store::Database shard(slurm::shard_path(folder, index));
       const auto experiment_id = shard.add_experiment(experiment.name, experiment_path, experiment.source_text);
-      shard.add_job({experiment_id, plan.method, plan.dataset, plan.seed, plan.config_toml, plan.config_hash, plan.flat});
+      shard.add_job({experiment_id, plan.method, plan.dataset, plan.seed, plan.config_toml, plan.config_hash, plan.flat,
+                     q.plugin_dirs});
       manifest.tasks.push_back({index, q.job.id, plan.config_hash, plan.method, plan.dataset, plan.seed});
     }
     slurm::write_manifest(folder, manifest);
@@ -335,7 +336,7 @@ int slurm_collect(const Args& args) {
       const std::string state = found == jobs.end() ? "missing from the database" : found->second.job.state;
       if (state == "done") {
         ++done;
-      } else if (state == "failed" || state == "diverged" || state == "oom") {
+      } else if (state == "failed" || state == "diverged" || state == "oom" || state == "blocked") {
         ++failed;
         details << "  task " << task.index << ", " << task_name(task) << ": " << state << ": " << found->second.error << "\n";
       } else {

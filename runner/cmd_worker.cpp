@@ -130,7 +130,7 @@ int cmd_bench_queue(const Args& args, const std::string& self_exe) {
       store::Database db(db_path, store::Database::Open::migrate);
       const auto experiment = db.add_experiment("bench-queue", "", "");
       for (std::int64_t i = 1; i <= jobs; ++i)
-        db.add_job({experiment, "noop", "noop", i, "noop = " + std::to_string(i), "noop-" + std::to_string(i), {}});
+        db.add_job({experiment, "noop", "noop", i, "noop = " + std::to_string(i), "noop-" + std::to_string(i), {}, {}});
     }
     WorkerOptions o;
     o.db_path = db_path;

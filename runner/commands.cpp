@@ -120,7 +120,7 @@ int cmd_run(const Args& args, const std::string& self_exe) {
   // a configuration or dataset error stores nothing, not even the database file
   const Experiment experiment = check_experiment(path, registry, workers.cache_dir);
   store::Database db(workers.db_path, store::Database::Open::migrate);
-  const EnqueueReport report = enqueue_checked(experiment, db, vm.count("rerun") > 0);
+  const EnqueueReport report = enqueue_checked(experiment, registry, db, vm.count("rerun") > 0);
   if (!vm.count("rerun")) {
     store::JobFilter done;
     done.ids = report.job_ids;
@@ -175,8 +175,7 @@ int cmd_exec_job(const Args& args) {
   o.threads = vm["threads"].as<int>();
   o.cache_dir = vm["cache-dir"].as<std::string>();
   o.checkpoint_dir = vm["checkpoint-dir"].as<std::string>();
-  const auto registry = load_plugins(plugin_dirs(vm), /*quiet_errors=*/true);
-  return execute_job(o, registry) == "lost" ? kExitLeaseLost : 0;
+  return execute_job(o, plugin_dirs(vm)) == "lost" ? kExitLeaseLost : 0;
 }
 
 }  // namespace attnlab

@@ -26,14 +26,19 @@ struct EnqueueReport {
 // Loads and checks the experiment (every dataset configuration once, as its jobs will load it:
 // a missing folder fails here, before anything is stored), then records the experiment (the
 // same name and text reuse one row) and its jobs. With `rerun`, jobs that ended (done, failed,
-// diverged, oom, cancelled) are queued again; running and submitted ones never are.
+// diverged, oom, cancelled, blocked) are queued again; running and submitted ones never are.
+// Without `rerun`, a done job whose counting run loaded a plugin file with another SHA-256 than
+// the one loaded now is a ConfigError (one line: the plugin, both hashes, --rerun) and nothing is
+// stored. Each new job records the folders of its two plugins (jobs.plugin_dirs), which the
+// worker that claims it searches first.
 EnqueueReport enqueue_experiment(const std::string& toml_path, const PluginRegistry& registry, store::Database& db,
                                  const std::string& cache_dir, bool rerun);
 
 // The same in two steps, so that a bad file leaves no database file behind: check first, then
 // open the database and store.
 Experiment check_experiment(const std::string& toml_path, const PluginRegistry& registry, const std::string& cache_dir);
-EnqueueReport enqueue_checked(const Experiment& experiment, store::Database& db, bool rerun);
+EnqueueReport enqueue_checked(const Experiment& experiment, const PluginRegistry& registry, store::Database& db,
+                              bool rerun);
 
 // One line: "experiment 'NAME': N jobs: A added, ...".
 std::string describe(const EnqueueReport& report);

@@ -88,6 +88,25 @@ void share_file(const std::string& from, const std::string& to) {
 
 bool is_final(const std::string& status) { return status == "done" || status == "diverged" || status == "oom"; }
 
+// The job cannot run as configured, here or anywhere, until someone changes something: its plugin
+// is not found, its configuration or a parameter is refused, its data is missing or malformed.
+// Trying again would fail the same way, so the attempt ends 'rejected' and the job waits
+// 'blocked' for `attnlab queue retry`, instead of using up attempts meant for crashes.
+bool is_deterministic_refusal(const std::exception& e) {
+  return dynamic_cast<const ConfigError*>(&e) || dynamic_cast<const ParamError*>(&e) ||
+         dynamic_cast<const DataError*>(&e);
+}
+
+// The plugins the job was queued with come first: a worker started without the --plugins folder
+// the job was queued with still finds them.
+PluginRegistry job_registry(const std::vector<std::string>& job_dirs, const std::vector<std::string>& cli_dirs) {
+  std::vector<std::string> folders = job_dirs;
+  for (const auto& d : PluginRegistry::search_path(cli_dirs)) folders.push_back(d);
+  PluginRegistry registry;
+  registry.load_folders(folders);
+  return registry;
+}
+
 }  // namespace
 
 std::string host_name() {
@@ -107,7 +126,7 @@ std::string resume_checkpoint_path(const std::string& checkpoint_dir, std::int64
   return checkpoint_dir + "/job-" + std::to_string(job_id) + ".run-" + std::to_string(run_id) + ".resume.pt";
 }
 
-std::string execute_job(const JobExecOptions& options, const PluginRegistry& registry) {
+std::string execute_job(const JobExecOptions& options, const std::vector<std::string>& plugin_dirs) {
   store::Database db(options.db_path, store::Database::Open::existing);
   store::JobFilter this_job;
   this_job.ids = {options.job_id};
@@ -124,6 +143,7 @@ std::string execute_job(const JobExecOptions& options, const PluginRegistry& reg
     return "lost";
   }
 
+  const PluginRegistry registry = job_registry(found.front().plugin_dirs, plugin_dirs);
   const std::string checkpoint_dir = options.checkpoint_dir.empty() ? options.db_path + ".ckpt" : options.checkpoint_dir;
   TrainJob job;
   RunOutcome outcome;
@@ -198,7 +218,7 @@ std::string execute_job(const JobExecOptions& options, const PluginRegistry& reg
     observer.lost(e.what());
   } catch (const std::exception& e) {
     std::string what = e.what();
-    outcome.status = compat::is_out_of_memory(e) ? "oom" : "failed";
+    outcome.status = compat::is_out_of_memory(e) ? "oom" : is_deterministic_refusal(e) ? "rejected" : "failed";
     outcome.error = what.substr(0, what.find('\n'));  // c10 errors append a backtrace
   }
 
@@ -225,6 +245,9 @@ std::string execute_job(const JobExecOptions& options, const PluginRegistry& reg
   for (const auto& [name, value] : outcome.results)
     if (name == "test_acc") summary += "  test acc " + std::to_string(value).substr(0, 6);
   if (!outcome.error.empty()) summary += ": " + outcome.error;
+  if (outcome.status == "rejected")
+    summary += " (not retried: job " + std::to_string(stored.id) + " is blocked until `attnlab queue retry " +
+               std::to_string(stored.id) + "`)";
   observer.printer().finish(summary);
   return outcome.status;
 }

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "plugin_host.hpp"
 
@@ -28,10 +29,13 @@ struct JobExecOptions {
   const std::atomic<bool>* stop = nullptr;  // set by a signal: checkpoint, end 'interrupted'
 };
 
-// Returns the run's status (done, failed, diverged, oom, interrupted), or "lost" when the lease
-// was lost (nothing more was written). Errors before the run could be recorded (an unreadable
-// database) throw.
-std::string execute_job(const JobExecOptions& options, const PluginRegistry& registry);
+// Returns the run's status (done, failed, diverged, oom, interrupted, rejected), or "lost" when
+// the lease was lost (nothing more was written). Plugins are searched in the job's own folders
+// (jobs.plugin_dirs) first, then `plugin_dirs` and the usual search path. A ConfigError,
+// ParamError or DataError (plugin not found, configuration or data refused) ends the attempt
+// 'rejected' and blocks the job: trying again cannot help. Errors before the run could be
+// recorded (an unreadable database) throw.
+std::string execute_job(const JobExecOptions& options, const std::vector<std::string>& plugin_dirs);
 
 // Where a run's resume checkpoint goes: one file per attempt, so an attempt that lost its lease
 // can never overwrite the checkpoint of the attempt that holds it.

@@ -104,7 +104,12 @@ bool PluginRegistry::load_file(const std::string& path) {
     return refuse(std::string("bad parameter schema: ") + e.what());
   }
 
-  LoadedPlugin plugin{path, sha256_of_file(path), info};
+  // Recorded with every run (run_plugins) and every queued job (its folder): absolute and
+  // canonical, so that it names the same file from any working directory.
+  std::error_code ec;
+  fs::path canonical = fs::canonical(path, ec);
+  if (ec) canonical = fs::absolute(path);
+  LoadedPlugin plugin{canonical.string(), sha256_of_file(path), info};
   if (info->kind == PluginKind::attention)
     plugin.make_attention = &library.get_alias<AttentionFactory>(ATTNLAB_FACTORY_SYMBOL);
   else

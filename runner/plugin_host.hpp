@@ -14,7 +14,7 @@
 namespace attnlab {
 
 struct LoadedPlugin {
-  std::string path;
+  std::string path;         // absolute and canonical
   std::string sha256;       // of the file, recorded with every run that uses it
   const PluginInfo* info;   // lives in the loaded library
   AttentionFactory* make_attention = nullptr;  // kind == attention

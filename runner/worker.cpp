@@ -13,6 +13,7 @@
 
 #include "attnlab/store.hpp"
 #include "attnlab/torch_compat.hpp"
+#include "checkpoint_sweep.hpp"
 #include "child_process.hpp"
 #include "job_exec.hpp"
 
@@ -148,6 +149,7 @@ class DeviceWorker {
     auto next_heartbeat = Clock::now() + seconds(o_.lease_seconds / 3);
     std::optional<Clock::time_point> kill_at;
     bool lease_lost = false;
+    bool recorded_its_end = false;  // the job process ended its run itself and is exiting
     ChildExit exit;
     for (;;) {
       if (const auto ended = poll_child(pid)) {
@@ -155,13 +157,20 @@ class DeviceWorker {
         break;
       }
       const auto now = Clock::now();
-      if (!lease_lost && now >= next_heartbeat) {
+      if (!lease_lost && !recorded_its_end && now >= next_heartbeat) {
         next_heartbeat = now + seconds(o_.lease_seconds / 3);
         if (!heartbeat(lease)) {
-          lease_lost = true;
-          say(what + " lost its lease; stopping its job process");
-          kill(pid, SIGTERM);
-          kill_at = now + seconds(lease_lost_grace(o_.lease_seconds));
+          // A refused renewal also follows the job process's own finish_run, which releases the
+          // lease a moment before the process exits: only a run ended from outside is lost.
+          const std::string why = taken_from_us(lease);
+          if (why.empty()) {
+            recorded_its_end = true;
+          } else {
+            lease_lost = true;
+            say(what + " " + why + "; stopping its job process");
+            kill(pid, SIGTERM);
+            kill_at = now + seconds(lease_lost_grace(o_.lease_seconds));
+          }
         }
       }
       if (kill_at && now >= *kill_at) {
@@ -177,13 +186,42 @@ class DeviceWorker {
       return;
     }
     // The job process records its own end; if it could not (a crash, a kill), we do it for it.
+    // A signal the process raised itself (a segfault, an abort) is the method's crash; any other
+    // (SIGKILL from a person or the OOM killer, SIGTERM, SIGHUP, SIGPIPE) came from outside and
+    // is counted against the job's infrastructure cap instead.
     const bool stopped = stop_requests() > 0 && (exit.stopped_by_request() || exit.ok());
-    const std::string error = "job process " + exit.describe();
+    const bool from_outside = exit.signalled && !exit.crashed_itself();
+    const std::string status = stopped ? "interrupted" : from_outside ? "lost" : "failed";
+    const std::string error = "job process " + exit.describe() + (status == "lost" ? ", not by its own code" : "");
     try {
-      if (db_.fail_run_if_unfinished(lease.run_id, stopped ? "interrupted" : "failed", error))
-        say(what + (stopped ? " interrupted: " : " failed: ") + error);
+      if (db_.fail_run_if_unfinished(lease.run_id, status, error)) say(what + " " + status + ": " + error);
     } catch (const store::LeaseLost&) {
       say(what + " is no longer ours (lease lost); nothing more written");
+    }
+    sweep_files_of(lease);
+  }
+
+  // Why the run no longer holds its lease when someone else ended it (its lease expired and was
+  // ended, the job was cancelled); "" when the run ended itself (its job process recorded its end).
+  std::string taken_from_us(const store::Lease& lease) {
+    try {
+      const store::RunAttempt run = db_.run_attempt(lease.run_id);
+      if (run.status == "lost") return "lost its lease (" + run.error + ")";
+      if (run.status == "interrupted" && db_.job(lease.job_id).state == "cancelled") return "was cancelled";
+      if (run.status == "running") return "lost its lease (run " + std::to_string(lease.run_id) + " holds it no more)";
+      return "";
+    } catch (const store::StoreError& e) {
+      return std::string("lost its lease (") + e.what() + ")";
+    }
+  }
+
+  // The attempt's files that nothing can resume from any more (checkpoint_sweep.hpp). A failure
+  // here costs disk, not results: reported, never fatal.
+  void sweep_files_of(const store::Lease& lease) {
+    try {
+      sweep_checkpoints(db_, checkpoint_dir_of(o_.db_path), lease.job_id);
+    } catch (const std::exception& e) {
+      say("could not remove the unused checkpoint files of job " + std::to_string(lease.job_id) + ": " + e.what());
     }
   }
 

@@ -1,4 +1,4 @@
-// The queue in the store (schema v4): claims, leases, expiry, the failure cap, cancel and retry,
+// The queue in the store (schemas 4 and 6): claims, leases, expiry, the failure cap, cancel and retry,
 // refusing to open without migrating, and the migration of a version 3 file with data.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
@@ -17,6 +17,8 @@
 #include "../store/src/schema_v1.hpp"
 #include "../store/src/schema_v2.hpp"
 #include "../store/src/schema_v3.hpp"
+#include "../store/src/schema_v4.hpp"
+#include "../store/src/schema_v5.hpp"
 #include "attnlab/store.hpp"
 #include "store_support.hpp"
 
@@ -141,7 +143,8 @@ TEST_F(Queue, AnExpiredLeaseReturnsTheJob) {
   EXPECT_EQ(run_column(first->run_id, "status || '|' || error"), "'lost|lease expired: worker slow stopped renewing it'");
   EXPECT_NE(run_column(first->run_id, "finished_at"), "NULL");
   const QueuedJob q = queued(first->job_id);
-  EXPECT_EQ(q.failures, 1);  // a lost attempt counts
+  EXPECT_EQ(q.failures, 0);        // not the method's crash...
+  EXPECT_EQ(q.infra_failures, 1);  // ...but an attempt the infrastructure ended: its own count
   EXPECT_EQ(q.attempts, 2);
   EXPECT_EQ(q.lease_owner, "other");
 
@@ -152,8 +155,11 @@ TEST_F(Queue, AnExpiredLeaseReturnsTheJob) {
   EXPECT_EQ(db.expire_leases(), 0);
   sleep_s(0.1);
   EXPECT_EQ(db.expire_leases(), 1);
-  EXPECT_EQ(queued(third->job_id).job.state, "failed");  // the third failure of three
-  EXPECT_EQ(queued(third->job_id).error, "3 attempts failed; last: lease expired: worker slow stopped renewing it");
+  // one crash and two lost leases: the job is queued again (lost attempts have their own cap)
+  EXPECT_EQ(queued(third->job_id).job.state, "queued");
+  EXPECT_EQ(queued(third->job_id).failures, 1);
+  EXPECT_EQ(queued(third->job_id).infra_failures, 2);
+  EXPECT_EQ(queued(third->job_id).error, "lease expired: worker slow stopped renewing it");
 }
 
 TEST_F(Queue, HeartbeatsKeepTheLease) {
@@ -312,7 +318,7 @@ TEST_F(Queue, CountsListsAndSubmits) {
   db.cancel_jobs({jobs[3]});
   const std::vector<std::pair<std::string, std::int64_t>> want = {
       {"queued", 1}, {"running", 1}, {"submitted", 1}, {"done", 1},
-      {"failed", 0}, {"diverged", 0}, {"oom", 0},       {"cancelled", 1}};
+      {"failed", 0}, {"diverged", 0}, {"oom", 0},       {"blocked", 0}, {"cancelled", 1}};
   EXPECT_EQ(db.queue_counts(), want);
 
   auto ids = [](const std::vector<QueuedJob>& rows) {
@@ -340,7 +346,8 @@ TEST_F(Queue, AbandonLeasesEndsEveryRunningRunWhateverItsExpiry) {
   for (const auto& lease : {a, b}) {
     EXPECT_EQ(run_column(lease->run_id, "status || '|' || error"), "'lost|requeued array task'");
     EXPECT_EQ(queued(lease->job_id).job.state, "queued");
-    EXPECT_EQ(queued(lease->job_id).failures, 1);
+    EXPECT_EQ(queued(lease->job_id).failures, 0);
+    EXPECT_EQ(queued(lease->job_id).infra_failures, 1);
   }
   EXPECT_EQ(db.abandon_leases("again"), 0);
   EXPECT_EQ(db.claim_next_job(claimer(), 30)->job_id, jobs[0]);
@@ -522,10 +529,124 @@ TEST_F(Queue, MigratesAVersion3FileWithDataKeepingEveryRow) {
   EXPECT_EQ(lease->job_id, 3);
   EXPECT_EQ(lease->attempt, 3);
   EXPECT_EQ(query_one(db.handle(), "SELECT status FROM runs WHERE id = 14"), "lost");
-  EXPECT_EQ(job(3).failures, 1);
+  EXPECT_EQ(job(3).failures, 0);
+  EXPECT_EQ(job(3).infra_failures, 1);
   // and the new states are allowed now
   db.cancel_jobs({4});
   EXPECT_EQ(job(4).job.state, "cancelled");
+}
+
+// Schema 6: what ended an attempt decides what it costs the job.
+TEST_F(Queue, AttemptsEndedFromOutsideHaveTheirOwnLargerCap) {
+  Database& db = fill(1);
+  const QueuedJob fresh = queued(jobs[0]);
+  EXPECT_EQ(fresh.max_infra_failures, 10);
+  EXPECT_GT(fresh.max_infra_failures, fresh.max_attempts);
+  for (int i = 1; i <= 9; ++i) {
+    const auto lease = db.claim_next_job(claimer(), 30);
+    ASSERT_TRUE(lease);
+    EXPECT_TRUE(db.fail_run_if_unfinished(lease->run_id, "lost", "job process killed by signal 9 (Killed), not by its own code"));
+    EXPECT_EQ(queued(jobs[0]).job.state, "queued") << i;
+  }
+  // the method's own crashes still have their three
+  for (int i = 1; i <= 2; ++i) db.finish_run(db.claim_next_job(claimer(), 30)->run_id, "failed", {}, "segv", "");
+  EXPECT_EQ(queued(jobs[0]).job.state, "queued");
+  EXPECT_EQ(queued(jobs[0]).failures, 2);
+  EXPECT_EQ(queued(jobs[0]).infra_failures, 9);
+  EXPECT_TRUE(db.fail_run_if_unfinished(db.claim_next_job(claimer(), 30)->run_id, "lost", "lease expired"));
+  const QueuedJob q = queued(jobs[0]);
+  EXPECT_EQ(q.job.state, "failed");
+  EXPECT_EQ(q.infra_failures, 10);
+  EXPECT_EQ(q.error, "10 attempts ended by the infrastructure (killed from outside, lease expired); last: lease expired");
+  // every attempt keeps its own reason
+  EXPECT_EQ(query_one(db.handle(), "SELECT group_concat(status, ',') FROM (SELECT status FROM runs ORDER BY attempt)"),
+            "lost,lost,lost,lost,lost,lost,lost,lost,lost,failed,failed,lost");
+  // a retry resets both counts
+  EXPECT_EQ(db.retry_jobs({jobs[0]}), std::vector<std::int64_t>{jobs[0]});
+  EXPECT_EQ(queued(jobs[0]).failures, 0);
+  EXPECT_EQ(queued(jobs[0]).infra_failures, 0);
+}
+
+TEST_F(Queue, ARejectedAttemptBlocksTheJobWithoutCountingAFailure) {
+  Database& db = fill(2);
+  const auto lease = db.claim_next_job(claimer(), 30);
+  ASSERT_TRUE(lease);
+  db.finish_run(lease->run_id, "rejected", {}, "e.toml:3: [methods.x]: no attention plugin named 'x'", "");
+  QueuedJob q = queued(jobs[0]);
+  EXPECT_EQ(q.job.state, "blocked");
+  EXPECT_EQ(q.failures, 0);
+  EXPECT_EQ(q.infra_failures, 0);
+  EXPECT_EQ(q.error, "e.toml:3: [methods.x]: no attention plugin named 'x'");
+  EXPECT_EQ(run_column(lease->run_id, "status"), "'rejected'");
+  // never claimed again by itself; the other job is
+  const auto next = db.claim_next_job(claimer(), 30);
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->job_id, jobs[1]);
+  EXPECT_EQ(db.claim_next_job(claimer(), 30), std::nullopt);
+  // counted with the jobs that ended without a result, and it counts its rejected run
+  EXPECT_EQ(query_one(db.handle(), "SELECT run_id FROM job_outcomes WHERE job_id = " + std::to_string(jobs[0])),
+            std::to_string(lease->run_id));
+  EXPECT_EQ(db.counting_run(jobs[0]), lease->run_id);
+  EXPECT_EQ(db.counting_run(jobs[1]), std::nullopt);  // running: nothing counts yet
+  // retried by hand once fixed; cancellable too
+  EXPECT_EQ(db.retry_jobs({jobs[0]}), std::vector<std::int64_t>{jobs[0]});
+  EXPECT_EQ(queued(jobs[0]).job.state, "queued");
+  db.finish_run(db.claim_next_job(claimer(), 30, {jobs[0]})->run_id, "rejected", {}, "again", "");
+  EXPECT_EQ(db.cancel_jobs({jobs[0]}), std::vector<std::int64_t>{jobs[0]});
+  EXPECT_EQ(queued(jobs[0]).job.state, "cancelled");
+}
+
+TEST_F(Queue, AJobKeepsThePluginFoldersItWasQueuedWith) {
+  db_ = std::make_unique<Database>(file("plugins.db"));
+  const auto exp = db_->add_experiment("e", "e.toml", "[experiment]");
+  auto with_dirs = spec(exp, "h-dirs", 1);
+  with_dirs.plugin_dirs = {"/opt/my plugins", "/srv/\"quoted\"\\dir"};
+  const auto added = db_->add_job(with_dirs);
+  const auto plain = db_->add_job(spec(exp, "h-plain", 2));
+  EXPECT_EQ(queued(added.job_id).plugin_dirs, with_dirs.plugin_dirs);
+  EXPECT_TRUE(queued(plain.job_id).plugin_dirs.empty());
+  EXPECT_EQ(db_->job_by_hash("h-dirs")->id, added.job_id);
+  EXPECT_FALSE(db_->job_by_hash("nope"));
+  const auto lease = db_->claim_next_job(claimer("w"), 30);
+  std::int64_t job = 0;
+  const auto attempt = db_->run_attempt(lease->run_id, &job);
+  EXPECT_EQ(job, lease->job_id);
+  EXPECT_EQ(attempt.status, "running");
+  EXPECT_EQ(attempt.worker, "w");
+  EXPECT_THROW(db_->run_attempt(999), StoreError);
+}
+
+// A version 5 file with jobs in flight: the rebuild to 6 keeps every row and value, and the new
+// columns start at their defaults (failure counts as they were).
+TEST_F(Queue, MigratesAVersion5FileKeepingEveryRowAndLease) {
+  const std::string path = file("v5-data.db");
+  raw_exec(path, std::string(attnlab::store::kSchemaV1) + attnlab::store::kSchemaV2 + attnlab::store::kSchemaV3 + "PRAGMA foreign_keys = OFF;" +
+                     attnlab::store::kSchemaV4 + attnlab::store::kSchemaV5 + R"sql(
+    PRAGMA user_version = 5;
+    INSERT INTO experiments (id, name, source_path, config_text) VALUES (1, 'old', 'old.toml', '[experiment]');
+    INSERT INTO runs (id, job_id, attempt, status, started_at, uid, worker, resume_checkpoint, resume_step, checkpoint_path)
+      VALUES (20, 1, 1, 'done', '2025-01-01T00:00:00.000Z', 'u20', 'n:1:cpu', NULL, NULL, 'db.ckpt/run-20.pt'),
+             (21, 2, 1, 'lost', '2025-01-01T00:00:00.000Z', 'u21', 'n:1:cpu', 'db.ckpt/job-2.run-21.resume.pt', 70, NULL),
+             (22, 2, 2, 'running', '2025-01-01T00:00:00.000Z', 'u22', 'n:2:cpu', NULL, NULL, NULL);
+    INSERT INTO jobs (id, experiment_id, method, dataset, seed, config_toml, config_hash, state, attempts, failures,
+                      lease_run_id, lease_owner, lease_expires_at, error) VALUES
+      (1, 1, 'softmax', 'listops', 1, 'c1', 'h1', 'done', 1, 0, NULL, NULL, NULL, NULL),
+      (2, 1, 'softmax', 'listops', 2, 'c2', 'h2', 'running', 2, 1, 22, 'n:2:cpu', 1e12, 'lease expired');
+    INSERT INTO results VALUES (20, 'test_acc', 0.5);
+  )sql");
+  Database db(path);
+  EXPECT_EQ(db.migrated_from(), 5);
+  EXPECT_EQ(query_one(db.handle(), "PRAGMA integrity_check"), "ok");
+  EXPECT_TRUE(query(db.handle(), "PRAGMA foreign_key_check").empty());
+  EXPECT_EQ(query_one(db.handle(), "SELECT group_concat(id || ':' || state || ':' || failures || ':' || infra_failures || ':' || "
+                                   "max_infra_failures || ':' || coalesce(lease_run_id, '-') || ':' || coalesce(plugin_dirs, '-'), ' ') FROM jobs"),
+            "1:done:0:0:10:-:- 2:running:1:0:10:22:-");
+  EXPECT_EQ(query_one(db.handle(), "SELECT group_concat(id || ':' || status || ':' || uid || ':' || coalesce(resume_step, '-'), ' ') FROM runs"),
+            "20:done:u20:- 21:lost:u21:70 22:running:u22:-");
+  EXPECT_EQ(query_one(db.handle(), "SELECT mean FROM seed_stats WHERE metric = 'test_acc'"), "0.5");
+  EXPECT_EQ(db.resume_point(2).first, "db.ckpt/job-2.run-21.resume.pt");
+  // the lease still holds: the running attempt may write
+  EXPECT_NO_THROW(db.append_curve(22, {{1, "train", "loss", 1.0, 0.1}}));
 }
 
 }  // namespace

@@ -47,7 +47,9 @@ SeedStats seed_stats(const std::vector<double>& values) {
   return s;
 }
 
-bool is_failed_state(const std::string& state) { return state == "failed" || state == "diverged" || state == "oom"; }
+bool is_failed_state(const std::string& state) {
+  return state == "failed" || state == "diverged" || state == "oom" || state == "blocked";
+}
 bool is_unfinished_state(const std::string& state) {
   return state == "queued" || state == "running" || state == "submitted" || state == "cancelled";
 }

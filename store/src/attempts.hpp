@@ -17,10 +17,12 @@ std::int64_t require_lease(sqlite3* db, const std::string& path, std::int64_t ru
 std::int64_t job_if_holding_lease(sqlite3* db, const std::string& path, std::int64_t run_id);
 
 // Ends run `run_id` of job `job_id`, which holds the job's lease, as `status` with `error`, and
-// releases the lease: done | diverged | oom -> the job takes that state; failed | lost -> one
-// more failure, then queued, or failed once failures reach max_attempts ("N attempts failed;
-// last: ERROR"); interrupted -> queued, not counted; cancelled (a run status only here: the run
-// ends 'interrupted') -> the job is cancelled.
+// releases the lease: done | diverged | oom -> the job takes that state; failed (the method's own
+// crash) -> one more failure, then queued, or failed once failures reach max_attempts ("N
+// attempts failed; last: ERROR"); lost (ended from outside) -> the same against
+// infra_failures and max_infra_failures; rejected (cannot run as configured) -> blocked, not
+// counted; interrupted -> queued, not counted; cancelled (a run status only here: the run ends
+// 'interrupted') -> the job is cancelled.
 void end_attempt(sqlite3* db, const std::string& path, std::int64_t run_id, std::int64_t job_id,
                  const std::string& status, const std::string& error);
 

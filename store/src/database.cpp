@@ -128,14 +128,18 @@ AddedJob Database::add_job(const JobSpec& spec) {
     }
   }
   sql::Statement insert(db_, path_,
-                        "INSERT INTO jobs (experiment_id, method, dataset, seed, config_toml, config_hash) "
-                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+                        "INSERT INTO jobs (experiment_id, method, dataset, seed, config_toml, config_hash, plugin_dirs) "
+                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
   insert.bind(1, spec.experiment_id)
       .bind(2, spec.method)
       .bind(3, spec.dataset)
       .bind(4, spec.seed)
       .bind(5, spec.config_toml)
       .bind(6, spec.config_hash);
+  if (spec.plugin_dirs.empty())
+    insert.bind_null(7);
+  else
+    insert.bind(7, sql::json_array(spec.plugin_dirs));
   insert.run();
   added.job_id = sqlite3_last_insert_rowid(db_);
   added.state = "queued";
@@ -155,6 +159,20 @@ Job Database::job(std::int64_t job_id) {
   st.bind(1, job_id);
   if (!st.step()) throw StoreError(path_ + ": no job with id " + std::to_string(job_id));
   return read_job(st);
+}
+
+std::optional<Job> Database::job_by_hash(const std::string& config_hash) {
+  sql::Statement st(db_, path_, (std::string(kJobColumns) + "WHERE config_hash = ?1").c_str());
+  st.bind(1, config_hash);
+  if (!st.step()) return std::nullopt;
+  return read_job(st);
+}
+
+std::optional<std::int64_t> Database::counting_run(std::int64_t job_id) {
+  sql::Statement st(db_, path_, "SELECT run_id FROM job_outcomes WHERE job_id = ?1 AND run_id IS NOT NULL");
+  st.bind(1, job_id);
+  if (!st.step()) return std::nullopt;
+  return st.column_int64(0);
 }
 
 std::vector<Job> Database::jobs_of_experiment(std::int64_t experiment_id) {
@@ -179,7 +197,7 @@ void Database::requeue_job(std::int64_t job_id) {
   // would let two attempts write.
   if (state == "running" || state == "submitted")
     throw StoreError(path_ + ": job " + std::to_string(job_id) + " is " + state + "; cancel it first to run it again");
-  sql::Statement st(db_, path_, "UPDATE jobs SET state = 'queued', failures = 0 WHERE id = ?1");
+  sql::Statement st(db_, path_, "UPDATE jobs SET state = 'queued', failures = 0, infra_failures = 0 WHERE id = ?1");
   st.bind(1, job_id);
   st.run();
   tx.commit();

@@ -54,7 +54,7 @@ void check_shard(sqlite3* db, const std::string& shard) {
 }
 
 bool is_final(const std::string& state) {
-  return state == "done" || state == "failed" || state == "diverged" || state == "oom";
+  return state == "done" || state == "failed" || state == "diverged" || state == "oom" || state == "blocked";
 }
 
 std::int64_t insert_id(sqlite3* db) { return sqlite3_last_insert_rowid(db); }
@@ -75,7 +75,7 @@ class Merge {
   struct ShardJob {
     std::int64_t main_id = 0;
     std::string state, error;
-    std::int64_t failures = 0;
+    std::int64_t failures = 0, infra_failures = 0;
   };
 
   // Experiments are matched by (name, text); added only when a job needs one that is missing.
@@ -103,11 +103,12 @@ class Merge {
   // Jobs are matched by config_hash; a missing one is added with its parameters.
   void merge_jobs() {
     sql::Statement st(db_, path_,
-                      "SELECT s.id, s.experiment_id, s.state, coalesce(s.error, ''), s.failures, coalesce(m.id, 0) "
+                      "SELECT s.id, s.experiment_id, s.state, coalesce(s.error, ''), s.failures, coalesce(m.id, 0), "
+                      "s.infra_failures "
                       "FROM shard.jobs s LEFT JOIN main.jobs m ON m.config_hash = s.config_hash ORDER BY s.id");
     while (st.step()) {
       const std::int64_t shard_id = st.column_int64(0);
-      ShardJob job{st.column_int64(5), st.column_text(2), st.column_text(3), st.column_int64(4)};
+      ShardJob job{st.column_int64(5), st.column_text(2), st.column_text(3), st.column_int64(4), st.column_int64(6)};
       if (job.main_id == 0) job.main_id = add_job(shard_id, st.column_int64(1), job.state);
       jobs_[shard_id] = job;
     }
@@ -119,9 +120,9 @@ class Merge {
       // Not final in the shard: its task still owns it, so nobody here may claim it.
       sql::Statement st(db_, path_,
                         "INSERT INTO main.jobs (experiment_id, method, dataset, seed, config_toml, config_hash, state, "
-                        "created_at, failures, max_attempts, error) "
+                        "created_at, failures, max_attempts, infra_failures, max_infra_failures, plugin_dirs, error) "
                         "SELECT ?1, method, dataset, seed, config_toml, config_hash, ?2, created_at, failures, "
-                        "max_attempts, error FROM shard.jobs WHERE id = ?3");
+                        "max_attempts, infra_failures, max_infra_failures, plugin_dirs, error FROM shard.jobs WHERE id = ?3");
       st.bind(1, experiment).bind(2, is_final(state) ? state : std::string("submitted")).bind(3, shard_id);
       st.run();
     }
@@ -196,9 +197,10 @@ class Merge {
       }
       if (!is_final(job.state)) continue;
       sql::Statement st(db_, path_,
-                        "UPDATE main.jobs SET state = ?1, failures = ?2, error = ?3 "
+                        "UPDATE main.jobs SET state = ?1, failures = ?2, infra_failures = ?5, error = ?3 "
                         "WHERE id = ?4 AND state NOT IN ('running', 'done')");
       st.bind(1, job.state).bind(2, job.failures).bind_text_or_null(3, job.error).bind(4, job.main_id);
+      st.bind(5, job.infra_failures);
       st.run();
     }
   }

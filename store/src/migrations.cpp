@@ -5,6 +5,7 @@
 #include "schema_v3.hpp"
 #include "schema_v4.hpp"
 #include "schema_v5.hpp"
+#include "schema_v6.hpp"
 #include "sqlite.hpp"
 
 namespace attnlab::store {
@@ -22,6 +23,7 @@ constexpr Migration kMigrations[] = {
     {3, kSchemaV3},
     {4, kSchemaV4},
     {5, kSchemaV5},
+    {6, kSchemaV6},
 };
 
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == Database::kSchemaVersion,
@@ -37,7 +39,7 @@ bool has_user_tables(sqlite3* db, const std::string& path) {
   return st.step();
 }
 
-// A migration that rebuilds a table (schema 4) must run with foreign keys off: dropping the old
+// A migration that rebuilds a table (schemas 4 and 6) must run with foreign keys off: dropping the old
 // table would otherwise be refused, or cascade. The pragma is a no-op inside a transaction, so
 // it is switched around them, and back on however migrate() leaves.
 class ForeignKeysOff {

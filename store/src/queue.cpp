@@ -10,43 +10,14 @@
 namespace attnlab::store {
 namespace {
 
-constexpr const char* kStates[] = {"queued", "running", "submitted", "done", "failed", "diverged", "oom", "cancelled"};
-
-// A JSON array for json_each(?): the way one bound parameter carries a list.
-std::string json_array(const std::vector<std::int64_t>& ids) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < ids.size(); ++i) out += (i ? "," : "") + std::to_string(ids[i]);
-  return out + "]";
-}
-
-std::string json_array(const std::vector<std::string>& texts) {
-  static const char* kHex = "0123456789abcdef";
-  std::string out = "[";
-  for (std::size_t i = 0; i < texts.size(); ++i) {
-    out += i ? ",\"" : "\"";
-    for (const unsigned char c : texts[i]) {
-      if (c == '"' || c == '\\') {
-        out += '\\';
-        out += static_cast<char>(c);
-      } else if (c < 0x20) {
-        out += "\\u00";
-        out += kHex[c >> 4];
-        out += kHex[c & 15];
-      } else {
-        out += static_cast<char>(c);
-      }
-    }
-    out += '"';
-  }
-  return out + "]";
-}
+constexpr const char* kStates[] = {"queued", "running", "submitted", "done", "failed", "diverged", "oom", "blocked", "cancelled"};
 
 template <typename T>
 void bind_list_or_null(sql::Statement& st, int index, const std::vector<T>& values) {
   if (values.empty())
     st.bind_null(index);
   else
-    st.bind(index, json_array(values));
+    st.bind(index, sql::json_array(values));
 }
 
 }  // namespace
@@ -107,8 +78,9 @@ void end_attempt(sqlite3* db, const std::string& path, std::int64_t run_id, std:
                  const std::string& status, const std::string& error) {
   const bool cancelled = status == "cancelled";
   const bool takes_state = status == "done" || status == "diverged" || status == "oom" || cancelled;
-  const bool counted = status == "failed" || status == "lost";
-  if (!takes_state && !counted && status != "interrupted")
+  const bool own_failure = status == "failed";  // the method's (or its process's) own crash
+  const bool infra_failure = status == "lost";   // ended from outside: expiry, a kill, a requeued task
+  if (!takes_state && !own_failure && !infra_failure && status != "interrupted" && status != "rejected")
     throw StoreError(path + ": '" + status + "' is not a way for an attempt to end");
   {
     sql::Statement st(db, path,
@@ -119,13 +91,7 @@ void end_attempt(sqlite3* db, const std::string& path, std::int64_t run_id, std:
   }
   // Each statement releases the lease in the same write that leaves 'running' (the table's CHECK
   // wants both together).
-  if (!counted) {
-    sql::Statement st(db, path,
-                      "UPDATE jobs SET state = ?1, error = ?2, lease_run_id = NULL, lease_owner = NULL, "
-                      "lease_expires_at = NULL WHERE id = ?3");
-    st.bind(1, status == "interrupted" ? std::string("queued") : status).bind_text_or_null(2, error).bind(3, job_id);
-    st.run();
-  } else {
+  if (own_failure) {
     sql::Statement st(db, path,
                       "UPDATE jobs SET failures = failures + 1, "
                       "state = CASE WHEN failures + 1 >= max_attempts THEN 'failed' ELSE 'queued' END, "
@@ -135,6 +101,24 @@ void end_attempt(sqlite3* db, const std::string& path, std::int64_t run_id, std:
                       "  ELSE ?1 END, "
                       "lease_run_id = NULL, lease_owner = NULL, lease_expires_at = NULL WHERE id = ?2");
     st.bind_text_or_null(1, error).bind(2, job_id);
+    st.run();
+  } else if (infra_failure) {
+    sql::Statement st(db, path,
+                      "UPDATE jobs SET infra_failures = infra_failures + 1, "
+                      "state = CASE WHEN infra_failures + 1 >= max_infra_failures THEN 'failed' ELSE 'queued' END, "
+                      "error = CASE WHEN infra_failures + 1 >= max_infra_failures "
+                      "  THEN (infra_failures + 1) || ' attempts ended by the infrastructure (killed from outside, "
+                      "lease expired); last: ' || coalesce(?1, 'no error recorded') "
+                      "  ELSE ?1 END, "
+                      "lease_run_id = NULL, lease_owner = NULL, lease_expires_at = NULL WHERE id = ?2");
+    st.bind_text_or_null(1, error).bind(2, job_id);
+    st.run();
+  } else {
+    const std::string state = status == "interrupted" ? "queued" : status == "rejected" ? "blocked" : status;
+    sql::Statement st(db, path,
+                      "UPDATE jobs SET state = ?1, error = ?2, lease_run_id = NULL, lease_owner = NULL, "
+                      "lease_expires_at = NULL WHERE id = ?3");
+    st.bind(1, state).bind_text_or_null(2, error).bind(3, job_id);
     st.run();
   }
 }
@@ -261,7 +245,8 @@ std::vector<QueuedJob> Database::list_jobs(const JobFilter& filter) {
   sql::Statement st(db_, path_,
                     "SELECT j.id, j.experiment_id, j.method, j.dataset, j.seed, j.config_toml, j.config_hash, j.state, "
                     "j.attempts, j.failures, j.max_attempts, coalesce(j.lease_run_id, 0), coalesce(j.lease_owner, ''), "
-                    "coalesce(j.lease_expires_at, 0), coalesce(j.error, ''), j.created_at, e.name "
+                    "coalesce(j.lease_expires_at, 0), coalesce(j.error, ''), j.created_at, e.name, j.infra_failures, "
+                    "j.max_infra_failures, coalesce(j.plugin_dirs, '[]') "
                     "FROM jobs j JOIN experiments e ON e.id = j.experiment_id "
                     "WHERE (?1 IS NULL OR j.state IN (SELECT value FROM json_each(?1))) "
                     "AND (?2 IS NULL OR j.method IN (SELECT value FROM json_each(?2))) "
@@ -291,37 +276,57 @@ std::vector<QueuedJob> Database::list_jobs(const JobFilter& filter) {
     q.error = st.column_text(14);
     q.created_at = st.column_text(15);
     q.experiment = st.column_text(16);
+    q.infra_failures = st.column_int64(17);
+    q.max_infra_failures = st.column_int64(18);
+    q.plugin_dirs = sql::json_text_list(db_, path_, st.column_text(19));
     out.push_back(std::move(q));
   }
   return out;
 }
 
+namespace {
+
+constexpr const char* kAttemptColumns =
+    "SELECT id, attempt, status, coalesce(worker, ''), coalesce(host, ''), coalesce(device, ''), "
+    "coalesce(pid, 0), started_at, coalesce(finished_at, ''), coalesce(heartbeat_at, ''), "
+    "coalesce(error, ''), coalesce(resume_checkpoint, ''), coalesce(resume_step, 0), coalesce(checkpoint_path, ''), "
+    "job_id FROM runs ";
+
+RunAttempt read_attempt(const sql::Statement& st) {
+  RunAttempt a;
+  a.run_id = st.column_int64(0);
+  a.attempt = st.column_int64(1);
+  a.status = st.column_text(2);
+  a.worker = st.column_text(3);
+  a.host = st.column_text(4);
+  a.device = st.column_text(5);
+  a.pid = st.column_int64(6);
+  a.started_at = st.column_text(7);
+  a.finished_at = st.column_text(8);
+  a.heartbeat_at = st.column_text(9);
+  a.error = st.column_text(10);
+  a.resume_checkpoint = st.column_text(11);
+  a.resume_step = st.column_int64(12);
+  a.checkpoint_path = st.column_text(13);
+  return a;
+}
+
+}  // namespace
+
 std::vector<RunAttempt> Database::attempts_of_job(std::int64_t job_id) {
-  sql::Statement st(db_, path_,
-                    "SELECT id, attempt, status, coalesce(worker, ''), coalesce(host, ''), coalesce(device, ''), "
-                    "coalesce(pid, 0), started_at, coalesce(finished_at, ''), coalesce(heartbeat_at, ''), "
-                    "coalesce(error, ''), coalesce(resume_checkpoint, ''), coalesce(resume_step, 0) "
-                    "FROM runs WHERE job_id = ?1 ORDER BY attempt");
+  sql::Statement st(db_, path_, (std::string(kAttemptColumns) + "WHERE job_id = ?1 ORDER BY attempt").c_str());
   st.bind(1, job_id);
   std::vector<RunAttempt> out;
-  while (st.step()) {
-    RunAttempt a;
-    a.run_id = st.column_int64(0);
-    a.attempt = st.column_int64(1);
-    a.status = st.column_text(2);
-    a.worker = st.column_text(3);
-    a.host = st.column_text(4);
-    a.device = st.column_text(5);
-    a.pid = st.column_int64(6);
-    a.started_at = st.column_text(7);
-    a.finished_at = st.column_text(8);
-    a.heartbeat_at = st.column_text(9);
-    a.error = st.column_text(10);
-    a.resume_checkpoint = st.column_text(11);
-    a.resume_step = st.column_int64(12);
-    out.push_back(std::move(a));
-  }
+  while (st.step()) out.push_back(read_attempt(st));
   return out;
+}
+
+RunAttempt Database::run_attempt(std::int64_t run_id, std::int64_t* job_id) {
+  sql::Statement st(db_, path_, (std::string(kAttemptColumns) + "WHERE id = ?1").c_str());
+  st.bind(1, run_id);
+  if (!st.step()) throw StoreError(path_ + ": no run with id " + std::to_string(run_id));
+  if (job_id) *job_id = st.column_int64(14);
+  return read_attempt(st);
 }
 
 std::vector<std::int64_t> Database::cancel_jobs(const std::vector<std::int64_t>& ids) {
@@ -340,7 +345,7 @@ std::vector<std::int64_t> Database::cancel_jobs(const std::vector<std::int64_t>&
     if (state == "running") {
       // The holder's next write or heartbeat finds the lease gone and stops the attempt.
       attempts::end_attempt(db_, path_, lease_run, id, "cancelled", "cancelled");
-    } else if (state == "queued" || state == "submitted") {
+    } else if (state == "queued" || state == "submitted" || state == "blocked") {
       sql::Statement st(db_, path_, "UPDATE jobs SET state = 'cancelled' WHERE id = ?1");
       st.bind(1, id);
       st.run();
@@ -358,8 +363,10 @@ std::vector<std::int64_t> Database::retry_jobs(const std::vector<std::int64_t>& 
   std::vector<std::int64_t> changed;
   sql::Statement st(db_, path_,
                     // a submitted job's array task is gone (or never started): queued again as it was
-                    "UPDATE jobs SET state = 'queued', failures = CASE state WHEN 'submitted' THEN failures ELSE 0 END "
-                    "WHERE id = ?1 AND state IN ('failed', 'cancelled', 'diverged', 'oom', 'submitted')");
+                    "UPDATE jobs SET state = 'queued', "
+                    "failures = CASE state WHEN 'submitted' THEN failures ELSE 0 END, "
+                    "infra_failures = CASE state WHEN 'submitted' THEN infra_failures ELSE 0 END "
+                    "WHERE id = ?1 AND state IN ('failed', 'cancelled', 'diverged', 'oom', 'blocked', 'submitted')");
   for (const std::int64_t id : ids) {
     st.bind(1, id);
     st.run();

@@ -8,10 +8,14 @@
 namespace attnlab::store {
 namespace {
 
-// The statuses a run's own process (or its worker) may end it with.
-void check_final_status(const std::string& path, const std::string& status) {
-  if (status == "done" || status == "failed" || status == "diverged" || status == "oom" || status == "interrupted") return;
-  throw StoreError(path + ": '" + status + "' is not a final run status (done, failed, diverged, oom, interrupted)");
+// The statuses a run's own process may end it with; its worker, ending it for a process that died,
+// may also say `lost` (killed from outside): a run never says that of itself.
+void check_final_status(const std::string& path, const std::string& status, bool by_worker) {
+  if (status == "done" || status == "failed" || status == "diverged" || status == "oom" || status == "interrupted" ||
+      status == "rejected" || (by_worker && status == "lost"))
+    return;
+  throw StoreError(path + ": '" + status + "' is not a final run status (done, failed, diverged, oom, interrupted, " +
+                   "rejected" + (by_worker ? ", lost)" : ")"));
 }
 
 }  // namespace
@@ -68,7 +72,7 @@ void Database::append_curve(std::int64_t run_id, const std::vector<CurvePoint>& 
 void Database::finish_run(std::int64_t run_id, const std::string& status,
                           const std::vector<std::pair<std::string, double>>& results, const std::string& error,
                           const std::string& checkpoint_path) {
-  check_final_status(path_, status);
+  check_final_status(path_, status, false);
   sql::Transaction tx(db_, path_);
   const std::int64_t job_id = attempts::require_lease(db_, path_, run_id);
   {
@@ -89,7 +93,7 @@ void Database::finish_run(std::int64_t run_id, const std::string& status,
 }
 
 bool Database::fail_run_if_unfinished(std::int64_t run_id, const std::string& status, const std::string& error) {
-  check_final_status(path_, status);
+  check_final_status(path_, status, true);
   sql::Transaction tx(db_, path_);
   const std::int64_t job_id = attempts::job_if_holding_lease(db_, path_, run_id);
   if (job_id == 0) return false;  // finished already, or no longer ours: nothing written

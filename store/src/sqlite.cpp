@@ -130,4 +130,41 @@ void Transaction::commit() {
   done_ = true;
 }
 
+std::string json_array(const std::vector<std::int64_t>& ids) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < ids.size(); ++i) out += (i ? "," : "") + std::to_string(ids[i]);
+  return out + "]";
+}
+
+std::string json_array(const std::vector<std::string>& texts) {
+  static const char* kHex = "0123456789abcdef";
+  std::string out = "[";
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    out += i ? ",\"" : "\"";
+    for (const unsigned char c : texts[i]) {
+      if (c == '"' || c == '\\') {
+        out += '\\';
+        out += static_cast<char>(c);
+      } else if (c < 0x20) {
+        out += "\\u00";
+        out += kHex[c >> 4];
+        out += kHex[c & 15];
+      } else {
+        out += static_cast<char>(c);
+      }
+    }
+    out += '"';
+  }
+  return out + "]";
+}
+
+std::vector<std::string> json_text_list(sqlite3* db, const std::string& path, const std::string& json) {
+  std::vector<std::string> out;
+  if (json.empty()) return out;
+  Statement st(db, path, "SELECT value FROM json_each(?1) ORDER BY key");
+  st.bind(1, json);
+  while (st.step()) out.push_back(st.column_text(0));
+  return out;
+}
+
 }  // namespace attnlab::store::sql

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "attnlab/store.hpp"
 
@@ -34,6 +35,12 @@ std::string file_uri(const std::string& path, const std::string& query = "");
 
 // Unix seconds now, from this machine's clock (lease times).
 double unix_now();
+
+// A JSON array for json_each(?): the way one bound parameter carries a list.
+std::string json_array(const std::vector<std::int64_t>& ids);
+std::string json_array(const std::vector<std::string>& texts);
+// The texts of a JSON array of strings (as json_array writes), read back through json_each.
+std::vector<std::string> json_text_list(sqlite3* db, const std::string& path, const std::string& json);
 
 class Statement {
  public:

@@ -22,12 +22,16 @@ struct LeaseLost : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Job states and run statuses, as stored (schema v4).
-// jobs.state: queued | running | done | failed | diverged | oom | cancelled | submitted
-//   (submitted: handed to a SLURM array; `slurm collect` sets the final state)
-// runs.status: running | done | failed | diverged | oom | interrupted | lost
-//   (interrupted: stopped by a signal and released, not counted as a failure;
-//    lost: its lease expired, the worker stopped renewing it)
+// Job states and run statuses, as stored (schema v6).
+// jobs.state: queued | running | done | failed | diverged | oom | blocked | cancelled | submitted
+//   (submitted: handed to a SLURM array; `slurm collect` sets the final state;
+//    blocked: cannot run as configured, waits for `attnlab queue retry`)
+// runs.status: running | done | failed | diverged | oom | interrupted | lost | rejected
+//   (failed: the method's own crash, counted against max_attempts;
+//    lost: ended from outside (its lease expired, its process was killed by a signal it did not
+//          raise itself, its SLURM task was requeued), counted against max_infra_failures;
+//    rejected: its plugin, configuration or data was refused; the job is blocked, not counted;
+//    interrupted: stopped by a signal and released, not counted)
 // A run is an attempt. The job's lease names the one run allowed to write (jobs.lease_run_id):
 // curve points and the final status of any other run are refused with LeaseLost. A lease past
 // its expiry time still holds until someone ends it (a claim, expire_leases): a late heartbeat
@@ -41,6 +45,7 @@ struct JobSpec {
   std::string config_toml;   // the fully resolved configuration of this job
   std::string config_hash;   // identity of (resolved config, seed): unique among jobs
   std::vector<std::pair<std::string, std::string>> params;  // flattened config: "train.lr" -> "0.0001"
+  std::vector<std::string> plugin_dirs;  // folders of the job's plugins (absolute), searched first by its worker
 };
 
 struct Job {
@@ -59,8 +64,11 @@ struct QueuedJob {
   Job job;
   std::string experiment;         // the name of the experiment that first asked for it
   std::int64_t attempts = 0;      // runs started
-  std::int64_t failures = 0;      // attempts that ended failed or lost (retry resets it)
+  std::int64_t failures = 0;      // attempts that ended failed: the method's own crashes (retry resets it)
   std::int64_t max_attempts = 3;  // failures allowed before the job ends failed
+  std::int64_t infra_failures = 0;       // attempts that ended lost: killed from outside, lease expired
+  std::int64_t max_infra_failures = 10;  // infra_failures allowed before the job ends failed
+  std::vector<std::string> plugin_dirs;  // folders of its plugins when it was queued (absolute)
   std::int64_t lease_run_id = 0;  // 0: no lease
   std::string lease_owner;        // worker id of the lease holder
   double lease_expires_at = 0;    // unix seconds
@@ -79,6 +87,7 @@ struct RunAttempt {
   std::string error;
   std::string resume_checkpoint;  // "" if it left none
   std::int64_t resume_step = 0;
+  std::string checkpoint_path;    // its best-validation checkpoint, "" if none was recorded
 };
 
 struct JobFilter {
@@ -205,7 +214,7 @@ struct ApproxResult {
 
 class Database {
  public:
-  static constexpr int kSchemaVersion = 5;
+  static constexpr int kSchemaVersion = 6;
 
   enum class Open {
     migrate,   // create the file if needed and apply forward migrations (run, queue add, db migrate)
@@ -233,6 +242,10 @@ class Database {
   // Inserts the job, or finds the existing one with the same config_hash.
   AddedJob add_job(const JobSpec& spec);
   Job job(std::int64_t job_id);
+  // The job whose config_hash this is, if any.
+  std::optional<Job> job_by_hash(const std::string& config_hash);
+  // The run that counts for the job (job_outcomes: a done job's newest done run, ...), if any.
+  std::optional<std::int64_t> counting_run(std::int64_t job_id);
   std::vector<Job> jobs_of_experiment(std::int64_t experiment_id);
   // Sets a finished job back to 'queued' with its failure count reset (to run it again).
   void requeue_job(std::int64_t job_id);
@@ -252,11 +265,13 @@ class Database {
   std::vector<QueuedJob> list_jobs(const JobFilter& filter);  // in id order
   // Every attempt of the job, oldest first.
   std::vector<RunAttempt> attempts_of_job(std::int64_t job_id);
-  // queued, running or submitted -> cancelled (a running attempt loses its lease: its run ends
+  // One attempt, with its job's id in `job_id`; StoreError if there is no such run.
+  RunAttempt run_attempt(std::int64_t run_id, std::int64_t* job_id = nullptr);
+  // queued, running, submitted or blocked -> cancelled (a running attempt loses its lease: its run ends
   // 'interrupted', "cancelled"); returns the ids changed.
   std::vector<std::int64_t> cancel_jobs(const std::vector<std::int64_t>& ids);
-  // failed, cancelled, diverged or oom -> queued with failures reset; submitted (its SLURM task
-  // died or never ran) -> queued as it was; returns the ids changed.
+  // failed, cancelled, diverged, oom or blocked -> queued with both failure counts reset;
+  // submitted (its SLURM task died or never ran) -> queued as it was; returns the ids changed.
   std::vector<std::int64_t> retry_jobs(const std::vector<std::int64_t>& ids);
   // Counts per job state (every state present, zero included).
   std::vector<std::pair<std::string, std::int64_t>> queue_counts();
@@ -274,12 +289,14 @@ class Database {
   void append_curve(std::int64_t run_id, const std::vector<CurvePoint>& points);
   // Final status and results, in one transaction that also releases the lease and moves the job:
   // done | diverged | oom -> the job takes that state; failed -> queued again, or failed once
-  // failures reach max_attempts; interrupted -> queued (not counted as a failure).
+  // failures reach max_attempts; lost -> the same against max_infra_failures; rejected ->
+  // blocked; interrupted -> queued (not counted as a failure).
   void finish_run(std::int64_t run_id, const std::string& status,
                   const std::vector<std::pair<std::string, double>>& results,
                   const std::string& error, const std::string& checkpoint_path);
-  // For the worker whose job process died: ends the run as `status` with `error` (as finish_run)
-  // only if it is still 'running' and holds the lease; returns whether it changed anything.
+  // For the worker whose job process died: ends the run as `status` with `error` (as finish_run,
+  // or `lost` when a signal from outside killed the process) only if it is still 'running' and
+  // holds the lease; returns whether it changed anything.
   bool fail_run_if_unfinished(std::int64_t run_id, const std::string& status, const std::string& error);
   // The newest resume checkpoint an earlier attempt of the job left ("" if none), and the run
   // that wrote it; set by the job process with set_resume_checkpoint after each save.

@@ -1,0 +1,36 @@
+#pragma once
+// Checkpoint files nothing can use any more. A queue's checkpoint folder (<db>.ckpt/) holds, per
+// run R of job J, `run-R.pt` (best-validation weights) and `job-J.run-R.resume.pt` (where the
+// next attempt resumes), plus `.partial` files of writes a kill cut short. What can still be
+// used:
+//   - the best checkpoint of a run that ended done, diverged or oom (variance, approx, inspect
+//     and resumed studies read it);
+//   - the job's resume point (Database::resume_point) while the job has not ended done,
+//     diverged or oom: a queued, failed, blocked or cancelled job may run again and resume;
+//   - anything of a job that is running, or of a run this database does not know (yet).
+// Everything else is removed: the files of failed, lost and interrupted attempts once a later
+// attempt superseded them, resume links of attempts killed before their first checkpoint, and
+// partial writes.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "attnlab/store.hpp"
+
+namespace attnlab {
+
+struct CheckpointSweep {
+  std::int64_t removed = 0;      // files removed (or, in a dry run, that would be)
+  std::uintmax_t bytes = 0;      // their size
+  std::int64_t kept = 0;         // checkpoint files still of use
+  std::int64_t unknown = 0;      // files naming a run this database does not have: left alone
+};
+
+// Sweeps `dir` (a missing folder sweeps nothing), for every job or only for `job_id`.
+CheckpointSweep sweep_checkpoints(store::Database& db, const std::string& dir,
+                                  std::optional<std::int64_t> job_id = std::nullopt, bool dry_run = false);
+
+// "<db>.ckpt": where job processes write (job_exec.cpp).
+std::string checkpoint_dir_of(const std::string& db_path);
+
+}  // namespace attnlab

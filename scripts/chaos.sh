@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# The chaos test, by hand (minutes: not part of CI; tests/queue_test.cpp has the short versions).
+# Twelve small training jobs run twice from one experiment file: once undisturbed (the
+# reference), once by two `attnlab worker` supervisors while this script SIGKILLs, at random
+# moments for CHAOS_SECONDS (default 180), a supervisor, a device worker or a job process,
+# restarting supervisors as they die. Then it reports what a researcher would ask:
+#   every job done exactly once? attempts by how they ended? jobs left for a manual retry?
+#   integrity? curves and results bit-identical to the undisturbed run? files left behind?
+# Usage: bash scripts/chaos.sh [OUT_DIR]   (ATTNLAB=path/to/attnlab, CHAOS_SECONDS=N, CHAOS_SEED=N)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=$(realpath "${ATTNLAB:-build/runner/attnlab}")
+out=${1:-/tmp/attnlab-chaos}
+seconds=${CHAOS_SECONDS:-180}
+RANDOM=${CHAOS_SEED:-13}
+rm -rf "$out"
+mkdir -p "$out"
+cd "$out"
+
+cat > chaos.toml <<'EOF'
+[experiment]
+name = "chaos"
+seeds = [1, 2, 3, 4, 5, 6]
+[model]
+layers = 1
+dim = 32
+ffn_dim = 64
+heads = 2
+[train]
+steps = 600
+batch_size = 8
+lr = 0.002
+warmup = 20
+eval_every = 50
+log_every = 10
+checkpoint_every = 25
+[methods.softmax]
+[methods.performer]
+[datasets.listops]
+max_len = 96
+train_size = 512
+val_size = 64
+test_size = 64
+max_depth = 3
+max_args = 4
+min_length = 8
+max_length = 90
+EOF
+
+workers=(--idle-exit --threads 1 --lease 5 --cache-dir "$out/cache")
+
+echo "reference: 12 jobs, 2 workers, undisturbed"
+"$bin" queue add chaos.toml --db ref.db --cache-dir "$out/cache" > /dev/null
+start=$SECONDS
+"$bin" worker --db ref.db "${workers[@]}" > ref-1.log 2>&1 &
+"$bin" worker --db ref.db "${workers[@]}" > ref-2.log 2>&1 &
+wait
+echo "  $((SECONDS - start)) s"
+
+echo "chaos: 12 jobs, 2 workers, SIGKILLs for ${seconds} s"
+"$bin" queue add chaos.toml --db chaos.db --cache-dir "$out/cache" > /dev/null
+supervisors=()
+start_supervisor() { "$bin" worker --db chaos.db "${workers[@]}" >> chaos.log 2>&1 & supervisors+=($!); }
+start_supervisor
+start_supervisor
+declare -A kills=([supervisor]=0 [device-worker]=0 [job-process]=0)
+start=$SECONDS
+while ((SECONDS - start < seconds)); do
+  sleep "$((2 + RANDOM % 6)).$((RANDOM % 10))"
+  alive=()
+  for pid in "${supervisors[@]}"; do kill -0 "$pid" 2> /dev/null && alive+=("$pid"); done
+  supervisors=("${alive[@]}")
+  [ "$(sqlite3 chaos.db "SELECT count(*) FROM jobs WHERE state IN ('queued', 'running')")" = 0 ] && break
+  while ((${#supervisors[@]} < 2)); do start_supervisor; done
+  supervisor=${supervisors[RANDOM % ${#supervisors[@]}]}
+  device_worker=$(pgrep -P "$supervisor" | head -1 || true)
+  job_process=$([ -n "$device_worker" ] && pgrep -P "$device_worker" | head -1 || true)
+  case $((RANDOM % 3)) in
+    0) victim=$supervisor kind=supervisor ;;
+    1) victim=${device_worker:-$supervisor} kind=device-worker ;;
+    2) victim=${job_process:-${device_worker:-$supervisor}} kind=job-process ;;
+  esac
+  [ "$victim" = "$supervisor" ] && kind=supervisor
+  [ -n "$device_worker" ] && [ "$victim" = "$device_worker" ] && kind=device-worker
+  kill -9 "$victim" 2> /dev/null && kills[$kind]=$((kills[$kind] + 1))
+done
+echo "  kills: supervisors ${kills[supervisor]}, device workers ${kills[device-worker]}, job processes ${kills[job-process]}"
+# No more faults: two fresh supervisors drain what is left; the killed ones' orphans end with them.
+start_supervisor
+start_supervisor
+wait
+sleep 1
+
+q() { sqlite3 chaos.db "$@"; }
+echo "report"
+echo "  jobs: $(q "SELECT count(*) FROM jobs") ($(q "SELECT group_concat(state || ' ' || n, ', ') FROM (SELECT state, count(*) AS n FROM jobs GROUP BY state)"))"
+echo "  done exactly once: $(q "SELECT count(*) FROM jobs j WHERE state = 'done' AND (SELECT count(*) FROM runs r WHERE r.job_id = j.id AND r.status = 'done') = 1")"
+echo "  jobs needing a manual retry: $(q "SELECT count(*) FROM jobs WHERE state != 'done'")"
+echo "  attempts: $(q "SELECT count(*) FROM runs"), by how they ended:"
+q "SELECT '    ' || status || ' ' || count(*) || ': ' || (SELECT group_concat(e, '; ') FROM (SELECT DISTINCT
+     CASE WHEN r2.error LIKE 'lease expired%' THEN 'lease expired' ELSE coalesce(r2.error, '-') END AS e
+     FROM runs r2 WHERE r2.status = r.status)) FROM runs r GROUP BY status"
+echo "  failure counts: own crashes $(q "SELECT sum(failures) FROM jobs"), ended from outside $(q "SELECT sum(infra_failures) FROM jobs")"
+echo "  integrity: $(q "PRAGMA integrity_check")"
+# The counting run of each job against the reference's, matched by config_hash: every curve point
+# (but wall time) and every result that does not measure time or memory.
+same_points=$(q "ATTACH 'ref.db' AS ref;
+  WITH c AS (SELECT j.config_hash AS h, p.split, p.name, p.step, p.value FROM job_outcomes o JOIN jobs j ON j.id = o.job_id
+             JOIN curves p ON p.run_id = o.run_id),
+       r AS (SELECT j.config_hash AS h, p.split, p.name, p.step, p.value FROM ref.jobs j
+             JOIN ref.runs x ON x.job_id = j.id AND x.status = 'done' JOIN ref.curves p ON p.run_id = x.id)
+  SELECT (SELECT count(*) FROM c JOIN r USING (h, split, name, step) WHERE c.value IS r.value) || ' of ' ||
+         (SELECT count(*) FROM r) || ' reference points equal, ' || (SELECT count(*) FROM c) || ' points in all'")
+untimed="name NOT IN ('wall_seconds', 'train_seconds', 'steps_per_second', 'peak_memory_bytes')"
+same_results=$(q "ATTACH 'ref.db' AS ref;
+  WITH c AS (SELECT j.config_hash AS h, x.name, x.value FROM job_outcomes o JOIN jobs j ON j.id = o.job_id
+             JOIN results x ON x.run_id = o.run_id WHERE x.$untimed),
+       r AS (SELECT j.config_hash AS h, v.name, v.value FROM ref.jobs j JOIN ref.runs x ON x.job_id = j.id AND x.status = 'done'
+             JOIN ref.results v ON v.run_id = x.id WHERE v.$untimed)
+  SELECT (SELECT count(*) FROM c JOIN r USING (h, name) WHERE c.value IS r.value) || ' of ' || (SELECT count(*) FROM r)")
+echo "  curves: $same_points"
+echo "  results other than time and memory: $same_results equal"
+echo "  files left in chaos.db.ckpt: $(find chaos.db.ckpt -type f | wc -l) ($(find chaos.db.ckpt -name 'run-*.pt' -type f | wc -l) best checkpoints; done jobs: $(q "SELECT count(*) FROM jobs WHERE state = 'done'")), $(du -sh chaos.db.ckpt | cut -f1)"
+echo "  $("$bin" db gc --db chaos.db --dry-run)"
