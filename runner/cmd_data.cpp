@@ -31,7 +31,7 @@ int cmd_data(const Args& args) {
       ("threads", po::value<int>()->default_value(0), "intra-op threads (0: ATTNLAB_THREADS or every core)")
       ("cache-dir", po::value<std::string>()->default_value(""), "dataset cache folder")
       ("plugins", po::value<std::vector<std::string>>()->composing(), "extra plugin folder (repeatable)")
-      ("force", "load datasets past the memory/disk bound (see datasets/README.md)")
+      ("force", "load datasets past the memory/disk bound (runner/README.md, \"Size bound\")")
       ("help,h", "this help");
   po::positional_options_description positional;
   positional.add("experiment", 1);

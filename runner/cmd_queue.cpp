@@ -124,7 +124,7 @@ int queue_add(const Args& args) {
       ("rerun", "queue again the jobs that ended (done, failed, diverged, oom, cancelled)")
       ("cache-dir", po::value<std::string>()->default_value(""), "dataset cache folder (its datasets are checked)")
       ("plugins", po::value<std::vector<std::string>>()->composing(), "extra plugin folder (repeatable)")
-      ("force", "load datasets past the memory/disk bound (see datasets/README.md)")
+      ("force", "load datasets past the memory/disk bound (runner/README.md, \"Size bound\")")
       ("no-load-check", "check dataset parameters and size only; leave loading the splits to the jobs")
       ("help,h", "this help");
   po::positional_options_description positional;

@@ -103,7 +103,7 @@ int slurm_submit(const Args& args, const std::string& self_exe) {
       ("plugins", po::value<std::vector<std::string>>()->composing(), "extra plugin folder (repeatable)")
       ("rerun", "submit again the jobs that are already done")
       ("dry-run", "write the submission folder and print the script, without sbatch or marking")
-      ("force", "load datasets past the memory/disk bound (see datasets/README.md)")
+      ("force", "load datasets past the memory/disk bound (runner/README.md, \"Size bound\")")
       ("no-load-check", "check dataset parameters and size only (a login node without the nodes' data or cache)")
       ("help,h", "this help");
   po::positional_options_description positional;

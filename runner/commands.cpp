@@ -95,7 +95,7 @@ int cmd_run(const Args& args, const std::string& self_exe) {
       ("cache-dir", po::value<std::string>()->default_value(""), "where datasets keep generated files and caches")
       ("lease", po::value<double>()->default_value(60), "lease of a claimed job in seconds, renewed every third of it")
       ("rerun", "run again the jobs that are already done")
-      ("force", "load datasets past the memory/disk bound (see datasets/README.md)")
+      ("force", "load datasets past the memory/disk bound (runner/README.md, \"Size bound\")")
       ("no-load-check", "check dataset parameters and size only; leave loading the splits to the jobs")
       ("help,h", "this help");
   po::positional_options_description positional;
