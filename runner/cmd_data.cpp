@@ -15,6 +15,7 @@
 #include "attnlab/trainer.hpp"
 #include "attnlab/torch_compat.hpp"
 #include "commands.hpp"
+#include "data_budget.hpp"
 #include "experiment.hpp"
 #include "job_exec.hpp"
 #include "table.hpp"
@@ -30,6 +31,7 @@ int cmd_data(const Args& args) {
       ("threads", po::value<int>()->default_value(0), "intra-op threads (0: ATTNLAB_THREADS or every core)")
       ("cache-dir", po::value<std::string>()->default_value(""), "dataset cache folder")
       ("plugins", po::value<std::vector<std::string>>()->composing(), "extra plugin folder (repeatable)")
+      ("force", "load datasets past the memory/disk bound (runner/README.md, \"Size bound\")")
       ("help,h", "this help");
   po::positional_options_description positional;
   positional.add("experiment", 1);
@@ -54,6 +56,13 @@ int cmd_data(const Args& args) {
     if (!seen.insert(data_key).second) continue;
     auto dataset = registry.find(PluginKind::dataset, plan.dataset)->make_dataset({cache}, plan.dataset_params);
     const TaskInfo task = dataset->info();
+    if (!vm.count("force")) {
+      try {
+        check_data_size(plan.dataset, *dataset, task, cache);
+      } catch (const DataSizeError& e) {
+        throw DataSizeError(experiment.source_path + ": [datasets." + plan.dataset + "] " + e.what());
+      }
+    }
     for (const Split split : {Split::train, Split::val, Split::test}) {
       for (int r = 0; r < repeat; ++r) {
         const auto start = std::chrono::steady_clock::now();

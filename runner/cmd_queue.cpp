@@ -127,6 +127,8 @@ int queue_add(const Args& args) {
       ("rerun", "queue again the jobs that ended (done, failed, diverged, oom, cancelled)")
       ("cache-dir", po::value<std::string>()->default_value(""), "dataset cache folder (its datasets are checked)")
       ("plugins", po::value<std::vector<std::string>>()->composing(), "extra plugin folder (repeatable)")
+      ("force", "load datasets past the memory/disk bound (runner/README.md, \"Size bound\")")
+      ("no-load-check", "check dataset parameters and size only; leave loading the splits to the jobs")
       ("help,h", "this help");
   po::positional_options_description positional;
   positional.add("experiment", 1);
@@ -138,7 +140,7 @@ int queue_add(const Args& args) {
   registry.load_folders(PluginRegistry::search_path(strings(vm, "plugins")));
   for (const auto& e : registry.errors()) std::cerr << "attnlab: warning: plugin " << e.line() << "\n";
   const Experiment experiment =
-      check_experiment(vm["experiment"].as<std::string>(), registry, vm["cache-dir"].as<std::string>());
+      check_experiment(vm["experiment"].as<std::string>(), registry, vm["cache-dir"].as<std::string>(), data_check(vm));
   const std::string db_path = vm["db"].as<std::string>();
   store::Database db(db_path);  // migrates, as run and db migrate do (workers never do)
   const EnqueueReport report = enqueue_checked(experiment, registry, db, vm.count("rerun") > 0);

@@ -103,6 +103,8 @@ int slurm_submit(const Args& args, const std::string& self_exe) {
       ("plugins", po::value<std::vector<std::string>>()->composing(), "extra plugin folder (repeatable)")
       ("rerun", "submit again the jobs that are already done")
       ("dry-run", "write the submission folder and print the script, without sbatch or marking")
+      ("force", "load datasets past the memory/disk bound (runner/README.md, \"Size bound\")")
+      ("no-load-check", "check dataset parameters and size only (a login node without the nodes' data or cache)")
       ("help,h", "this help");
   po::positional_options_description positional;
   positional.add("experiment", 1);
@@ -146,7 +148,8 @@ int slurm_submit(const Args& args, const std::string& self_exe) {
   for (const auto& e : registry.errors()) std::cerr << "attnlab: warning: plugin " << e.line() << "\n";
 
   store::Database db(db_path);  // migrates: this host owns the main database
-  const EnqueueReport enqueued = enqueue_experiment(experiment_path, registry, db, cache_dir, vm.count("rerun") > 0);
+  const EnqueueReport enqueued =
+      enqueue_experiment(experiment_path, registry, db, cache_dir, vm.count("rerun") > 0, data_check(vm));
   std::cout << describe(enqueued) << std::endl;
   const Experiment experiment = load_experiment(experiment_path, registry);  // the plans the shards get
 

@@ -95,6 +95,8 @@ int cmd_run(const Args& args, const std::string& self_exe) {
       ("cache-dir", po::value<std::string>()->default_value(""), "where datasets keep generated files and caches")
       ("lease", po::value<double>()->default_value(60), "lease of a claimed job in seconds, renewed every third of it")
       ("rerun", "run again the jobs that are already done")
+      ("force", "load datasets past the memory/disk bound (runner/README.md, \"Size bound\")")
+      ("no-load-check", "check dataset parameters and size only; leave loading the splits to the jobs")
       ("help,h", "this help");
   po::positional_options_description positional;
   positional.add("experiment", 1);
@@ -118,7 +120,7 @@ int cmd_run(const Args& args, const std::string& self_exe) {
   const auto registry = load_plugins(workers.plugin_dirs);
   const std::string path = vm["experiment"].as<std::string>();
   // a configuration or dataset error stores nothing, not even the database file
-  const Experiment experiment = check_experiment(path, registry, workers.cache_dir);
+  const Experiment experiment = check_experiment(path, registry, workers.cache_dir, data_check(vm));
   store::Database db(workers.db_path, store::Database::Open::migrate);
   const EnqueueReport report = enqueue_checked(experiment, registry, db, vm.count("rerun") > 0);
   if (!vm.count("rerun")) {

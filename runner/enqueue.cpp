@@ -4,22 +4,29 @@
 #include <filesystem>
 #include <set>
 
+#include "data_budget.hpp"
 #include "job_exec.hpp"
 
 namespace attnlab {
 namespace fs = std::filesystem;
 namespace {
 
-// Each dataset configuration once: a plugin may refuse its parameters (a missing folder, say).
+// Each dataset configuration once: a plugin may refuse its parameters (a missing folder, say), its
+// size may be past the bound, and loading its splits finds a malformed file. Each split is dropped
+// once checked; what stays is the token cache the jobs will hit.
 void check_datasets(const std::string& path, const Experiment& experiment, const PluginRegistry& registry,
-                    const std::string& cache_dir) {
+                    const std::string& cache_dir, const DataCheck& check) {
   std::set<std::string> checked;
   const DatasetContext context{cache_dir.empty() ? default_cache_dir() : cache_dir};
   for (const auto& job : experiment.jobs) {
     const std::string key = job.dataset + "\n" + job.config_toml.substr(job.config_toml.find("[datasets"));
     if (!checked.insert(key).second) continue;
     try {
-      registry.find(PluginKind::dataset, job.dataset)->make_dataset(context, job.dataset_params)->info();
+      const auto dataset = registry.find(PluginKind::dataset, job.dataset)->make_dataset(context, job.dataset_params);
+      const TaskInfo task = dataset->info();
+      if (!check.force) check_data_size(job.dataset, *dataset, task, context.cache_dir);
+      if (check.load)
+        for (const Split split : {Split::train, Split::val, Split::test}) load_checked(job.dataset, *dataset, split);
     } catch (const std::exception& e) {
       throw ConfigError(path + ": [datasets." + job.dataset + "] " + e.what());
     }
@@ -73,9 +80,10 @@ std::vector<std::string> plugin_folders(const JobPlan& job, const PluginRegistry
 
 }  // namespace
 
-Experiment check_experiment(const std::string& toml_path, const PluginRegistry& registry, const std::string& cache_dir) {
+Experiment check_experiment(const std::string& toml_path, const PluginRegistry& registry, const std::string& cache_dir,
+                            const DataCheck& check) {
   Experiment experiment = load_experiment(toml_path, registry);
-  check_datasets(toml_path, experiment, registry, cache_dir);
+  check_datasets(toml_path, experiment, registry, cache_dir, check);
   return experiment;
 }
 
@@ -109,8 +117,8 @@ EnqueueReport enqueue_checked(const Experiment& experiment, const PluginRegistry
 }
 
 EnqueueReport enqueue_experiment(const std::string& toml_path, const PluginRegistry& registry, store::Database& db,
-                                 const std::string& cache_dir, bool rerun) {
-  return enqueue_checked(check_experiment(toml_path, registry, cache_dir), registry, db, rerun);
+                                 const std::string& cache_dir, bool rerun, const DataCheck& check) {
+  return enqueue_checked(check_experiment(toml_path, registry, cache_dir, check), registry, db, rerun);
 }
 
 std::string describe(const EnqueueReport& r) {

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <boost/program_options/variables_map.hpp>
+
 #include "attnlab/store.hpp"
 #include "experiment.hpp"
 #include "plugin_host.hpp"
@@ -23,20 +25,37 @@ struct EnqueueReport {
   std::int64_t left_alone = 0;        // failed, diverged, oom or cancelled: left alone unless rerun
 };
 
-// Loads and checks the experiment (every dataset configuration once, as its jobs will load it:
-// a missing folder fails here, before anything is stored), then records the experiment (the
-// same name and text reuse one row) and its jobs. With `rerun`, jobs that ended (done, failed,
-// diverged, oom, cancelled, blocked) are queued again; running and submitted ones never are.
-// Without `rerun`, a done job whose counting run loaded a plugin file with another SHA-256 than
-// the one loaded now is a ConfigError (one line: the plugin, both hashes, --rerun) and nothing is
-// stored. Each new job records the folders of its two plugins (jobs.plugin_dirs), which the
-// worker that claims it searches first.
+// How each dataset configuration is checked before its jobs are stored. By default its size is
+// estimated and bounded (data_budget.hpp), then its three splits are loaded once and checked
+// (check_split) through the token cache, so that a malformed or missing file fails here, where
+// the user is, and the jobs then hit the cache. The job process does neither again: a job stored
+// with --force is loaded as it is.
+struct DataCheck {
+  bool load = true;    // false (--no-load-check): parameters and size only, the splits are loaded by the jobs
+  bool force = false;  // true (--force): no size bound
+};
+
+// --force and --no-load-check of run, queue add and slurm submit.
+inline DataCheck data_check(const boost::program_options::variables_map& vm) {
+  return {vm.count("no-load-check") == 0, vm.count("force") > 0};
+}
+
+// Loads and checks the experiment (every dataset configuration once, as `check` says: a missing
+// folder or a malformed file fails here, before anything is stored), then records the experiment
+// (the same name and text reuse one row) and its jobs. With `rerun`, jobs that ended (done,
+// failed, diverged, oom, cancelled, blocked) are queued again; running and submitted ones never
+// are. Without `rerun`, a done job whose counting run loaded a plugin file with another SHA-256
+// than the one loaded now is a ConfigError (one line: the plugin, both hashes, --rerun) and
+// nothing is stored. Each new job records the folders of its two plugins (jobs.plugin_dirs),
+// which the worker that claims it searches first.
 EnqueueReport enqueue_experiment(const std::string& toml_path, const PluginRegistry& registry, store::Database& db,
-                                 const std::string& cache_dir, bool rerun);
+                                 const std::string& cache_dir, bool rerun, const DataCheck& check = {});
 
 // The same in two steps, so that a bad file leaves no database file behind: check first, then
-// open the database and store.
-Experiment check_experiment(const std::string& toml_path, const PluginRegistry& registry, const std::string& cache_dir);
+// open the database and store. A dataset that fails is a ConfigError
+// "FILE: [datasets.NAME] what the plugin, the reader or the size bound said".
+Experiment check_experiment(const std::string& toml_path, const PluginRegistry& registry, const std::string& cache_dir,
+                            const DataCheck& check = {});
 EnqueueReport enqueue_checked(const Experiment& experiment, const PluginRegistry& registry, store::Database& db,
                               bool rerun);
 

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -130,6 +131,77 @@ TEST_F(Cli, UnknownDeviceIsRefusedBeforeAnythingIsStored) {
   EXPECT_EQ(attnlab("run " + experiment(5, 1) + " " + common() + " --device cuda:7", out), 2);
   EXPECT_NE(out.find("device 'cuda:7'"), std::string::npos) << out;
   EXPECT_FALSE(fs::exists(path("r.db")));
+}
+
+// Issue 13, item 7: every split is loaded once where the user is, so a malformed or missing file
+// fails `run` / `queue add` in one line naming FILE:LINE before anything is stored, and the jobs
+// then hit the token cache.
+TEST_F(Cli, MalformedOrMissingDataFileFailsBeforeAnythingIsStored) {
+  const std::string data = path("lra");
+  fs::create_directories(data);
+  const std::string row = "[MAX 1 ( [MIN 2 3 ] ) ]\t2\n";
+  std::ofstream(data + "/basic_train.tsv") << "Source\tTarget\n" << row << row << "[MAX 1 2 ]\tten\n";
+  std::ofstream(data + "/basic_val.tsv") << "Source\tTarget\n" << row;
+  std::ofstream(data + "/basic_test.tsv") << "Source\tTarget\n" << row;
+  const std::string file = path("files.toml");
+  std::ofstream(file) << "[experiment]\nname = \"files\"\n[model]\nlayers = 1\ndim = 16\nffn_dim = 32\nheads = 2\n"
+                      << "[train]\nsteps = 2\nbatch_size = 2\n[methods.softmax]\n"
+                      << "[datasets.listops]\nsource = \"files\"\npath = \"" << data << "\"\nmax_len = 16\n";
+  std::string out;
+  EXPECT_EQ(attnlab("run " + file + " " + common(), out), 2);
+  EXPECT_EQ(out, "attnlab: error: " + file + ": [datasets.listops] " + data +
+                     "/basic_train.tsv:4: Target 'ten' is not an integer in 0..9\n");
+  EXPECT_FALSE(fs::exists(path("r.db")));
+
+  std::ofstream(data + "/basic_train.tsv") << "Source\tTarget\n" << row << row;
+  fs::remove(data + "/basic_test.tsv");
+  EXPECT_EQ(attnlab("queue add " + file + " --db " + path("r.db") + " --cache-dir " + path("cache"), out), 2);
+  EXPECT_EQ(out, "attnlab: error: " + file + ": [datasets.listops] " + data + "/basic_test.tsv: no such file\n");
+  EXPECT_FALSE(fs::exists(path("r.db")));
+
+  // whole again: queued, and the three splits are in the cache the jobs will map
+  std::ofstream(data + "/basic_test.tsv") << "Source\tTarget\n" << row;
+  ASSERT_EQ(attnlab("queue add " + file + " --db " + path("r.db") + " --cache-dir " + path("cache"), out), 0) << out;
+  EXPECT_EQ(std::distance(fs::directory_iterator(path("cache/tokens")), fs::directory_iterator{}), 3);
+  // --no-load-check leaves the loading to the jobs
+  EXPECT_EQ(attnlab("queue add " + file + " --db " + path("r2.db") + " --cache-dir " + path("cache2") +
+                    " --no-load-check", out), 0) << out;
+  EXPECT_FALSE(fs::exists(path("cache2/tokens")));
+}
+
+// Issue 13, item 13: a configuration whose padded arrays cannot fit is refused before anything is
+// built or stored, in one line naming the dataset, max_len, the estimate and the bound.
+TEST_F(Cli, DatasetPastTheSizeBoundIsRefusedUnlessForced) {
+  const std::string file = path("huge.toml");
+  std::ofstream(file) << "[experiment]\nname = \"huge\"\n[methods.softmax]\n"
+                      << "[datasets.listops]\nmax_len = 1000000\ntrain_size = 100000000\n";
+  std::string out;
+  EXPECT_EQ(attnlab("queue add " + file + " --db " + path("r.db") + " --cache-dir " + path("cache"), out), 2);
+  EXPECT_EQ(out.rfind("attnlab: error: " + file + ": [datasets.listops] listops: max_len = 1000000 needs about 200 TB "
+                      "in memory and again in the token cache (100004000 examples x 1 input(s) x 1000000 tokens x 2 "
+                      "bytes), past the bound of ", 0), 0u) << out;
+  EXPECT_NE(out.find("; --force loads it anyway\n"), std::string::npos) << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+  EXPECT_FALSE(fs::exists(path("r.db")));
+  EXPECT_FALSE(fs::exists(path("cache")));  // nothing generated
+  EXPECT_EQ(attnlab("data " + file + " --cache-dir " + path("cache"), out), 2);
+  EXPECT_NE(out.find("listops: max_len = 1000000 needs about 200 TB"), std::string::npos) << out;
+
+  // The bound set by hand: the tiny experiment (96 examples x 64 tokens x 2 bytes + 16 bytes each) is past
+  // 1000 bytes; --force stores it all the same.
+  ::setenv("ATTNLAB_DATA_BOUND", "1000", 1);
+  const int refused =
+      attnlab("queue add " + experiment(2, 1) + " --db " + path("r.db") + " --cache-dir " + path("cache"), out);
+  const std::string refusal = out;
+  const int forced = attnlab("queue add " + path("tiny.toml") + " --db " + path("r.db") + " --cache-dir " +
+                             path("cache") + " --force", out);
+  ::unsetenv("ATTNLAB_DATA_BOUND");
+  EXPECT_EQ(refused, 2);
+  EXPECT_NE(refusal.find("listops: max_len = 64 needs about 13.8 kB in memory and again in the token cache (96 "
+                         "examples x 1 input(s) x 64 tokens x 2 bytes), past the bound of 1 kB (ATTNLAB_DATA_BOUND); "
+                         "--force loads it anyway"), std::string::npos) << refusal;
+  EXPECT_EQ(forced, 0) << out;
+  EXPECT_EQ(query_one(path("r.db"), "SELECT count(*) FROM jobs WHERE state = 'queued'"), "1");
 }
 
 // A killed job process (its attempt fails, the job is retried and resumes): queue_test.cpp.

@@ -130,6 +130,32 @@ TEST_F(TokenCache, TruncatedOrForeignCacheFileIsRebuilt) {
   EXPECT_EQ(load().origin.rfind("cache hit", 0), 0u);
 }
 
+// Bytes changed in place, size kept: every header check passes, only the checksum sees it.
+TEST_F(TokenCache, CorruptedCacheFileIsRebuiltNotUsed) {
+  write_source(std::string(300, 'a') + "xyz");  // 303 examples: the arrays span several blocks
+  const SplitData original = load();
+  const std::string file = token_cache_path(path("cache"), key());
+  const auto size = fs::file_size(file);
+  {
+    std::fstream f(file, std::ios::binary | std::ios::in | std::ios::out);
+    f.seekp(static_cast<std::streamoff>(size / 2));
+    f.write("\x7f\x7f", 2);
+  }
+  ASSERT_EQ(fs::file_size(file), size);
+  ::testing::internal::CaptureStderr();
+  const SplitData reloaded = load();
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(builds, 2);
+  EXPECT_EQ(err, "attnlab: token cache " + file + " is corrupt (checksum mismatch); rebuilding it\n");
+  EXPECT_EQ(reloaded.origin, "built, cached in " + file);
+  EXPECT_TRUE(at::equal(reloaded.tokens, original.tokens));
+  EXPECT_TRUE(at::equal(reloaded.lengths, original.lengths));
+  EXPECT_TRUE(at::equal(reloaded.labels, original.labels));
+  const SplitData hit = load();  // the rewritten file is whole again
+  EXPECT_EQ(builds, 2);
+  EXPECT_TRUE(at::equal(hit.tokens, original.tokens));
+}
+
 TEST_F(TokenCache, MissingSourceIsADataErrorNamingIt) {
   fs::remove(source);
   try {
@@ -138,6 +164,34 @@ TEST_F(TokenCache, MissingSourceIsADataErrorNamingIt) {
   } catch (const DataError& e) {
     EXPECT_EQ(std::string(e.what()), source + ": no such file");
   }
+}
+
+// Issue 13, item 7: a data folder that cannot even be looked at (here a name longer than the
+// file system allows, where a filesystem_error used to escape) is a DataError naming it, for
+// every dataset plugin that reads a folder: the job process ends a DataError's job at once.
+TEST(DatasetPlugins, UnreadableDataFolderIsADataError) {
+  const auto& registry = attnlab::testing::built_plugins();
+  ASSERT_NE(registry.find(PluginKind::dataset, "listops"), nullptr);
+  const std::string folder = (fs::temp_directory_path() / std::string(300, 'a')).string();
+  int checked = 0;
+  for (const auto& name : registry.names(PluginKind::dataset)) {
+    const LoadedPlugin* plugin = registry.find(PluginKind::dataset, name);
+    ParamValues params = plugin->defaults();
+    if (!params.has("path")) continue;  // generated only
+    if (params.has("source")) params.set("source", std::string("files"));
+    params.set("path", folder);
+    try {
+      auto dataset = plugin->make_dataset(DatasetContext{""}, params);
+      for (const Split split : {Split::train, Split::val, Split::test}) dataset->load(split);
+      ADD_FAILURE() << name << ": no error";
+    } catch (const DataError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind(folder, 0), 0u) << name << ": " << e.what();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << name << ": not a DataError: " << e.what();
+    }
+    ++checked;
+  }
+  EXPECT_GE(checked, 1);
 }
 
 TEST_F(TokenCache, NoCacheFolderBuildsEveryTime) {

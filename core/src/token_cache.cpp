@@ -5,8 +5,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -21,10 +23,13 @@ namespace attnlab {
 namespace {
 
 // Layout (little-endian, the only byte order LibTorch's CPU builds run on):
-//   char[8] magic | u32 version | u32 dtype | i64 n | i64 inputs | i64 max_len | u64 key bytes | key
+//   char[8] magic | u32 version | u32 dtype | i64 n | i64 inputs | i64 max_len | u64 key bytes |
+//   u64 checksum | key
 //   then tokens, lengths (int64), labels (int64), each starting at a multiple of 64 bytes.
+// The checksum (array_checksum) covers every byte from the tokens to the end of the file.
+// Version 1 files (no checksum) are rebuilt.
 constexpr char kMagic[8] = {'A', 'T', 'T', 'N', 'T', 'O', 'K', '\0'};
-constexpr std::uint32_t kVersion = 1;
+constexpr std::uint32_t kVersion = 2;
 constexpr std::uint64_t kAlign = 64;
 
 struct Header {
@@ -33,6 +38,61 @@ struct Header {
   std::uint32_t dtype;
   std::int64_t n, inputs, max_len;
   std::uint64_t key_bytes;
+  std::uint64_t checksum;
+};
+
+// A fast non-cryptographic checksum, to catch a cache file whose bytes changed (a disk error, a
+// stray write), not an adversary. Four independent lanes keep the multiplier busy; each step
+// (xor a word in, multiply by an odd constant, rotate) is a bijection of the lane, so a change
+// confined to one 8-byte word always changes the result. Fed in pieces of any size, it gives what
+// one call over the concatenation gives.
+class Checksum {
+ public:
+  void add(const char* bytes, std::uint64_t size) {
+    size_ += size;
+    if (buffered_) {  // complete the pending block first
+      const std::uint64_t take = std::min<std::uint64_t>(size, kBlock - buffered_);
+      std::memcpy(buffer_ + buffered_, bytes, take);
+      buffered_ += take, bytes += take, size -= take;
+      if (buffered_ < kBlock) return;
+      block(buffer_);
+      buffered_ = 0;
+    }
+    for (; size >= kBlock; bytes += kBlock, size -= kBlock) block(bytes);
+    std::memcpy(buffer_, bytes, size);
+    buffered_ = size;
+  }
+  std::uint64_t value() const {
+    std::uint64_t lane[4] = {lane_[0], lane_[1], lane_[2], lane_[3]};
+    char tail[kBlock] = {};
+    std::memcpy(tail, buffer_, buffered_);
+    for (int k = 0; k < 4; ++k) lane[k] = step(lane[k], word(tail + 8 * k));
+    std::uint64_t h = size_;
+    for (const auto l : lane) h = step(h, l);
+    h ^= h >> 30;  // splitmix64's finaliser
+    h *= 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 27;
+    h *= 0x94D049BB133111EBull;
+    return h ^ (h >> 31);
+  }
+
+ private:
+  static constexpr std::uint64_t kBlock = 32;
+  static std::uint64_t word(const char* p) {
+    std::uint64_t w;
+    std::memcpy(&w, p, 8);
+    return w;
+  }
+  static std::uint64_t step(std::uint64_t lane, std::uint64_t w) {
+    lane = (lane ^ w) * 0x9E3779B97F4A7C15ull;
+    return (lane << 29) | (lane >> 35);
+  }
+  void block(const char* p) {
+    for (int k = 0; k < 4; ++k) lane_[k] = step(lane_[k], word(p + 8 * k));
+  }
+  std::uint64_t lane_[4] = {1, 2, 3, 4};
+  char buffer_[kBlock] = {};
+  std::uint64_t buffered_ = 0, size_ = 0;
 };
 
 std::uint32_t dtype_code(c10::ScalarType t) {
@@ -81,7 +141,8 @@ struct Mapping {
   }
 };
 
-// The split in `file` if it is complete and was made from exactly `key`; nullopt otherwise.
+// The split in `file` if it is complete, was made from exactly `key` and its bytes match the
+// stored checksum; nullopt otherwise (a checksum mismatch also prints one line on stderr).
 std::optional<SplitData> map_split(const std::string& file, const std::string& key) {
   const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return std::nullopt;
@@ -107,6 +168,12 @@ std::optional<SplitData> map_split(const std::string& file, const std::string& k
   mapping->base = ::mmap(nullptr, o.end, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
   if (mapping->base == MAP_FAILED) return std::nullopt;
   auto* base = static_cast<char*>(mapping->base);
+  Checksum sum;
+  sum.add(base + o.tokens, o.end - o.tokens);
+  if (sum.value() != h.checksum) {
+    std::fprintf(stderr, "attnlab: token cache %s is corrupt (checksum mismatch); rebuilding it\n", file.c_str());
+    return std::nullopt;
+  }
   // Each tensor keeps the mapping alive; the last one to go unmaps it.
   auto view = [&](std::uint64_t offset, std::vector<std::int64_t> sizes, c10::ScalarType type) {
     return at::from_blob(base + offset, sizes, [mapping](void*) {}, at::TensorOptions().dtype(type));
@@ -132,16 +199,23 @@ void write_split(const std::string& file, const std::string& key, const SplitDat
   const std::string temp = file + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    Checksum sum;  // of everything from the tokens on, alignment gaps included
     auto put = [&](const void* bytes, std::uint64_t size, std::uint64_t at_offset) {
       const std::string zeros(at_offset - static_cast<std::uint64_t>(out.tellp()), '\0');
       out.write(zeros.data(), static_cast<std::streamsize>(zeros.size()));
       out.write(static_cast<const char*>(bytes), static_cast<std::streamsize>(size));
+      if (at_offset > o.tokens) sum.add(zeros.data(), zeros.size());  // the gaps between arrays
+      if (at_offset >= o.tokens) sum.add(static_cast<const char*>(bytes), size);
     };
     put(&h, sizeof h, 0);
     put(key.data(), key.size(), sizeof h);
     put(data.tokens.data_ptr(), data.tokens.nbytes(), o.tokens);
     put(data.lengths.data_ptr(), data.lengths.nbytes(), o.lengths);
     put(data.labels.data_ptr(), data.labels.nbytes(), o.labels);
+    // the checksum, known once the arrays are written, goes into the header's place
+    h.checksum = sum.value();
+    out.seekp(0);
+    out.write(reinterpret_cast<const char*>(&h), sizeof h);
     out.close();
     if (!out) {
       std::filesystem::remove(temp);

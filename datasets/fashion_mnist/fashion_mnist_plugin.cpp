@@ -6,6 +6,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -42,7 +43,8 @@ class FashionMnistDataset final : public Dataset {
     val_size_ = params.integer("val_size");
     split_seed_ = params.integer("split_seed");
     if (dir_.empty()) throw ParamError("path: must name the folder of the Fashion-MNIST IDX files");
-    if (!std::filesystem::is_directory(dir_))
+    std::error_code ec;  // permission denied is a DataError too, not a filesystem_error
+    if (!std::filesystem::is_directory(dir_, ec))
       throw DataError(dir_ + ": no such directory (fashion_mnist path)" + install_hint(dir_));
   }
 

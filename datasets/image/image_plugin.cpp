@@ -6,6 +6,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -42,7 +43,8 @@ class ImageDataset final : public Dataset {
     split_seed_ = params.integer("split_seed");
     if (dir_.empty())
       throw ParamError("path: must name the folder of the CIFAR-10 binary version (data_batch_1.bin .. test_batch.bin)");
-    if (!std::filesystem::is_directory(dir_)) throw DataError(dir_ + ": no such directory (image path)");
+    std::error_code ec;  // permission denied is a DataError too, not a filesystem_error
+    if (!std::filesystem::is_directory(dir_, ec)) throw DataError(dir_ + ": no such directory (image path)");
   }
 
   TaskInfo info() const override {
@@ -65,8 +67,9 @@ class ImageDataset final : public Dataset {
       for (const char* name : kTrainFiles) key.sources.push_back(file(name));
       key.params += " val_size=" + std::to_string(val_size_) + " split_seed=" + std::to_string(split_seed_);
     }
+    std::error_code ec;  // permission denied is a DataError too, not a filesystem_error
     for (const auto& f : key.sources)
-      if (!std::filesystem::is_regular_file(f))
+      if (!std::filesystem::is_regular_file(f, ec))
         throw DataError(f + ": no such file (the CIFAR-10 binary version has data_batch_1.bin .. data_batch_5.bin and "
                             "test_batch.bin)");
     return cached_split(cache_dir_, key, [&] { return build(split, key.sources); });

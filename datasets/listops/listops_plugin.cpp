@@ -1,16 +1,19 @@
 // The listops dataset plugin: LRA ListOps, from the official TSV files or generated with the LRA
 // generator's rules (then written in the same format and read back by the same reader).
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
 #include <torch/version.h>  // TORCH_VERSION_MAJOR/MINOR for ATTNLAB_PLUGIN_INFO
 
+#include "attnlab/data_util.hpp"
 #include "attnlab/dataset.hpp"
 #include "attnlab/params.hpp"
 #include "attnlab/plugin.hpp"
@@ -67,7 +70,8 @@ class ListOpsDataset final : public Dataset {
       generate_ = false;
       dir_ = params.string("path");
       if (dir_.empty()) throw ParamError("path: must name the directory with the LRA files when source = \"files\"");
-      if (!std::filesystem::is_directory(dir_)) throw DataError(dir_ + ": no such directory (listops path)");
+      std::error_code ec;  // permission denied is a DataError too, not a filesystem_error
+      if (!std::filesystem::is_directory(dir_, ec)) throw DataError(dir_ + ": no such directory (listops path)");
     } else if (source == "generate") {
       generate_ = true;
       try {
@@ -89,6 +93,16 @@ class ListOpsDataset final : public Dataset {
     t.max_len = max_len_;
     t.inputs = 1;
     return t;
+  }
+
+  SizeEstimate estimate_size() const override {
+    if (generate_) return {spec_.train_size + spec_.val_size + spec_.test_size, 2};
+    std::int64_t rows = 0;  // one line per row, after a header line
+    for (const char* name : kSplitFiles) {
+      const auto lines = static_cast<std::int64_t>(count_lines((std::filesystem::path(dir_) / name).string()));
+      rows += std::max<std::int64_t>(lines - 1, 0);
+    }
+    return {rows, 2};
   }
 
   SplitData load(Split split) override {

@@ -5,6 +5,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -65,7 +66,8 @@ class PathfinderDataset final : public Dataset {
       if (path.empty()) throw ParamError("path: must name the folder with the LRA files when source = \"files\"");
       root = std::filesystem::absolute(path).lexically_normal().string();  // cache keys name absolute files
       dir_ = difficulty_dir(root, resolution_, difficulty);
-      if (!std::filesystem::is_directory(dir_)) throw DataError(dir_ + ": no such directory (pathfinder path)");
+      std::error_code ec;  // permission denied is a DataError too, not a filesystem_error
+      if (!std::filesystem::is_directory(dir_, ec)) throw DataError(dir_ + ": no such directory (pathfinder path)");
     } else if (source == "generate") {
       generate_ = true;
       spec_.difficulty = difficulty;
@@ -97,6 +99,9 @@ class PathfinderDataset final : public Dataset {
     t.inputs = 1;
     return t;
   }
+
+  // Generated: the count asked for; official files: unknown without reading their metadata.
+  SizeEstimate estimate_size() const override { return generate_ ? SizeEstimate{spec_.count, 1} : SizeEstimate{}; }
 
   SplitData load(Split split) override {
     if (generate_ && !generated_) {

@@ -1,14 +1,17 @@
 // The retrieval dataset plugin: LRA Document Retrieval, pairs of ACL Anthology Network papers at
 // byte level, label 1 when one cites the other; two inputs per example (a two-tower model).
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <system_error>
 #include <utility>
 
 #include <ATen/core/Tensor.h>
 #include <torch/version.h>  // TORCH_VERSION_MAJOR/MINOR for ATTNLAB_PLUGIN_INFO
 
+#include "attnlab/data_util.hpp"
 #include "attnlab/dataset.hpp"
 #include "attnlab/params.hpp"
 #include "attnlab/plugin.hpp"
@@ -32,7 +35,8 @@ class RetrievalDataset final : public Dataset {
     dir_ = params.string("path");
     max_len_ = params.integer("max_len");
     if (dir_.empty()) throw ParamError("path: must name the folder with the LRA files new_aan_pairs.{train,eval,test}.tsv");
-    if (!std::filesystem::is_directory(dir_)) throw DataError(dir_ + ": no such folder (retrieval path)");
+    std::error_code ec;  // permission denied is a DataError too, not a filesystem_error
+    if (!std::filesystem::is_directory(dir_, ec)) throw DataError(dir_ + ": no such folder (retrieval path)");
   }
 
   TaskInfo info() const override {
@@ -42,6 +46,13 @@ class RetrievalDataset final : public Dataset {
     t.max_len = max_len_;
     t.inputs = 2;
     return t;
+  }
+
+  SizeEstimate estimate_size() const override {
+    std::int64_t rows = 0;  // one line per pair
+    for (const char* name : kSplitFiles)
+      rows += static_cast<std::int64_t>(count_lines((std::filesystem::path(dir_) / name).string()));
+    return {rows, 2};
   }
 
   SplitData load(Split split) override {

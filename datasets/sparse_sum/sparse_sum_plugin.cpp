@@ -62,6 +62,8 @@ class SparseSumDataset final : public Dataset {
     return t;
   }
 
+  SizeEstimate estimate_size() const override { return {spec_.train_size + spec_.val_size + spec_.test_size, 1}; }
+
   SplitData load(Split split) override {
     const int index = split == Split::train ? 0 : split == Split::val ? 1 : 2;
     TokenCacheKey key;

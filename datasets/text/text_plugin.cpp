@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -41,7 +42,8 @@ class TextDataset final : public Dataset {
     val_size_ = params.integer("val_size");
     split_seed_ = static_cast<std::uint64_t>(params.integer("split_seed"));
     if (root_.empty()) throw ParamError("path: must name the aclImdb folder (with train/ and test/)");
-    if (!std::filesystem::is_directory(root_)) throw DataError(root_ + ": no such folder (text path)");
+    std::error_code ec;  // permission denied is a DataError too, not a filesystem_error
+    if (!std::filesystem::is_directory(root_, ec)) throw DataError(root_ + ": no such folder (text path)");
   }
 
   TaskInfo info() const override {
@@ -51,6 +53,10 @@ class TextDataset final : public Dataset {
     t.max_len = max_len_;
     t.inputs = 1;
     return t;
+  }
+
+  SizeEstimate estimate_size() const override {
+    return {static_cast<std::int64_t>(list_reviews(root_, "train").size() + list_reviews(root_, "test").size()), 2};
   }
 
   SplitData load(Split split) override {

@@ -53,11 +53,21 @@ struct DataError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// What a configuration will hold once loaded, known before loading it (from its parameters, a
+// line count, a folder listing): examples over the three splits, and bytes per stored token.
+// examples = 0: unknown. The host bounds memory and disk with it before anything is built.
+struct SizeEstimate {
+  std::int64_t examples = 0;
+  std::int64_t token_bytes = 0;
+};
+
 class Dataset {
  public:
   virtual ~Dataset() = default;
   virtual TaskInfo info() const = 0;
   virtual SplitData load(Split split) = 0;  // throws DataError
+  // Cheap next to load(): no parsing, no generating. The default says "unknown".
+  virtual SizeEstimate estimate_size() const { return {}; }
 };
 
 // Checks a loaded split against its task before anything trains on it: shapes [N, inputs, max_len],

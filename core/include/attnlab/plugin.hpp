@@ -14,7 +14,8 @@ namespace attnlab {
 // ParamValues, the factory signatures, AttentionMethod, Dataset.
 // 2: TaskInfo::many_hot, SplitData::origin, the token cache; AttentionMethod::redraw_every and
 // fresh_draw_at_eval.
-inline constexpr std::uint32_t kContractVersion = 2;
+// 3: Dataset::estimate_size.
+inline constexpr std::uint32_t kContractVersion = 3;
 
 enum class PluginKind : std::uint32_t { attention = 1, dataset = 2 };
 enum class ParamType : std::uint32_t { integer = 1, real = 2, boolean = 3, string = 4 };
