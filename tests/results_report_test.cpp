@@ -113,7 +113,7 @@ TEST_F(Report, EachMethodHasOneColourInEveryPicture) {
         for (std::int64_t seed = 1; seed <= 2; ++seed) {
           FakeJob f;
           f.method = method, f.dataset = task, f.seed = seed;
-          f.results = {{"test_acc", 0.3}};
+          f.results = {{"test_acc", 0.3}, {"steps_per_second", 4.0}, {"peak_memory_bytes", 3e8}};
           f.curve = make_curve("val", "acc", 3, 100, [](std::int64_t step) { return 0.1 + 1e-3 * step; });
           auto train = make_curve("train", "loss", 3, 100, [](std::int64_t) { return 1.0; });
           auto loss = make_curve("val", "loss", 3, 100, [](std::int64_t) { return 1.0; });
@@ -151,7 +151,7 @@ TEST_F(Report, HasTheSettingsTheMajorityBaselineAndEachMethodComparedWithSoftmax
         FakeJob f;
         f.method = method, f.seed = seed;
         f.results = {{"test_acc", (method == "softmax" ? 0.4 : 0.3) + 0.01 * static_cast<double>(seed)},
-                     {"majority_rate", 0.185}};
+                     {"majority_rate", 0.185}, {"steps_per_second", 4.0}, {"peak_memory_bytes", 3e8}};
         add_job(db, f);
       }
   }
