@@ -1,5 +1,6 @@
 #include "results/compare.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
