@@ -207,7 +207,16 @@ Experiment load_experiment(const std::string& path, const PluginRegistry& regist
     const auto* section = sub_table(root, kind_section, {path, ""});
     if (!section || section->empty())
       fail({path, ""}, 0, "", std::string("no [") + kind_section + ".NAME] table: name at least one " + to_string(kind) + " plugin");
-    for (const auto& [key, node] : *section) {
+    // toml++ keeps a table's keys sorted by name; the jobs follow the file's order instead (the
+    // order the results tables and pictures then show).
+    std::vector<std::pair<const toml::key*, const toml::node*>> in_file_order;
+    for (const auto& [key, node] : *section) in_file_order.push_back({&key, &node});
+    std::stable_sort(in_file_order.begin(), in_file_order.end(), [](const auto& a, const auto& b) {
+      return a.first->source().begin < b.first->source().begin;
+    });
+    for (const auto& [key_ptr, node_ptr] : in_file_order) {
+      const toml::key& key = *key_ptr;
+      const toml::node& node = *node_ptr;
       Entry entry{std::string(key.str()), {}, {}, {}};
       const std::string where = std::string(kind_section) + "." + entry.name;
       if (!node.is_table()) fail({path, ""}, key.source().begin.line, where, "expected a table");

@@ -116,6 +116,26 @@ TEST_F(Cli, RunStoresEveryRowAndPrintsTheSummary) {
   EXPECT_NE(out.find("softmax  listops"), std::string::npos) << out;
 }
 
+// Methods written softmax, then performer (not the alphabetical order toml++ keeps) run and show
+// in the file's order: job 1 is softmax's, and `table accuracy` lists softmax first.
+TEST_F(Cli, MethodsKeepTheFilesOrderInJobsAndTables) {
+  std::string text = "[experiment]\nname = \"order\"\n[model]\nlayers = 1\ndim = 16\nffn_dim = 32\nheads = 2\n"
+                     "[train]\nsteps = 10\nbatch_size = 8\nwarmup = 2\neval_every = 10\nlog_every = 5\n"
+                     "[methods.softmax]\n[methods.performer]\nfeatures = 8\n"
+                     "[datasets.listops]\nmax_len = 64\ntrain_size = 64\nval_size = 16\ntest_size = 16\n"
+                     "max_depth = 3\nmax_args = 4\nmin_length = 3\nmax_length = 60\n";
+  std::ofstream(path("order.toml")) << text;
+  std::string out;
+  ASSERT_EQ(attnlab("run " + path("order.toml") + " " + common(), out), 0) << out;
+  EXPECT_EQ(query_one(path("r.db"), "SELECT group_concat(method, ',') FROM (SELECT method FROM jobs ORDER BY id)"),
+            "softmax,performer");
+  ASSERT_EQ(attnlab("table accuracy --db " + path("r.db"), out), 0) << out;
+  const auto softmax = out.find("softmax"), performer = out.find("performer");
+  ASSERT_NE(softmax, std::string::npos) << out;
+  ASSERT_NE(performer, std::string::npos) << out;
+  EXPECT_LT(softmax, performer) << out;
+}
+
 TEST_F(Cli, ConfigErrorIsOneLineAndStoresNothing) {
   const std::string file = path("bad.toml");
   std::ofstream(file) << "[methods.softmax]\ndropout = \"high\"\n[datasets.listops]\n";

@@ -109,6 +109,32 @@ TEST(Experiment, CheckpointCadenceIsNotPartOfTheJobIdentity) {
   EXPECT_NE(load_experiment(write_file("steps.toml", steps), registry()).jobs[0].config_hash, plain.jobs[0].config_hash);
 }
 
+// toml++ sorts a table's keys by name; the jobs keep the file's order (methods, then datasets,
+// then seeds), which the results tables and pictures show. A sub-table written before its parent's
+// sibling ([methods.softmax.model] before [methods.performer]) counts where its method first appears.
+TEST(Experiment, JobsFollowTheFilesOrderOfMethodsAndDatasets) {
+  const auto e = load_experiment(write_file("order.toml", R"(
+[experiment]
+seeds = [2, 1]
+[datasets.sparse_sum]
+[datasets.listops]
+max_len = 64
+[methods.softmax.model]
+layers = 1
+[methods.skyformer]
+[methods.performer]
+[methods.softmax]
+dropout = 0.1
+)"), registry());
+  std::vector<std::string> order;
+  for (const auto& job : e.jobs) order.push_back(job.method + "/" + job.dataset + "/" + std::to_string(job.seed));
+  const std::vector<std::string> expected = {
+      "softmax/sparse_sum/2",   "softmax/sparse_sum/1",   "softmax/listops/2",   "softmax/listops/1",
+      "skyformer/sparse_sum/2", "skyformer/sparse_sum/1", "skyformer/listops/2", "skyformer/listops/1",
+      "performer/sparse_sum/2", "performer/sparse_sum/1", "performer/listops/2", "performer/listops/1"};
+  EXPECT_EQ(order, expected);
+}
+
 TEST(Experiment, ErrorsNameFileLineAndKey) {
   const auto file = (fs::temp_directory_path() / ("attnlab-exp-" + std::to_string(getpid())) / "bad.toml").string();
   EXPECT_EQ(error_of("[train]\nsteps = 10\nlrr = 0.1\n[methods.softmax]\n[datasets.listops]\n"),

@@ -1,6 +1,7 @@
 // attnlab report: one folder with the three tables (Markdown and CSV), the curves of every
 // (method, task) group, and the bench and approximation pictures when the database has them.
 #include <filesystem>
+#include <sstream>
 
 #include "results/report_folder.hpp"
 #include "results_support.hpp"
@@ -87,6 +88,96 @@ TEST_F(Report, WritesTablesCurvesAndStudyPicturesLinkedFromItsReadme) {
   // Each mean picture's data file holds the three seeds' mean: 0.1 + 0.02 at step 0.
   const std::string dat = slurp(file("out/curves/listops-val-acc-time.dat"));
   EXPECT_NE(dat.find("0.12"), std::string::npos) << dat;
+}
+
+// The colour a gnuplot script gives the line titled `title...` ("" when there is none).
+std::string colour_of_line(const std::string& script, const std::string& title) {
+  std::istringstream lines(script);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("title '" + title) == std::string::npos) continue;
+    const auto at = line.find("lc rgb '");
+    return at == std::string::npos ? "" : line.substr(at + 8, 7);
+  }
+  return "";
+}
+
+// A method keeps its colour in every picture, whatever the other methods drawn there: softmax is
+// the second method enqueued, and the image task and the bench have it alone (drawn first there).
+TEST_F(Report, EachMethodHasOneColourInEveryPicture) {
+  REQUIRE_GNUPLOT();
+  {
+    Database db(file("r.db"));
+    for (const std::string method : {"performer", "softmax"})
+      for (const std::string task : {"listops", "image"}) {
+        if (method == "performer" && task == "image") continue;
+        for (std::int64_t seed = 1; seed <= 2; ++seed) {
+          FakeJob f;
+          f.method = method, f.dataset = task, f.seed = seed;
+          f.results = {{"test_acc", 0.3}, {"steps_per_second", 4.0}, {"peak_memory_bytes", 3e8}};
+          f.curve = make_curve("val", "acc", 3, 100, [](std::int64_t step) { return 0.1 + 1e-3 * step; });
+          auto train = make_curve("train", "loss", 3, 100, [](std::int64_t) { return 1.0; });
+          auto loss = make_curve("val", "loss", 3, 100, [](std::int64_t) { return 1.0; });
+          f.curve.insert(f.curve.end(), train.begin(), train.end());
+          f.curve.insert(f.curve.end(), loss.begin(), loss.end());
+          add_job(db, f);
+        }
+      }
+    store::BenchResult b;
+    b.method = "softmax", b.dataset = "listops", b.seq_len = 256, b.batch_size = 4, b.device = "cpu";
+    b.steps_timed = 3, b.step_seconds_median = 0.1, b.peak_memory_bytes = 1e7, b.status = "done";
+    db.add_bench_result(b);
+  }
+  const auto o = attnlab({"report", "--db", file("r.db"), "-o", file("out")});
+  ASSERT_EQ(o.status, 0) << o.err;
+  const std::string both = slurp(file("out/curves/listops-val-acc-time.gp"));
+  const std::string alone = slurp(file("out/curves/image-val-acc-time.gp"));
+  const std::string bench = slurp(file("out/bench/cpu_batch_4-time.gp"));
+  const std::string performer = colour_of_line(both, "performer/"), softmax = colour_of_line(both, "softmax/");
+  ASSERT_FALSE(performer.empty()) << both;
+  ASSERT_FALSE(softmax.empty()) << both;
+  EXPECT_NE(performer, softmax);
+  EXPECT_EQ(colour_of_line(alone, "softmax/"), softmax) << alone;
+  EXPECT_EQ(colour_of_line(bench, "softmax"), softmax) << bench;
+}
+
+// The report says what was run (the experiment file as enqueued), what chance scores (the
+// majority-class rate per task) and how each method compares with softmax, by the same code and
+// with the same figures as `attnlab compare`.
+TEST_F(Report, HasTheSettingsTheMajorityBaselineAndEachMethodComparedWithSoftmax) {
+  {
+    Database db(file("r.db"));
+    for (const std::string method : {"performer", "softmax", "skyformer"})
+      for (std::int64_t seed = 1; seed <= 3; ++seed) {
+        FakeJob f;
+        f.method = method, f.seed = seed;
+        f.results = {{"test_acc", (method == "softmax" ? 0.4 : 0.3) + 0.01 * static_cast<double>(seed)},
+                     {"majority_rate", 0.185}, {"steps_per_second", 4.0}, {"peak_memory_bytes", 3e8}};
+        add_job(db, f);
+      }
+  }
+  const auto o = attnlab({"report", "--db", file("r.db"), "-o", file("out")});
+  ASSERT_EQ(o.status, 0) << o.err;
+  const std::string readme = slurp(file("out/README.md"));
+
+  EXPECT_NE(readme.find("## Settings"), std::string::npos) << readme;
+  EXPECT_EQ(slurp(file("out/settings/1-sweep.toml")), "text of sweep");  // what add_job enqueued
+  EXPECT_NE(readme.find("```toml\ntext of sweep\n```"), std::string::npos) << readme;
+
+  EXPECT_NE(readme.find("## Majority-class baseline"), std::string::npos) << readme;
+  EXPECT_NE(readme.find("| listops | 0.1850 | 9 |"), std::string::npos) << readme;
+
+  const std::string compare = slurp(file("out/compare.md"));
+  EXPECT_NE(readme.find("## Compared with softmax"), std::string::npos) << readme;
+  EXPECT_NE(readme.find(compare), std::string::npos);
+  // performer, then skyformer: the order they were enqueued; softmax is the baseline, not a row
+  const auto performer = compare.find("### performer against softmax"), skyformer = compare.find("### skyformer against softmax");
+  ASSERT_NE(performer, std::string::npos) << compare;
+  ASSERT_NE(skyformer, std::string::npos) << compare;
+  EXPECT_LT(performer, skyformer);
+  EXPECT_EQ(compare.find("### softmax against"), std::string::npos) << compare;
+  const auto cli = attnlab({"compare", "performer", "softmax", "--db", file("r.db"), "--format", "markdown"});
+  ASSERT_EQ(cli.status, 0) << cli.err;
+  EXPECT_NE(compare.find(cli.out), std::string::npos) << compare << "\n---\n" << cli.out;
 }
 
 TEST_F(Report, AnEmptyDatabaseGivesTablesThatSaySoAndNoPictures) {

@@ -189,15 +189,20 @@ std::string script_text(const Plot& plot, const std::string& data_file, const st
   // Bands first, so that every line is drawn over every band.
   std::vector<std::string> items;
   const std::string data = quoted(data_file);
+  const auto palette_entry = [&](std::size_t i) {
+    const int chosen = plot.series[i].colour;
+    return chosen >= 0 ? static_cast<std::size_t>(chosen) : i;
+  };
   for (std::size_t i = 0; i < plot.series.size(); ++i) {
     if (plot.series[i].low.empty()) continue;
     items.push_back(data + " index " + std::to_string(i) + " using 1:3:4 with filledcurves lc rgb '" +
-                    kColours[i % kColourCount] + "' notitle");
+                    kColours[palette_entry(i) % kColourCount] + "' notitle");
   }
   for (std::size_t i = 0; i < plot.series.size(); ++i) {
     const Series& s = plot.series[i];
-    const std::string colour = std::string("lc rgb '") + kColours[i % kColourCount] + "'";
-    const std::string dashes = " dt " + std::to_string(1 + i / kColourCount);
+    const std::size_t c = palette_entry(i);
+    const std::string colour = std::string("lc rgb '") + kColours[c % kColourCount] + "'";
+    const std::string dashes = " dt " + std::to_string(1 + c / kColourCount);
     const std::string style = s.x.size() == 1 ? "with points pt 7 ps 1 " + colour
                               : plot.marks    ? "with linespoints lw 2 pt 7 ps 0.6 " + colour + dashes
                                               : "with lines lw 2 " + colour + dashes;

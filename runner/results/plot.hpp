@@ -19,6 +19,10 @@ struct Series {
   std::string title;
   std::vector<double> x, y;
   std::vector<double> low, high;  // both empty: no band
+  // Its colour and dash pattern: palette entry `colour` (past the palette's end the colours repeat
+  // with another dash pattern); -1: the series' position in the plot. A report gives each method
+  // one number, so a method has the same colour in every picture whatever the others drawn.
+  int colour = -1;
 };
 
 struct Plot {

@@ -9,7 +9,10 @@
 #include <set>
 #include <stdexcept>
 
+#include <sqlite3.h>
+
 #include "attnlab/query.hpp"
+#include "results/compare.hpp"
 #include "results/curves.hpp"
 #include "results/formats.hpp"
 #include "results/paper_tables.hpp"
@@ -55,6 +58,54 @@ std::vector<RunCurve> curves_that_exist(store::Database& db, const std::vector<s
   return out;
 }
 
+// One experiment as enqueued: its name and the experiment file's text.
+struct ExperimentText {
+  std::int64_t id = 0;
+  std::string name, source_path, text;
+};
+
+// The experiments that own the given jobs, by id. Values bound, never spliced.
+std::vector<ExperimentText> experiments_of(store::Database& db, const std::vector<std::int64_t>& job_ids) {
+  std::string ids = "[";
+  for (std::size_t i = 0; i < job_ids.size(); ++i) ids += (i ? "," : "") + std::to_string(job_ids[i]);
+  ids += "]";
+  sqlite3_stmt* st = nullptr;
+  const char* sql =
+      "SELECT e.id, e.name, COALESCE(e.source_path, ''), e.config_text FROM experiments AS e "
+      "WHERE e.id IN (SELECT j.experiment_id FROM jobs AS j WHERE j.id IN (SELECT value FROM json_each(?1))) "
+      "ORDER BY e.id";
+  auto fail = [&]() -> void {
+    const std::string what = sqlite3_errmsg(db.handle());
+    sqlite3_finalize(st);
+    throw std::runtime_error(db.path() + ": reading the experiments: " + what);
+  };
+  if (sqlite3_prepare_v2(db.handle(), sql, -1, &st, nullptr) != SQLITE_OK) fail();
+  if (sqlite3_bind_text(st, 1, ids.c_str(), static_cast<int>(ids.size()), SQLITE_TRANSIENT) != SQLITE_OK) fail();
+  std::vector<ExperimentText> out;
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    auto text = [&](int c) {
+      const auto* p = sqlite3_column_text(st, c);
+      return std::string(p ? reinterpret_cast<const char*>(p) : "");
+    };
+    out.push_back({sqlite3_column_int64(st, 0), text(1), text(2), text(3)});
+  }
+  if (rc != SQLITE_DONE) fail();
+  sqlite3_finalize(st);
+  return out;
+}
+
+// A Markdown code fence longer than any run of backticks in `text`, so that no line of it ends
+// the block early.
+std::string fence_for(const std::string& text) {
+  std::size_t longest = 0, run = 0;
+  for (char c : text) {
+    run = c == '`' ? run + 1 : 0;
+    longest = std::max(longest, run);
+  }
+  return std::string(std::max<std::size_t>(3, longest + 1), '`');
+}
+
 class Report {
  public:
   Report(store::Database& db, const ReportOptions& o) : db_(db), o_(o), root_(o.out_dir) {}
@@ -65,10 +116,13 @@ class Report {
               ". Tables: mean ± sample std over the seeds that ended done, (n) seeds; the marks are "
               "explained under each table. CSV files hold the exact values, one row per method, task "
               "and metric.\n\n";
+    method_order();
     tables();
+    comparisons();
     curves();
     bench();
     approx();
+    settings();
     if (!summary_.skipped.empty()) {
       readme_ += "## Not drawn\n\n";
       for (const auto& s : summary_.skipped) readme_ += "- " + s + "\n";
@@ -97,6 +151,114 @@ class Report {
     summary_.files.push_back(relative);
   }
 
+  // Every method gets its place once, before any picture: the methods of the selected jobs in the
+  // order their first job was enqueued (the experiment file's order), then those only `bench` or
+  // `approx` measured, by name. The place is the method's colour in every picture.
+  void method_order() {
+    store::Selection s;
+    s.where = o_.where;
+    for (const auto& r : store::select_jobs(db_, s)) {
+      if (std::find(methods_.begin(), methods_.end(), r.method) == methods_.end()) methods_.push_back(r.method);
+      job_ids_.push_back(r.job_id);
+    }
+    std::set<std::string> studied;
+    for (const auto& r : db_.bench_results()) studied.insert(r.method);
+    for (const auto& r : db_.approx_results()) studied.insert(r.method);
+    for (const auto& m : studied)
+      if (std::find(methods_.begin(), methods_.end(), m) == methods_.end()) methods_.push_back(m);
+  }
+
+  int colour_of(const std::string& method) const {
+    const auto it = std::find(methods_.begin(), methods_.end(), method);
+    return it == methods_.end() ? -1 : static_cast<int>(it - methods_.begin());
+  }
+
+  // The experiment files as enqueued, each once: the settings every number below came from
+  // (each job's resolved configuration: attnlab queue show JOB).
+  void settings() {
+    const auto experiments = experiments_of(db_, job_ids_);
+    if (experiments.empty()) return;
+    readme_ += "## Settings\n\nThe experiment files as they were enqueued (each job's resolved configuration: "
+               "`attnlab queue show JOB`).\n\n";
+    for (const auto& e : experiments) {
+      const std::string file = "settings/" + std::to_string(e.id) + "-" + file_safe(e.name) + ".toml";
+      put(file, e.text);
+      const std::string fence = fence_for(e.text);
+      readme_ += "### " + e.name + " ([" + file + "](" + file + ")" +
+                 (e.source_path.empty() ? "" : ", from `" + e.source_path + "`") + ")\n\n" + fence + "toml\n" +
+                 e.text + (e.text.empty() || e.text.back() == '\n' ? "" : "\n") + fence + "\n\n";
+    }
+  }
+
+  // What always answering a task's most frequent class scores on its test split: the floor any
+  // accuracy above is to be read against. From the runs' `majority_rate` results.
+  void majority_baseline() {
+    const auto known = store::result_names(db_);
+    if (std::find(known.begin(), known.end(), "majority_rate") == known.end()) return;
+    store::Selection s;
+    s.where = o_.where;
+    s.where.push_back("status = done");
+    s.metrics = {"majority_rate"};
+    std::vector<std::string> tasks;
+    std::map<std::string, std::vector<double>> rates;
+    for (const auto& r : store::select_jobs(db_, s)) {
+      if (!r.metrics[0] || std::isnan(*r.metrics[0])) continue;
+      if (!rates.count(r.dataset)) tasks.push_back(r.dataset);
+      rates[r.dataset].push_back(*r.metrics[0]);
+    }
+    if (tasks.empty()) return;
+    Grid grid;
+    grid.header = {"task", "majority-class rate", "runs"};
+    for (const auto& t : tasks) {
+      const auto [low, high] = std::minmax_element(rates[t].begin(), rates[t].end());
+      Cell rate = Cell::of_number(*low, "%.4f");
+      if (*high != *low) rate.text += " to " + Cell::of_number(*high, "%.4f").text;  // runs on different data
+      grid.rows.push_back({Cell::of_text(t), rate, Cell::of_integer(static_cast<long long>(rates[t].size()))});
+    }
+    grid.notes.push_back("the accuracy of always answering the test split's most frequent class (result "
+                         "majority_rate of the runs that ended done); a range: the runs' data settings differ");
+    const std::string md = render(grid, Format::markdown);
+    put("majority.md", md);
+    readme_ += "## Majority-class baseline ([majority.md](majority.md))\n\n" + md + "\n";
+  }
+
+  // Each method against the baseline (softmax when there is one, else the first method), task by
+  // task: what `attnlab compare METHOD BASELINE` prints.
+  void comparisons() {
+    store::Selection s;
+    s.where = o_.where;
+    s.where.push_back("status = done");
+    std::vector<std::string> done;
+    for (const auto& r : store::select_jobs(db_, s))
+      if (std::find(done.begin(), done.end(), r.method) == done.end()) done.push_back(r.method);
+    if (done.size() < 2) return;
+    std::vector<std::string> ordered;  // the report's method order
+    for (const auto& m : methods_)
+      if (std::find(done.begin(), done.end(), m) != done.end()) ordered.push_back(m);
+    const std::string baseline =
+        std::find(ordered.begin(), ordered.end(), "softmax") != ordered.end() ? "softmax" : ordered.front();
+    std::string text = "Each method (A) against " + baseline +
+                       " (B; softmax when the database has it, else the first method) on the test accuracy of the "
+                       "tasks both ran: `attnlab compare A " + baseline + "`.\n\n";
+    for (const auto& m : ordered) {
+      if (m == baseline) continue;
+      text += "### " + m + " against " + baseline + "\n\n";
+      CompareOptions c;
+      c.a = m;
+      c.b = baseline;
+      c.where = o_.where;
+      try {
+        Comparison result = compare(db_, c);
+        result.grid.notes = result.notes;
+        text += render(result.grid, Format::markdown) + "\n";
+      } catch (const std::exception& e) {
+        text += "Not compared: " + std::string(e.what()) + "\n\n";
+      }
+    }
+    put("compare.md", text);
+    readme_ += "## Compared with " + baseline + " ([compare.md](compare.md))\n\n" + text;
+  }
+
   void tables() {
     for (PaperTable t : {PaperTable::accuracy, PaperTable::cost, PaperTable::variance}) {
       PaperTableOptions wide;
@@ -109,6 +271,7 @@ class Report {
       put(name + ".csv", render(paper_table(db_, t, long_form), Format::csv));
       readme_ += "## " + std::string(t == PaperTable::accuracy ? "Accuracy" : t == PaperTable::cost ? "Cost" : "Variance") +
                  " ([" + name + ".md](" + name + ".md), [" + name + ".csv](" + name + ".csv))\n\n" + md + "\n";
+      if (t == PaperTable::accuracy) majority_baseline();
     }
   }
 
@@ -140,12 +303,16 @@ class Report {
           continue;
         }
         const std::string file = "curves/" + file_safe(task) + "-" + k.file + extension(o_.pictures);
-        picture(file, mean_curves_plot(means, k.split, k.name, k.x, task + ": " + curve_label(k.split, k.name)));
+        Plot plot = mean_curves_plot(means, k.split, k.name, k.x, task + ": " + curve_label(k.split, k.name));
+        for (std::size_t i = 0; i < means.size(); ++i) plot.series[i].colour = colour_of(means[i].method);
+        picture(file, plot);
         readme_ += "![" + task + " " + k.file + "](" + file + ")\n\n";
         // each (method, task) group's seeds, one picture per group and curve
         std::map<std::string, std::vector<RunCurve>> by_method;
         for (const auto& r : runs) by_method[r.method].push_back(r);
-        for (const auto& [method, group] : by_method) {
+        for (const auto& method : methods_) {
+          if (!by_method.count(method)) continue;
+          const auto& group = by_method[method];
           const std::string seeds = "curves/" + file_safe(task) + "/" + file_safe(method) + "-" + k.file + extension(o_.pictures);
           picture(seeds, run_curves_plot(group, k.split, k.name, k.x, method + " on " + task + ": " + curve_label(k.split, k.name)));
           readme_ += "[" + method + " " + k.file + " per seed](" + seeds + ") ";
@@ -171,8 +338,10 @@ class Report {
       Plot time{"Training step time (" + setting + ")", "sequence length", "seconds per step (median)", {}, true, true};
       Plot memory{"Peak memory (" + setting + ")", "sequence length", "peak memory (MiB)", {}, true, true};
       time.marks = memory.marks = true;
-      for (const auto& [method, lengths] : methods) {
-        Series t{method, {}, {}, {}, {}}, m{method, {}, {}, {}, {}};
+      for (const auto& method : methods_) {
+        if (!methods.count(method)) continue;
+        const auto& lengths = methods.at(method);
+        Series t{method, {}, {}, {}, {}, colour_of(method)}, m{method, {}, {}, {}, {}, colour_of(method)};
         for (const auto& [n, r] : lengths) {
           t.x.push_back(static_cast<double>(n));
           t.y.push_back(r.step_seconds_median);
@@ -209,8 +378,10 @@ class Report {
       Plot p{"Relative error against exact " + key.second + ", n = " + std::to_string(key.first),
              "d (landmarks or features)", "relative spectral-norm error", {}, true, false};  // errors near 0: linear y
       p.marks = true;
-      for (const auto& [method, ds] : methods) {
-        Series s{method, {}, {}, {}, {}};
+      for (const auto& method : methods_) {
+        if (!methods.count(method)) continue;
+        const auto& ds = methods.at(method);
+        Series s{method, {}, {}, {}, {}, colour_of(method)};
         for (const auto& [d, r] : ds) {
           s.x.push_back(static_cast<double>(d));
           s.y.push_back(r.rel_error_mean);
@@ -236,6 +407,8 @@ class Report {
   fs::path root_;
   std::string readme_;
   ReportSummary summary_;
+  std::vector<std::string> methods_;     // method_order(): a method's place is its colour
+  std::vector<std::int64_t> job_ids_;    // the jobs the report covers (--where)
 };
 
 }  // namespace
