@@ -141,7 +141,7 @@ int cmd_compare(const Args& args) {
   const std::vector<std::string> where =
       vm.count("where") ? vm["where"].as<std::vector<std::string>>() : std::vector<std::string>{};
 
-  store::Database db(results::existing_database(vm["db"].as<std::string>()), store::Database::Open::existing);
+  store::Database db(results::existing_database(vm["db"].as<std::string>()), store::Database::Open::read_only);
   Side sides[2] = {{"A", vm["a"].as<std::string>(), "", {}}, {"B", vm["b"].as<std::string>(), "", {}}};
   for (Side& side : sides) {
     side.expression = side_expression(side.given);
