@@ -98,7 +98,7 @@ int cmd_approx(const Args& args) {
 
   if (vm.count("show")) {
     if (access(db_path.c_str(), F_OK) != 0) throw ApproxError(db_path + ": no such database");
-    store::Database db(db_path);
+    store::Database db(db_path, store::Database::Open::read_only);
     const auto rows = db.approx_results();
     if (rows.empty()) return std::cout << db_path << ": no approx results yet\n", 0;
     std::cout << approx_table(rows, absolute);

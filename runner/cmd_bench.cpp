@@ -134,7 +134,7 @@ void set_train(ParamValues& train, const char* key, std::int64_t value, const ch
 
 int show(const std::string& db_path) {
   if (access(db_path.c_str(), F_OK) != 0) throw BenchUsageError(db_path + ": no such database");
-  store::Database db(db_path);
+  store::Database db(db_path, store::Database::Open::read_only);
   const auto rows = db.bench_results();
   if (rows.empty()) return std::cout << db_path << ": no bench results yet\n", 0;
   std::cout << bench_table(rows, /*context=*/true);

@@ -127,7 +127,7 @@ int cmd_curves(const Args& args) {
   const std::string split = vm["split"].as<std::string>(), metric = vm["metric"].as<std::string>();
   const bool mean = vm.count("mean") > 0;
 
-  store::Database db(results::existing_database(vm["db"].as<std::string>()), store::Database::Open::existing);
+  store::Database db(results::existing_database(vm["db"].as<std::string>()), store::Database::Open::read_only);
   if (!where.empty()) {
     try {
       for (const auto id : counting_runs(db, where)) ids.push_back(id);

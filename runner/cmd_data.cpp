@@ -52,7 +52,9 @@ int cmd_data(const Args& args) {
                    "load", "source"});
   std::set<std::string> seen;  // one dataset configuration once, whatever the methods and seeds
   for (const auto& plan : experiment.jobs) {
-    const std::string data_key = plan.dataset + "\n" + plan.config_toml.substr(plan.config_toml.find("[datasets"));
+    // the dataset's own parameters alone decide what is loaded (not the methods' tables)
+    std::string data_key = plan.dataset;
+    for (const auto& [key, value] : plan.dataset_params.all()) data_key += "\n" + key + "=" + to_toml(value);
     if (!seen.insert(data_key).second) continue;
     auto dataset = registry.find(PluginKind::dataset, plan.dataset)->make_dataset({cache}, plan.dataset_params);
     const TaskInfo task = dataset->info();

@@ -40,7 +40,7 @@ int cmd_inspect(const Args& args) {
   PluginRegistry registry;
   registry.load_folders(PluginRegistry::search_path(vm.count("plugins") ? vm["plugins"].as<std::vector<std::string>>()
                                                                           : std::vector<std::string>{}));
-  store::Database db(db_path);
+  store::Database db(db_path, store::Database::Open::read_only);
   const JobPlan plan = stored_plan(registry, db, run_id);
   const std::string cache = vm["cache-dir"].as<std::string>().empty() ? default_cache_dir() : vm["cache-dir"].as<std::string>();
   // the task only (vocabulary, classes, length): nothing is loaded

@@ -13,6 +13,7 @@
 #include "commands.hpp"
 #include "enqueue.hpp"
 #include "plugin_host.hpp"
+#include "results/formats.hpp"
 #include "table.hpp"
 
 namespace attnlab {
@@ -162,7 +163,7 @@ int queue_list(const Args& args) {
   const std::string format = vm["format"].as<std::string>();
   if (format != "table" && format != "csv") throw std::runtime_error("queue list: --format is table or csv, not '" + format + "'");
 
-  store::Database db(vm["db"].as<std::string>(), store::Database::Open::existing);
+  store::Database db(vm["db"].as<std::string>(), store::Database::Open::read_only);
   store::JobFilter filter;
   filter.states = checked_states(db, split_commas(strings(vm, "state")));
   filter.methods = split_commas(strings(vm, "method"));
@@ -211,7 +212,7 @@ int queue_show(const Args& args) {
   if (!vm.count("job")) throw std::runtime_error("queue show: name the job");
   const std::int64_t id = job_ids("show", {vm["job"].as<std::string>()}).front();
 
-  store::Database db(vm["db"].as<std::string>(), store::Database::Open::existing);
+  store::Database db(vm["db"].as<std::string>(), store::Database::Open::read_only);
   const auto rows = db.list_jobs({{}, {}, {}, {id}});
   if (rows.empty()) throw std::runtime_error("queue show: no job " + std::to_string(id) + " in " + db.path());
   const store::QueuedJob& q = rows.front();
@@ -226,7 +227,7 @@ int queue_show(const Args& args) {
     std::cout << "lease: run " << q.lease_run_id << ", worker " << q.lease_owner << ", "
               << seconds_from_now(q.lease_expires_at) << "\n";
   if (!q.error.empty()) std::cout << "error: " << q.error << "\n";
-  std::cout << "config (" << q.job.config_hash << "):\n" << q.job.config_toml;
+  std::cout << "config (" << q.job.config_hash << "):\n" << results::readable_toml(q.job.config_toml);
   if (!q.job.config_toml.empty() && q.job.config_toml.back() != '\n') std::cout << "\n";
 
   const auto attempts = db.attempts_of_job(id);

@@ -37,7 +37,7 @@ int cmd_results(const Args& args) {
   selection.metrics = vm.count("metric") ? list("metric") : std::vector<std::string>{"test_acc"};
   const auto format = results::parse_format(vm["format"].as<std::string>());
 
-  store::Database db(results::existing_database(vm["db"].as<std::string>()), store::Database::Open::existing);
+  store::Database db(results::existing_database(vm["db"].as<std::string>()), store::Database::Open::read_only);
   // A sweep whose runs all failed, or have not finished, has no test_acc yet: the counts still
   // answer "where does it stand?" (a --metric named by hand must exist).
   if (!vm.count("metric") && store::result_names(db).empty()) selection.metrics.clear();

@@ -33,7 +33,7 @@ int cmd_table(const Args& args) {
   o.where = vm.count("where") ? vm["where"].as<std::vector<std::string>>() : std::vector<std::string>{};
   o.accuracy_metric = vm["metric"].as<std::string>();
   o.wide = format == results::Format::table || format == results::Format::markdown;
-  store::Database db(results::existing_database(vm["db"].as<std::string>()), store::Database::Open::existing);
+  store::Database db(results::existing_database(vm["db"].as<std::string>()), store::Database::Open::read_only);
   std::cout << results::render(results::paper_table(db, which, o), format);
   return 0;
 }

@@ -136,12 +136,44 @@ toml::table parse_toml(const std::string& text, const std::string& where) {
 
 // Checks that the resolved [model] and [train] sections hold together (head_dim 0 needs dim
 // divisible by heads; variance_passes is not 1).
-void check_model(const ParamValues& model, const ParamValues& train, const Place& at) {
-  try {
-    model_config_from(model);
-    train_config_from(train);
-  } catch (const ParamError& e) {
-    fail(at, 0, "", e.what());
+// Where the file sets `key` of [model] or [train] (`part`) for one (method, dataset): the most
+// specific table, as the overlay applies them. Line 0: not set, the default.
+struct Origin {
+  std::string section;
+  std::uint32_t line = 0;
+};
+Origin origin_of(const toml::table& root, const std::string& part, const std::string& method,
+                 const std::string& dataset, const std::string& key) {
+  if (const auto* n = root["methods"][method][part][key].node()) return {"methods." + method + "." + part, line_of(*n)};
+  if (const auto* n = root["datasets"][dataset][part][key].node()) return {"datasets." + dataset + "." + part, line_of(*n)};
+  if (const auto* n = root[part][key].node()) return {part, line_of(*n)};
+  return {part, 0};
+}
+
+// Checks across keys, each error naming the keys the user set and their lines.
+void check_model(const JobPlan& job, const toml::table& root, const Place& pair) {
+  auto origin = [&](const char* part, const std::string& key) { return origin_of(root, part, job.method, job.dataset, key); };
+  const auto heads = job.model.integer("heads"), dim = job.model.integer("dim");
+  if (job.model.integer("head_dim") == 0 && dim % heads != 0) {
+    const Origin h = origin("model", "heads"), d = origin("model", "dim");
+    const Origin& blamed = h.line || !d.line ? h : d;  // the one the user set; heads when both or neither
+    const Origin& other = &blamed == &h ? d : h;
+    const std::string other_key = &blamed == &h ? "dim" : "heads";
+    fail({pair.file, blamed.section}, blamed.line, &blamed == &h ? "heads" : "dim",
+         std::to_string(heads) + " heads do not divide dim = " + std::to_string(dim) + " ([" + other.section + "] " +
+             other_key + (other.line ? " at line " + std::to_string(other.line) : ": the default") +
+             "); make dim a multiple of heads, or set head_dim");
+  }
+  for (const char* part : {"model", "train"}) {
+    try {
+      part == std::string("model") ? (void)model_config_from(job.model) : (void)train_config_from(job.train);
+    } catch (const ParamError& e) {
+      // the message starts with the key ("variance_passes: ..."): point at the line that set it
+      const std::string what = e.what();
+      const Origin o = origin(part, what.substr(0, what.find(':')));
+      if (o.line) fail({pair.file, o.section}, o.line, "", what);
+      fail(pair, 0, "", what);
+    }
   }
 }
 
@@ -183,7 +215,11 @@ Experiment load_experiment(const std::string& path, const PluginRegistry& regist
         experiment.seeds.clear();
         for (const auto& seed : *seeds) {
           if (!seed.is_integer() || seed.as_integer()->get() < 0) fail(at, line, name, "seeds must be integers >= 0");
-          experiment.seeds.push_back(seed.as_integer()->get());
+          const std::int64_t value = seed.as_integer()->get();
+          // a repeated seed is the same job again, never a second sample
+          if (std::find(experiment.seeds.begin(), experiment.seeds.end(), value) != experiment.seeds.end())
+            fail(at, line_of(seed), name, std::to_string(value) + " is named twice");
+          experiment.seeds.push_back(value);
         }
       } else {
         fail(at, line, name, "unknown key (known: name, description, seeds)");
@@ -253,7 +289,7 @@ Experiment load_experiment(const std::string& path, const PluginRegistry& regist
         job.train = overlay(train, dataset.train, method.train);
         job.method_params = method.params;
         job.dataset_params = dataset.params;
-        check_model(job.model, job.train, {path, "methods." + method.name + " x datasets." + dataset.name});
+        check_model(job, root, {path, "methods." + method.name + " x datasets." + dataset.name});
         finish_plan(job);
         experiment.jobs.push_back(std::move(job));
       }

@@ -224,6 +224,81 @@ TEST_F(Cli, DatasetPastTheSizeBoundIsRefusedUnlessForced) {
   EXPECT_EQ(query_one(path("r.db"), "SELECT count(*) FROM jobs WHERE state = 'queued'"), "1");
 }
 
+// `attnlab data` loads each dataset configuration once, whatever the methods (it printed every
+// split once per method before).
+TEST_F(Cli, DataPrintsEachDatasetConfigurationOnce) {
+  std::string text;
+  {
+    std::ifstream in(experiment(5, 2));
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  text.replace(text.find("[methods.softmax]\n"), 17, "[methods.softmax]\ndropout = 0.1\n[methods.performer]\n");
+  std::ofstream(path("two.toml")) << text;
+  std::string out;
+  ASSERT_EQ(attnlab("data " + path("two.toml") + " --cache-dir " + path("cache") + " --threads 1", out), 0) << out;
+  std::size_t rows = 0;  // table rows start with the dataset's name
+  for (std::size_t at = 0; at != std::string::npos; at = out.find('\n', at), at = at == std::string::npos ? at : at + 1)
+    if (out.compare(at, 8, "listops ") == 0) ++rows;
+  EXPECT_EQ(rows, 3u) << out;  // train, val, test: once each
+}
+
+// Options shared by several commands are checked once, for all of them, in one line.
+TEST_F(Cli, NegativeThreadsAndMissingPluginFoldersAreOneLineErrors) {
+  const std::string file = experiment(5, 1);
+  for (const std::string& command : std::vector<std::string>{"run " + file, "data " + file, "worker --idle-exit", "queue add " + file}) {
+    std::string out;
+    const bool threads = command.rfind("queue", 0) != 0;  // queue add has no --threads
+    if (threads) {
+      EXPECT_EQ(attnlab(command + " --db " + path("r.db") + " --threads -1", out), 2) << command;
+      EXPECT_NE(out.find("--threads must be 0 (ATTNLAB_THREADS or every core) or more, not -1"), std::string::npos)
+          << command << ": " << out;
+      EXPECT_EQ(out.find('\n'), out.size() - 1) << out;
+    }
+    EXPECT_EQ(attnlab(command + " --db " + path("r.db") + " --plugins " + path("no-such-folder"), out), 2) << command;
+    EXPECT_NE(out.find("--plugins " + path("no-such-folder") + ": no such folder"), std::string::npos) << command << ": " << out;
+    EXPECT_EQ(out.find('\n'), out.size() - 1) << out;
+  }
+  for (const std::string command : {"bench --methods softmax --lengths 32", "variance 1", "approx --show"}) {
+    std::string out;
+    EXPECT_EQ(attnlab(command + " --db " + path("r.db") + " --threads -1", out), 2) << command;
+    EXPECT_NE(out.find("--threads must be 0"), std::string::npos) << command << ": " << out;
+  }
+  EXPECT_FALSE(fs::exists(path("r.db")));
+}
+
+// A repeated seed is refused in one line naming the file and line; nothing is queued.
+TEST_F(Cli, RepeatedSeedIsRefused) {
+  std::string text;
+  {
+    std::ifstream in(experiment(5, 1));
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  text.replace(text.find("seeds = [1]"), 11, "seeds = [5, 5, 5]");
+  std::ofstream(path("dup.toml")) << text;
+  std::string out;
+  EXPECT_EQ(attnlab("queue add " + path("dup.toml") + " --db " + path("r.db"), out), 2);
+  EXPECT_EQ(out, "attnlab: error: " + path("dup.toml") + ":3: [experiment] seeds: 5 is named twice\n");
+  EXPECT_FALSE(fs::exists(path("r.db")));
+}
+
+// `queue show` prints the stored configuration with shortest numbers (dropout = 0.1), while the
+// stored text (the job's identity) keeps what it had.
+TEST_F(Cli, QueueShowPrintsShortestNumbers) {
+  std::string text;
+  {
+    std::ifstream in(experiment(5, 1));
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  text.replace(text.find("[methods.softmax]\n"), 17, "[methods.softmax]\ndropout = 0.1\n");
+  std::ofstream(path("d.toml")) << text;
+  std::string out;
+  ASSERT_EQ(attnlab("queue add " + path("d.toml") + " --db " + path("r.db"), out), 0) << out;
+  ASSERT_EQ(attnlab("queue show 1 --db " + path("r.db"), out), 0) << out;
+  EXPECT_NE(out.find("dropout = 0.1\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("lr = 0.002\n"), std::string::npos) << out;
+  EXPECT_EQ(out.find("0000000"), std::string::npos) << out;
+}
+
 // A killed job process (its attempt fails, the job is retried and resumes): queue_test.cpp.
 
 TEST_F(Cli, InterruptedRunIsMarkedAndItsJobQueuedAgain) {

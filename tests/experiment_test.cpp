@@ -157,8 +157,20 @@ TEST(Experiment, ErrorsNameFileLineAndKey) {
   EXPECT_EQ(error_of("[experiment]\nseeds = []\n[methods.softmax]\n[datasets.listops]\n"),
             file + ":2: [experiment] seeds: expected a non-empty array of integers");
   EXPECT_EQ(error_of("[datasets.listops]\n"), file + ": no [methods.NAME] table: name at least one attention plugin");
+  // cross-key checks name the keys the user set, where they set them
   EXPECT_EQ(error_of("[model]\ndim = 10\nheads = 3\n[methods.softmax]\n[datasets.listops]\n"),
-            file + ": [methods.softmax x datasets.listops] head_dim: 0 needs dim divisible by heads");
+            file + ":3: [model] heads: 3 heads do not divide dim = 10 ([model] dim at line 2); make dim a multiple of "
+                   "heads, or set head_dim");
+  EXPECT_EQ(error_of("[model]\ndim = 32\n[methods.softmax]\n[datasets.listops]\n[datasets.listops.model]\nheads = 3\n"),
+            file + ":6: [datasets.listops.model] heads: 3 heads do not divide dim = 32 ([model] dim at line 2); make dim a "
+                   "multiple of heads, or set head_dim");
+  EXPECT_EQ(error_of("[model]\nheads = 3\n[methods.softmax]\n[datasets.listops]\n"),
+            file + ":2: [model] heads: 3 heads do not divide dim = 64 ([model] dim: the default); make dim a multiple of "
+                   "heads, or set head_dim");
+  EXPECT_EQ(error_of("[methods.softmax]\n[datasets.listops]\n[methods.softmax.train]\nvariance_passes = 1\n"),
+            file + ":4: [methods.softmax.train] variance_passes: one pass has no variance; 0 turns the passes off, else at least 2");
+  EXPECT_EQ(error_of("[experiment]\nseeds = [5,\n 5, 6]\n[methods.softmax]\n[datasets.listops]\n"),
+            file + ":3: [experiment] seeds: 5 is named twice");
   const auto syntax = error_of("[train\nsteps = 1\n");
   EXPECT_EQ(syntax.rfind(file + ":1:", 0), 0u) << syntax;
   EXPECT_NE(syntax.find("TOML syntax"), std::string::npos);

@@ -126,6 +126,73 @@ TEST_F(Query, FiltersOnColumnsConfigKeysAndOrAndIn) {
   EXPECT_EQ(ids({"job <= 2 or job > 13"}), (V{1, 2, 14}));  // keywords in any case
 }
 
+// Nesting (parentheses, NOT chains) is bounded by the parser: at the bound the query runs on
+// SQLite, one deeper is a one-line QueryError, and a pathological depth neither crashes nor
+// reaches SQLite's "parser stack overflow" (blamed on the database before).
+TEST_F(Query, NestingIsBoundedBeforeSqliteOrTheStackOverflow) {
+  Database db(file("r.db"));
+  fill(db);
+  auto run = [&](const std::string& where) {
+    Selection s;
+    s.where = {where};
+    return job_ids(store::select_jobs(db, s));
+  };
+  auto parens = [](int n, const std::string& inner) { return std::string(n, '(') + inner + std::string(n, ')'); };
+  std::string nots;
+  for (int i = 0; i < store::kMaxWhereNesting; ++i) nots += "NOT ";
+  using V = std::vector<std::int64_t>;
+  const int max = store::kMaxWhereNesting;
+  EXPECT_EQ(run(parens(max, "job = 3 OR job = 4 AND seed = 1")), (V{3, 4}));
+  EXPECT_EQ(run(nots + "job != 2"), (V{1, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14}));  // 12 NOTs: even
+  // every level an AND/OR chain around the next: still one SQL level per user level
+  std::string chained = "job = 1";
+  for (int i = 1; i < max; ++i) chained = "job = " + std::to_string(i % 14 + 1) + " OR seed = 9 AND (" + chained + ")";
+  EXPECT_EQ(run(chained), (V{max}));  // the outermost "job = max": every inner level sits under "seed = 9 AND"
+  // the costliest shapes for SQLite's parser stack, at the bound, under a second filter
+  std::string costly = "experiment = x OR seed = 2 AND (job = 1 OR seed IN (1, 2)) AND NOT method NOT IN (a)";
+  for (int i = 0; i + 3 <= max; i += 2) costly = "job = 1 OR seed = 2 AND NOT (" + costly + ")";
+  {
+    Selection s;
+    s.where = {"job = 1 OR seed = 2 AND (job = 3)", costly};
+    EXPECT_NO_THROW(store::select_jobs(db, s)) << costly;
+  }
+  std::string chain_parens = "job = 1 OR seed = 2 AND NOT method NOT IN (a)";
+  for (int i = 0; i + 1 < max; ++i) chain_parens = "job = 1 OR seed = 2 AND (" + chain_parens + ")";
+  EXPECT_NO_THROW(run(chain_parens));
+  // mixed, at the bound: NOT (NOT (...)) and a NOT IN inside
+  std::string mixed = "method NOT IN (softmax)";
+  for (int i = 0; i < max / 2; ++i) mixed = "NOT (" + mixed + ")";
+  EXPECT_EQ(run(mixed), (V{7, 8, 9, 10, 11, 12}));
+
+  std::string many_nots;
+  for (int i = 0; i < 30000; ++i) many_nots += "NOT ";
+  for (const std::string& where : {parens(max + 1, "job = 1"), nots + "NOT job = 1", parens(10000, "job = 1"),
+                                   many_nots + "job = 1"}) {
+    try {
+      run(where);
+      ADD_FAILURE() << "accepted " << where.size() << " characters";
+    } catch (const QueryError& e) {
+      const std::string what = e.what();
+      // the column of the first level too many: parenthesis 13, or the 13th "NOT " at 4 * 12 + 1
+      const std::size_t column = where[0] == '(' ? max + 1 : 4 * max + 1;
+      EXPECT_NE(what.find("nesting deeper than " + std::to_string(max) + " at column " + std::to_string(column)),
+                std::string::npos) << what;
+      EXPECT_EQ(what.find('\n'), std::string::npos);
+      EXPECT_LT(what.size(), 200u);
+    }
+  }
+  // a flat chain is bounded too: SQLite's expression tree is as deep as the chain is long
+  std::string in = "job IN (1";
+  for (int i = 1; i < store::kMaxWhereComparisons; ++i) in += ", 1";
+  EXPECT_EQ(run(in + ")"), (V{1}));
+  try {
+    run(in + ", 2)");
+    ADD_FAILURE() << "accepted " << store::kMaxWhereComparisons + 1 << " comparisons";
+  } catch (const QueryError& e) {
+    EXPECT_NE(std::string(e.what()).find("more than 500 comparisons at column"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(Query, UnknownKeysAndMetricsAreRefusedWithWhatExists) {
   Database db(file("r.db"));
   fill(db);

@@ -126,6 +126,24 @@ TEST(Formats, CsvQuotesAndJsonEscapesRoundTrip) {
   EXPECT_THROW(parse_format("xml"), std::invalid_argument);
 }
 
+// Numbers for people are the shortest text that reads back bit-exactly: 0.361, not 0.36099999999999999.
+TEST(Formats, NumbersAreShortestRoundTrip) {
+  for (const double x : {0.361, 0.1, 0.1 + 0.2, 1e-300, 1e22, -2.5, 3.0, 1048576.0 * 120, 0.0001}) {
+    const std::string text = shortest_number(x);
+    EXPECT_EQ(std::stod(text), x) << text;
+    EXPECT_LE(text.size(), 24u);
+  }
+  EXPECT_EQ(shortest_number(0.361), "0.361");
+  EXPECT_EQ(shortest_number(0.1), "0.1");
+  EXPECT_EQ(shortest_number(3.0), "3");
+  EXPECT_EQ(json_number(0.361), "0.361");
+  Grid g;
+  g.header = {"acc", "lr"};
+  g.rows.push_back({Cell::of_number(0.361), Cell::of_number(1e-4)});
+  EXPECT_EQ(render(g, Format::csv), "acc,lr\r\n0.361,1e-04\r\n");
+  EXPECT_EQ(render(g, Format::json).find("0.36099999"), std::string::npos);
+}
+
 TEST_F(Tables, AccuracyMarksTheMissingSeedAndTheFailedRunAndAveragesOnlyCompleteRows) {
   PaperTableOptions o;
   const Grid g = paper_table(*db_, PaperTable::accuracy, o);
@@ -236,10 +254,21 @@ TEST_F(Tables, CommandsEndToEndAndTheirErrors) {
   const auto jobs = attnlab({"results", "--db", file("t.db"), "--jobs", "--where", "status = failed"});
   ASSERT_EQ(jobs.status, 0) << jobs.err;
   EXPECT_NE(jobs.out.find("failed"), std::string::npos);
+  // method and dataset once each (the default grouping is not repeated after the fixed columns)
+  const auto jobs_csv = attnlab({"results", "--db", file("t.db"), "--jobs", "--where", "status = failed", "--format", "csv"});
+  ASSERT_EQ(jobs_csv.status, 0) << jobs_csv.err;
+  EXPECT_EQ(jobs_csv.out.substr(0, jobs_csv.out.find('\r')), "job,run,experiment,method,dataset,seed,state,test_acc") << jobs_csv.out;
 
   const std::vector<std::pair<std::vector<std::string>, std::string>> errors = {
       {{"results", "--db", file("none.db")}, "none.db: no such database"},
       {{"results", "--db", file("t.db"), "--where", "method = "}, "--where 'method = ': expected a value at column 10"},
+      // nesting past the bound: one line, not SQLite's "parser stack overflow" (100) or a crash (10,000)
+      {{"results", "--db", file("t.db"), "--where", std::string(100, '(') + "job = 1" + std::string(100, ')')},
+       "nesting deeper than 12 at column 13"},
+      {{"results", "--db", file("t.db"), "--where", std::string(10000, '(') + "job = 1" + std::string(10000, ')')},
+       "nesting deeper than 12 at column 13"},
+      {{"curves", "--db", file("t.db"), "--where", std::string(10000, '(') + "job = 1" + std::string(10000, ')')},
+       "nesting deeper than 12 at column 13"},
       {{"results", "--db", file("t.db"), "--metric", "acc"}, "unknown metric 'acc'"},
       {{"results", "--db", file("t.db"), "--group-by", "train.lr"}, "unknown key 'train.lr'"},
       {{"results", "--db", file("t.db"), "--format", "xml"}, "unknown format 'xml'"},
@@ -263,6 +292,67 @@ TEST_F(Tables, CommandsEndToEndAndTheirErrors) {
   const auto counts = attnlab({"results", "--db", file("fresh.db"), "--format", "csv"});
   ASSERT_EQ(counts.status, 0) << counts.err;
   EXPECT_EQ(counts.out, "method,dataset,jobs,done,failed,unfinished\r\nsoftmax,listops,1,0,0,1\r\n");
+}
+
+// Commands that only read open the file read-only: a DELETE-journal database stays DELETE,
+// byte for byte, with no -wal or -shm beside it (before, every reader switched it to WAL).
+TEST_F(ResultsTest, ReadersNeverChangeTheJournalModeOrTheFile) {
+  const std::string db_path = file("delete.db");
+  {
+    Database db(db_path);
+    FakeJob f;
+    f.results = {{"test_acc", 0.361}};
+    add_job(db, f);
+  }
+  auto journal_mode = [&](const char* set) {
+    sqlite3* c = nullptr;
+    EXPECT_EQ(sqlite3_open_v2(db_path.c_str(), &c, set ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+    sqlite3_stmt* st = nullptr;
+    const std::string sql = set ? std::string("PRAGMA journal_mode = ") + set : "PRAGMA journal_mode";
+    sqlite3_prepare_v2(c, sql.c_str(), -1, &st, nullptr);
+    std::string mode = sqlite3_step(st) == SQLITE_ROW ? reinterpret_cast<const char*>(sqlite3_column_text(st, 0)) : "";
+    sqlite3_finalize(st);
+    sqlite3_close(c);
+    return mode;
+  };
+  ASSERT_EQ(journal_mode("DELETE"), "delete");
+  ASSERT_FALSE(fs::exists(db_path + "-wal"));
+  const std::string before = slurp(db_path);
+
+  const std::vector<std::vector<std::string>> readers = {
+      {"results", "--db", db_path},
+      {"results", "--db", db_path, "--jobs", "--format", "csv"},
+      {"table", "accuracy", "--db", db_path},
+      {"compare", "softmax", "softmax", "--db", db_path},
+      {"curves", "--db", db_path, "--where", "job = 1"},
+      {"report", "--db", db_path, "-o", file("report")},
+      {"queue", "list", "--db", db_path},
+      {"queue", "show", "1", "--db", db_path},
+      {"bench", "--show", "--db", db_path},
+      {"approx", "--show", "--db", db_path},
+  };
+  for (const auto& args : readers) {
+    const auto o = attnlab(args);
+    EXPECT_EQ(o.err.find("readonly"), std::string::npos) << args[0] << ": " << o.err;
+    EXPECT_EQ(journal_mode(nullptr), "delete") << args[0] << " " << args[1];
+    EXPECT_FALSE(fs::exists(db_path + "-wal")) << args[0] << " " << args[1];
+    EXPECT_FALSE(fs::exists(db_path + "-shm")) << args[0] << " " << args[1];
+  }
+  for (std::size_t i : {0, 1, 2, 6, 7, 8, 9}) EXPECT_EQ(attnlab(readers[i]).status, 0) << readers[i][0] << " " << readers[i][1];
+  EXPECT_NE(attnlab(readers[1]).out.find("0.361\r\n"), std::string::npos);  // shortest round trip in CSV
+  EXPECT_EQ(slurp(db_path), before);  // not a byte changed
+
+  // A reader refuses a database of another schema version in one line, without migrating it.
+  {
+    sqlite3* c = nullptr;
+    sqlite3_open(db_path.c_str(), &c);
+    sqlite3_exec(c, "PRAGMA user_version = 5", nullptr, nullptr, nullptr);
+    sqlite3_close(c);
+  }
+  const auto old = attnlab({"queue", "list", "--db", db_path});
+  EXPECT_EQ(old.status, 2);
+  EXPECT_NE(old.err.find("run `attnlab db migrate --db " + db_path + "` first"), std::string::npos) << old.err;
+  EXPECT_EQ(old.err.find('\n'), old.err.size() - 1) << old.err;
 }
 
 }  // namespace

@@ -122,13 +122,19 @@ Grid results_grid(const store::Selection& selection, const std::vector<store::Jo
   Grid grid;
   if (per_job) {
     grid.header = {"job", "run", "experiment", "method", "dataset", "seed", "state"};
-    for (const auto& g : selection.group_by) grid.header.push_back(g);
+    // a grouping key that is already one of those columns (the default method, dataset) is not repeated
+    std::vector<bool> shown_group;
+    for (const auto& g : selection.group_by) {
+      shown_group.push_back(std::find(grid.header.begin(), grid.header.begin() + 7, g) == grid.header.begin() + 7);
+      if (shown_group.back()) grid.header.push_back(g);
+    }
     for (const auto& m : selection.metrics) grid.header.push_back(m);
     for (const auto& r : rows) {
       std::vector<Cell> row = {Cell::of_integer(r.job_id), r.run_id ? Cell::of_integer(r.run_id) : Cell::none(),
                                Cell::of_text(r.experiment), Cell::of_text(r.method), Cell::of_text(r.dataset),
                                Cell::of_integer(r.seed), Cell::of_text(r.state)};
-      for (const auto& g : r.group) row.push_back(Cell::of_text(g));
+      for (std::size_t g = 0; g < r.group.size(); ++g)
+        if (shown_group[g]) row.push_back(Cell::of_text(r.group[g]));
       for (std::size_t m = 0; m < selection.metrics.size(); ++m)
         row.push_back(r.metrics[m] ? metric_cell(selection.metrics[m], *r.metrics[m]) : Cell::none());
       grid.rows.push_back(std::move(row));

@@ -1,5 +1,6 @@
 #include "results/formats.hpp"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
@@ -23,9 +24,7 @@ std::string csv_value(const Cell& c) {
   if (c.number) {
     if (std::isnan(*c.number)) return "nan";
     if (std::isinf(*c.number)) return *c.number > 0 ? "inf" : "-inf";
-    char buf[40];
-    std::snprintf(buf, sizeof buf, "%.17g", *c.number);
-    return buf;
+    return shortest_number(*c.number);
   }
   return csv_field(c.text);
 }
@@ -177,9 +176,40 @@ std::string json_string(const std::string& text) {
 
 std::string json_number(double value) {
   if (!std::isfinite(value)) return "null";
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", value);
-  return buf;
+  return shortest_number(value);
+}
+
+std::string readable_toml(const std::string& toml) {
+  std::string out;
+  std::size_t start = 0;
+  while (start < toml.size()) {
+    std::size_t end = toml.find('\n', start);
+    if (end == std::string::npos) end = toml.size();
+    std::string line = toml.substr(start, end - start);
+    const std::size_t eq = line.find(" = ");
+    if (eq != std::string::npos && line[0] != '#' && line[0] != '[') {
+      const std::string value = line.substr(eq + 3);
+      double x = 0;
+      const auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), x);
+      // only a whole unquoted real (a '.' or an exponent): integers, strings and booleans stay as written
+      if (ec == std::errc() && ptr == value.data() + value.size() && value.find_first_of(".eE") != std::string::npos) {
+        std::string shown = shortest_number(x);
+        if (shown.find_first_of(".en") == std::string::npos) shown += ".0";  // still a TOML float
+        line = line.substr(0, eq + 3) + shown;
+      }
+    }
+    out += line;
+    if (end < toml.size()) out += '\n';
+    start = end + 1;
+  }
+  return out;
+}
+
+std::string shortest_number(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  char buf[32];  // the longest shortest form, e.g. -2.2250738585072014e-308, is 24 characters
+  return std::string(buf, std::to_chars(buf, buf + sizeof buf, value).ptr);
 }
 
 }  // namespace attnlab::results

@@ -18,7 +18,7 @@ const char* to_string(Format format);
 
 struct Cell {
   std::string text;              // what a table or Markdown shows
-  std::optional<double> number;  // set: CSV/JSON write this value (%.17g; NaN/inf as in json_number)
+  std::optional<double> number;  // set: CSV/JSON write this value (shortest_number; NaN/inf as in json_number)
   bool missing = false;          // CSV empty, JSON null
 
   static Cell of_text(std::string text) { return Cell{std::move(text), std::nullopt, false}; }
@@ -39,6 +39,12 @@ std::string render(const Grid& grid, Format format);
 // Helpers the renderers share, exposed for other writers (and tests).
 std::string csv_field(const std::string& text);   // quoted when it holds , " CR or LF
 std::string json_string(const std::string& text); // with quotes, escaped
-std::string json_number(double value);            // %.17g; NaN and inf as null (JSON has neither)
+std::string json_number(double value);            // shortest_number; NaN and inf as null (JSON has neither)
+// The shortest text that reads back as exactly `value` (std::to_chars): 0.361, not
+// 0.36099999999999999; 1e-08; 3. NaN and infinities as "nan", "inf", "-inf".
+std::string shortest_number(double value);
+// A TOML text for people: each real written as its shortest round trip (dropout = 0.1, not the
+// 0.10000000000000001 the stored config_toml carries; that text is the job's identity and stays).
+std::string readable_toml(const std::string& toml);
 
 }  // namespace attnlab::results

@@ -44,8 +44,9 @@ int configure(sqlite3* db, const std::string& path, Database::Open mode) {
   try {
     // The first statement reads the file header: a file that is not SQLite fails here. A
     // connection that must not migrate checks the version before anything is written.
-    if (mode == Database::Open::existing) require_current(db, path);
-    set_wal(db, path);
+    if (mode != Database::Open::migrate) require_current(db, path);
+    // Only writers choose the journal mode: a reader leaves a DELETE-journal file as it is.
+    if (mode != Database::Open::read_only) set_wal(db, path);
     sql::exec(db, path, "PRAGMA foreign_keys = ON");
     return mode == Database::Open::migrate ? migrate(db, path) : Database::kSchemaVersion;
   } catch (const sql::SqliteError& e) {
@@ -75,10 +76,11 @@ constexpr const char* kJobColumns =
 
 Database::Database(const std::string& path, Open mode) : path_(path) {
   // Workers and job processes never create the file: a missing one is the user's to migrate.
-  if (mode == Open::existing && access(path_.c_str(), F_OK) != 0)
+  if (mode != Open::migrate && access(path_.c_str(), F_OK) != 0)
     throw StoreError(path_ + ": no such database: run `attnlab db migrate --db " + path_ + "` (or `attnlab queue add`) first");
   // Opened as a URI (any path spelled safely) so that merge_shard can ATTACH a shard read-only.
-  const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_URI | (mode == Open::migrate ? SQLITE_OPEN_CREATE : 0);
+  const int flags = SQLITE_OPEN_URI | (mode == Open::read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) |
+                    (mode == Open::migrate ? SQLITE_OPEN_CREATE : 0);
   const int rc = sqlite3_open_v2(sql::file_uri(path_).c_str(), &db_, flags, nullptr);
   try {
     if (rc != SQLITE_OK) sql::fail(db_, path_, "cannot open database");

@@ -50,14 +50,16 @@ class Parser {
 
   CompiledFilter parse() {
     if (peek().kind == Token::Kind::end) fail("the expression is empty", peek());
-    out_.sql = expr();
+    out_.sql = "(" + expr() + ")";
     if (peek().kind != Token::Kind::end) fail("unexpected '" + peek().text + "'", peek());
     return std::move(out_);
   }
 
  private:
   [[noreturn]] void fail(const std::string& what, const Token& at) const {
-    throw QueryError("--where '" + expression_ + "': " + what + " at column " + std::to_string(at.column));
+    // a pathological expression (thousands of parentheses) is cut short to keep the line readable
+    const std::string shown = expression_.size() > 80 ? expression_.substr(0, 60) + "..." : expression_;
+    throw QueryError("--where '" + shown + "': " + what + " at column " + std::to_string(at.column));
   }
 
   static bool is_word_char(char c) {
@@ -120,19 +122,28 @@ class Parser {
     return true;
   }
 
+  // AND and OR chains are written flat ("(a AND b AND c)"): SQLite's parser reduces them as it
+  // goes, so only the user's own nesting (parentheses, NOT) deepens the SQL. That nesting is
+  // bounded so the compiled SQL stays well inside SQLite's parser stack (YYSTACKDEPTH 100) and
+  // this recursive parser's own stack.
   std::string expr() {
     std::string sql = term();
-    while (keyword("OR")) { next(); sql = "(" + sql + " OR " + term() + ")"; }
-    return sql;
+    while (keyword("OR")) { next(); sql += " OR " + term(); }
+    return sql;  // unparenthesized: factor() and parse() wrap it
   }
-  std::string term() {
+  std::string term() {  // AND binds tighter than OR in SQL too: no parentheses needed
     std::string sql = factor();
-    while (keyword("AND")) { next(); sql = "(" + sql + " AND " + factor() + ")"; }
+    while (keyword("AND")) { next(); sql += " AND " + factor(); }
     return sql;
   }
   std::string factor() {
-    if (keyword("NOT")) { next(); return "(NOT " + factor() + ")"; }
+    if (keyword("NOT")) {
+      const Nest nest(*this, peek());
+      next();
+      return "NOT " + factor();  // a factor is a leaf comparison or parenthesized: no parentheses needed
+    }
     if (peek().kind == Token::Kind::lparen) {
+      const Nest nest(*this, peek());
       next();
       std::string sql = expr();
       if (peek().kind != Token::Kind::rparen) fail("expected ')'", peek());
@@ -141,6 +152,15 @@ class Parser {
     }
     return comparison();
   }
+  // One level of the user's nesting (an opening parenthesis or a NOT) while it is parsed.
+  struct Nest {
+    Parser& parser;
+    Nest(Parser& p, const Token& at) : parser(p) {
+      if (++parser.depth_ > kMaxWhereNesting)
+        parser.fail("nesting deeper than " + std::to_string(kMaxWhereNesting), at);
+    }
+    ~Nest() { --parser.depth_; }
+  };
 
   std::string comparison() {
     const Token key = next();
@@ -196,6 +216,9 @@ class Parser {
   // op is one of = != < <= > >=, a constant from the tokenizer.
   std::string leaf(const Token& key, const std::string& op, const Token& value) {
     using Param = CompiledFilter::Param;
+    // a chain of comparisons is a tree as deep as it is long in SQLite (its limit: depth 1000)
+    if (++comparisons_ > kMaxWhereComparisons)
+      fail("more than " + std::to_string(kMaxWhereComparisons) + " comparisons", value);
     const auto b = builtins().find(key.text);
     if (b != builtins().end()) {
       if (b->second.type == ColumnType::integer) {
@@ -221,6 +244,8 @@ class Parser {
   const std::string& expression_;
   std::vector<Token> tokens_;
   std::size_t pos_ = 0;
+  int depth_ = 0;        // open parentheses and NOTs around the token being parsed
+  int comparisons_ = 0;  // leaves so far (each IN value is one)
   CompiledFilter out_;
 };
 

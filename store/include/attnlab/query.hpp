@@ -44,6 +44,15 @@ struct CompiledFilter {
   std::vector<std::string> config_keys;  // the config keys it names (checked against the database)
 };
 
+// Parentheses and NOTs one --where expression may nest: deeper is a QueryError ("nesting deeper
+// than 12 at column N"). SQLite's parser stack (100 entries) holds every pending operand: nesting
+// under "a OR b AND (" costs about 6 entries a level, so 17 such levels already overflow it; 12
+// keeps every shape of expression inside it (tests/results_query_test.cpp checks the worst).
+constexpr int kMaxWhereNesting = 12;
+// Comparisons (each value of an IN list counts) one expression may hold: more is a QueryError
+// ("more than 500 comparisons at column N"), inside SQLite's expression depth limit (1000).
+constexpr int kMaxWhereComparisons = 500;
+
 // Parses one --where expression. Throws QueryError ("--where 'EXPR': expected a value after '<'
 // at column 12").
 CompiledFilter compile_filter(const std::string& expression);

@@ -220,9 +220,11 @@ class Database {
     migrate,   // create the file if needed and apply forward migrations (run, queue add, db migrate)
     existing,  // workers and job processes: the file must exist at exactly kSchemaVersion, else a
                // StoreError saying to run `attnlab db migrate --db FILE`
+    read_only, // commands that only read (results, queue list, ...): as `existing`, but opened
+               // SQLITE_OPEN_READONLY and the journal mode left as the file has it (no WAL switch)
   };
 
-  // Opens the file, sets WAL and a busy timeout. A file that is not SQLite, or whose schema is
+  // Opens the file, sets WAL (writers only) and a busy timeout. A file that is not SQLite, or whose schema is
   // newer than this build knows, is a StoreError naming the file.
   explicit Database(const std::string& path, Open mode = Open::migrate);
   ~Database();
