@@ -31,7 +31,7 @@ int cmd_db_gc(const Args& args) {
       ("help,h", "this help");
   const auto vm = parse_command_line("db gc", args, options);
   if (vm.count("help")) return std::cout << options, 0;
-  store::Database db(vm["db"].as<std::string>(), store::Database::Open::existing);
+  store::Database db(vm["db"].as<std::string>(), store::Database::Open::read_only);
   const std::string dir = vm.count("dir") ? vm["dir"].as<std::string>() : checkpoint_dir_of(db.path());
   const bool dry_run = vm.count("dry-run") > 0;
   const CheckpointSweep sweep = sweep_checkpoints(db, dir, std::nullopt, dry_run);
