@@ -248,13 +248,14 @@ TEST_F(Cli, NegativeThreadsAndMissingPluginFoldersAreOneLineErrors) {
   for (const std::string& command : std::vector<std::string>{"run " + file, "data " + file, "worker --idle-exit", "queue add " + file}) {
     std::string out;
     const bool threads = command.rfind("queue", 0) != 0;  // queue add has no --threads
+    const std::string db = command.rfind("data", 0) == 0 ? "" : " --db " + path("r.db");  // data has no database
     if (threads) {
-      EXPECT_EQ(attnlab(command + " --db " + path("r.db") + " --threads -1", out), 2) << command;
+      EXPECT_EQ(attnlab(command + db + " --threads -1", out), 2) << command;
       EXPECT_NE(out.find("--threads must be 0 (ATTNLAB_THREADS or every core) or more, not -1"), std::string::npos)
           << command << ": " << out;
       EXPECT_EQ(out.find('\n'), out.size() - 1) << out;
     }
-    EXPECT_EQ(attnlab(command + " --db " + path("r.db") + " --plugins " + path("no-such-folder"), out), 2) << command;
+    EXPECT_EQ(attnlab(command + db + " --plugins " + path("no-such-folder"), out), 2) << command;
     EXPECT_NE(out.find("--plugins " + path("no-such-folder") + ": no such folder"), std::string::npos) << command << ": " << out;
     EXPECT_EQ(out.find('\n'), out.size() - 1) << out;
   }

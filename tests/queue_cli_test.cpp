@@ -51,7 +51,7 @@ TEST_F(QueueCli, AddingTheSameExperimentTwiceAddsNothing) {
             std::string::npos) << out;
   EXPECT_NE(out.find(db() + ": 2 queued"), std::string::npos) << out;
   EXPECT_EQ(sql("SELECT count(*) FROM jobs WHERE state = 'queued' AND attempts = 0"), "2");
-  EXPECT_EQ(sql("PRAGMA user_version"), "5");
+  EXPECT_EQ(sql("PRAGMA user_version"), "6");
 
   ASSERT_EQ(queue("add " + file + " --cache-dir " + path("cache"), out), 0) << out;
   EXPECT_NE(out.find("2 job(s): 0 added, 2 already queued or running"), std::string::npos) << out;
@@ -90,16 +90,16 @@ TEST_F(QueueCli, ListShowCancelRetry) {
   ASSERT_EQ(queue("list --state failed --format csv", out), 0) << out;
   EXPECT_EQ(out,
             "job,experiment,method,dataset,seed,state,attempts,failures,max_attempts,lease_run,lease_owner,"
-            "lease_expires_at,error\n2,tiny,softmax,listops,2,failed,0,3,3,,,,3 attempts failed; last: boom\n");
+            "lease_expires_at,error,infra_failures,max_infra_failures\n2,tiny,softmax,listops,2,failed,0,3,3,,,,3 attempts failed; last: boom,0,10\n");
   ASSERT_EQ(queue("list --method linear", out), 0) << out;
   EXPECT_NE(out.find("0 job(s): no jobs"), std::string::npos) << out;
   EXPECT_EQ(queue("list --state broken", out), 2);
   EXPECT_NE(out.find("unknown job state 'broken' (one of queued, running, submitted, done, failed, diverged, oom, "
-                     "cancelled)"), std::string::npos) << out;
+                     "blocked, cancelled)"), std::string::npos) << out;
 
   ASSERT_EQ(queue("show 1", out), 0) << out;
   EXPECT_NE(out.find("job 1: softmax on listops, seed 1, experiment 'tiny'"), std::string::npos) << out;
-  EXPECT_NE(out.find("state: queued (0 attempt(s), 0 failure(s) of 3 allowed)"), std::string::npos) << out;
+  EXPECT_NE(out.find("state: queued (0 attempt(s); 0 failure(s) of 3 allowed; 0 ended from outside of 10 allowed)"), std::string::npos) << out;
   EXPECT_NE(out.find("[train]\nbatch_size = 8"), std::string::npos) << out;
   EXPECT_NE(out.find("attempts: none yet"), std::string::npos) << out;
   EXPECT_EQ(queue("show 7", out), 2);
@@ -132,7 +132,10 @@ TEST_F(QueueCli, ShowListsEveryAttempt) {
        "UPDATE runs SET resume_checkpoint = '/c/job-1.resume.pt', resume_step = 400 WHERE attempt = 1;"
        "UPDATE jobs SET attempts = 2, failures = 2, error = 'killed by signal 11' WHERE id = 1;");
   ASSERT_EQ(queue("show 1", out), 0) << out;
-  EXPECT_NE(out.find("state: queued (2 attempt(s), 2 failure(s) of 3 allowed)\nerror: killed by signal 11\n"),
+  EXPECT_NE(out.find("state: queued (2 attempt(s); 2 failure(s) of 3 allowed; 0 ended from outside of 10 allowed)\n"
+                     "plugin folders: "),
+            std::string::npos) << out;
+  EXPECT_NE(out.find("/datasets\nerror: killed by signal 11\n"),
             std::string::npos) << out;
   EXPECT_NE(out.find("run  attempt  status  worker       host  device  pid  started                   finished"),
             std::string::npos) << out;
