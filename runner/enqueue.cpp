@@ -1,5 +1,6 @@
 #include "enqueue.hpp"
 
+#include <iostream>
 #include <set>
 
 #include "job_exec.hpp"
@@ -29,6 +30,7 @@ std::string count(std::int64_t n, const char* what) { return std::to_string(n) +
 
 Experiment check_experiment(const std::string& toml_path, const PluginRegistry& registry, const std::string& cache_dir) {
   Experiment experiment = load_experiment(toml_path, registry);
+  for (const auto& warning : experiment.warnings) std::cerr << "attnlab: warning: " << warning << "\n";
   check_datasets(toml_path, experiment, registry, cache_dir);
   return experiment;
 }

@@ -1,6 +1,7 @@
 #include "experiment.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -145,6 +146,37 @@ void check_model(const ParamValues& model, const ParamValues& train, const Place
   }
 }
 
+// A warm-up longer than the run: the learning rate never reaches lr. Allowed (a smoke test may
+// mean it), but never silent: one warning per distinct line, at the line that set warmup (the most
+// specific table holding it: [methods.X.train], [datasets.Y.train], [train]), else steps.
+void warn_long_warmup(const toml::table& root, const std::string& method, const std::string& dataset,
+                      const ParamValues& train, const std::string& path, std::vector<std::string>& warnings) {
+  const std::int64_t warmup = train.integer("warmup"), steps = train.integer("steps");
+  if (warmup <= steps) return;
+  std::string section = "train";
+  std::uint32_t line = 0;
+  const std::pair<std::string, toml::node_view<const toml::node>> tables[] = {
+      {"methods." + method + ".train", root["methods"][method]["train"]},
+      {"datasets." + dataset + ".train", root["datasets"][dataset]["train"]},
+      {"train", root["train"]}};
+  for (const char* key : {"warmup", "steps"}) {
+    for (const auto& [where, table] : tables) {
+      if (const auto* t = table.as_table(); t && t->get(key)) {
+        section = where;
+        line = t->get(key)->source().begin.line;
+        break;
+      }
+    }
+    if (line > 0) break;
+  }
+  char peak[32];
+  std::snprintf(peak, sizeof peak, "%.3g%%", 100.0 * static_cast<double>(steps) / static_cast<double>(warmup));
+  const std::string warning = path + (line > 0 ? ":" + std::to_string(line) : "") + ": [" + section + "] warmup = " +
+                              std::to_string(warmup) + " is longer than steps = " + std::to_string(steps) +
+                              ": the learning rate never reaches lr (it peaks at " + peak + " of it)";
+  if (std::find(warnings.begin(), warnings.end(), warning) == warnings.end()) warnings.push_back(warning);
+}
+
 }  // namespace
 
 Experiment load_experiment(const std::string& path, const PluginRegistry& registry) {
@@ -245,6 +277,7 @@ Experiment load_experiment(const std::string& path, const PluginRegistry& regist
         job.method_params = method.params;
         job.dataset_params = dataset.params;
         check_model(job.model, job.train, {path, "methods." + method.name + " x datasets." + dataset.name});
+        warn_long_warmup(root, method.name, dataset.name, job.train, path, experiment.warnings);
         finish_plan(job);
         experiment.jobs.push_back(std::move(job));
       }

@@ -237,8 +237,10 @@ TEST_F(Queue, AJobThatSegfaultsFailsAfterItsAttemptsWhileTheOthersFinish) {
   const std::string file = write_experiment(path("crash.toml"), "[methods.crash]\nhow = \"segv\"\n[methods.softmax]", 20);
   const std::string db = path("r.db");
   std::string out;
+  // every job ran, one did not end done: exit status 3, the states counted on stderr
   ASSERT_EQ(attnlab("run " + file + " --db " + db + " --cache-dir " + path("cache") + " --threads 1 --plugins " +
-                        ATTNLAB_CRASH_PLUGIN_DIR, out), 0) << out;
+                        ATTNLAB_CRASH_PLUGIN_DIR, out), 3) << out;
+  EXPECT_NE(out.find("attnlab: run: 1 of 2 job(s) did not end done (1 failed); exit status 3\n"), std::string::npos) << out;
   const std::string crash = "(SELECT id FROM jobs WHERE method = 'crash')";
   EXPECT_EQ(query_one(db, "SELECT state FROM jobs WHERE id = " + crash), "failed");
   EXPECT_EQ(query_one(db, "SELECT count(*) FROM runs WHERE job_id = " + crash + " AND status = 'failed' AND "
@@ -247,6 +249,12 @@ TEST_F(Queue, AJobThatSegfaultsFailsAfterItsAttemptsWhileTheOthersFinish) {
   EXPECT_EQ(query_one(db, "SELECT state FROM jobs WHERE method = 'softmax'"), "done");
   EXPECT_EQ(query_one(db, "SELECT count(*) FROM results WHERE name = 'test_acc'"), "1");
   EXPECT_EQ(query_one(db, "PRAGMA integrity_check"), "ok");
+
+  // `worker --idle-exit` on the same job again: it ran a job that did not end done, so 3 as well
+  ASSERT_EQ(attnlab("queue retry " + query_one(db, "SELECT id FROM jobs WHERE method = 'crash'") + " --db " + db, out), 0) << out;
+  EXPECT_EQ(attnlab("worker --idle-exit --db " + db + " --cache-dir " + path("cache") + " --threads 1 --plugins " +
+                        ATTNLAB_CRASH_PLUGIN_DIR, out), 3) << out;
+  EXPECT_EQ(query_one(db, "SELECT state FROM jobs WHERE id = " + crash), "failed");
 }
 
 // Resume: the same job run without interruption once (the reference), then interrupted in
