@@ -147,24 +147,40 @@ int slurm_submit(const Args& args, const std::string& self_exe) {
   registry.load_folders(PluginRegistry::search_path(script.plugin_dirs));
   for (const auto& e : registry.errors()) std::cerr << "attnlab: warning: plugin " << e.line() << "\n";
 
-  store::Database db(db_path);  // migrates: this host owns the main database
-  const EnqueueReport enqueued =
-      enqueue_experiment(experiment_path, registry, db, cache_dir, vm.count("rerun") > 0, data_check(vm));
-  std::cout << describe(enqueued) << std::endl;
-  const Experiment experiment = load_experiment(experiment_path, registry);  // the plans the shards get
+  // A dry run neither reads nor writes the database (no file created, none migrated, no job
+  // queued that a local worker would then run): every job of the file becomes a task, job id 0.
+  std::optional<store::Database> db;
+  std::vector<std::int64_t> job_ids;
+  if (!dry_run) {
+    db.emplace(db_path);  // migrates: this host owns the main database
+    const EnqueueReport enqueued = enqueue_experiment(experiment_path, registry, *db, cache_dir, vm.count("rerun") > 0,
+                                                         data_check(vm));
+    std::cout << describe(enqueued) << std::endl;
+    job_ids = enqueued.job_ids;
+  }
+  // the plans the shards get (a dry run checks the file and its datasets as enqueueing would)
+  const Experiment experiment =
+      dry_run ? check_experiment(experiment_path, registry, cache_dir, data_check(vm)) : load_experiment(experiment_path, registry);
 
   // This experiment's jobs still waiting in the queue, in id order; each becomes one array task.
   std::map<std::string, const JobPlan*> plan_of;
   for (const auto& plan : experiment.jobs) plan_of[plan.config_hash] = &plan;
   std::map<std::string, std::int64_t> other_states;
   std::vector<store::QueuedJob> chosen;
-  store::JobFilter of_experiment;
-  of_experiment.ids = enqueued.job_ids;
-  for (const auto& q : db.list_jobs(of_experiment)) {
-    if (q.job.state == "queued" && plan_of.count(q.job.config_hash)) chosen.push_back(q);
-    else ++other_states[q.job.state];
+  if (dry_run) {
+    for (const auto& plan : experiment.jobs) {
+      chosen.emplace_back();
+      chosen.back().job.config_hash = plan.config_hash;
+    }
+  } else {
+    store::JobFilter of_experiment;
+    of_experiment.ids = job_ids;
+    for (const auto& q : db->list_jobs(of_experiment)) {
+      if (q.job.state == "queued" && plan_of.count(q.job.config_hash)) chosen.push_back(q);
+      else ++other_states[q.job.state];
+    }
   }
-  std::sort(chosen.begin(), chosen.end(), [](const auto& a, const auto& b) { return a.job.id < b.job.id; });
+  std::stable_sort(chosen.begin(), chosen.end(), [](const auto& a, const auto& b) { return a.job.id < b.job.id; });
   if (chosen.empty()) {
     std::string states;
     for (const auto& [state, n] : other_states) states += (states.empty() ? "" : ", ") + std::to_string(n) + " " + state;
@@ -177,7 +193,7 @@ int slurm_submit(const Args& args, const std::string& self_exe) {
   std::vector<std::int64_t> ids;
   for (const auto& q : chosen) ids.push_back(q.job.id);
   if (!dry_run) {
-    const auto marked = db.mark_submitted(ids);
+    const auto marked = db->mark_submitted(ids);
     const std::set<std::int64_t> ours(marked.begin(), marked.end());
     chosen.erase(std::remove_if(chosen.begin(), chosen.end(), [&](const auto& q) { return !ours.count(q.job.id); }),
                  chosen.end());
@@ -193,6 +209,7 @@ int slurm_submit(const Args& args, const std::string& self_exe) {
     manifest.experiment = experiment.name;
     manifest.experiment_file = experiment_path;
     manifest.created_at = utc_now("%Y-%m-%dT%H:%M:%SZ");
+    manifest.dry_run = dry_run;
     folder = new_submission_folder(root, experiment.name);
     fs::create_directories(fs::path(folder) / "shards");
     fs::create_directories(fs::path(folder) / "logs");
@@ -216,9 +233,11 @@ int slurm_submit(const Args& args, const std::string& self_exe) {
 
     if (dry_run) {
       std::cout << "dry run: " << manifest.tasks.size() << " job(s) of experiment '" << experiment.name
-                << "' written to " << folder << " (nothing submitted, nothing marked)\n\n"
+                << "' written to " << folder << " (nothing submitted; the database " << db_path
+                << " not read or written; slurm collect skips this folder)\n\n"
                 << slurm::sbatch_script(folder, manifest, script, self_exe) << "\n"
-                << "would run: sbatch --parsable " << slurm::shell_quote(script_path) << "\n";
+                << "would run: sbatch --parsable " << slurm::shell_quote(script_path) << "\n"
+                << "(its tasks refuse to run: submit with attnlab slurm submit without --dry-run)\n";
       return 0;
     }
 
@@ -238,7 +257,7 @@ int slurm_submit(const Args& args, const std::string& self_exe) {
     return 0;
   } catch (const std::exception& e) {
     if (dry_run || accepted) throw;
-    return_to_queue(db, ids);
+    return_to_queue(*db, ids);
     throw SlurmError(std::string(e.what()) + "; its " + std::to_string(ids.size()) + " job(s) are queued again" +
                      (folder.empty() ? "" : ", " + folder + " kept for inspection"));
   }
@@ -303,6 +322,12 @@ int slurm_collect(const Args& args) {
       std::cerr << "attnlab: slurm collect: " << folder << " belongs to " << manifest.database << ", not " << db_path
                 << "; skipped\n";
       ++unreadable_total;
+      continue;
+    }
+
+    if (manifest.dry_run) {  // its tasks name no job: nothing to merge, nothing to wait for
+      std::cout << "submission " << fs::path(folder).filename().string() << " (experiment '" << manifest.experiment
+                << "'): a dry run, never submitted; skipped\n";
       continue;
     }
 
@@ -391,6 +416,9 @@ int slurm_task(const Args& args, const std::string& self_exe) {
     throw SlurmError("slurm task: no --index and no SLURM_ARRAY_TASK_ID (this runs inside a SLURM array task)");
   }
   const auto manifest = slurm::read_manifest(folder);
+  if (manifest.dry_run)  // its jobs are in no database: results made here would never be collected
+    throw SlurmError("slurm task: " + folder + " was written by slurm submit --dry-run and is never collected; "
+                     "submit with attnlab slurm submit (without --dry-run)");
   if (index < 0 || index >= static_cast<std::int64_t>(manifest.tasks.size()))
     throw SlurmError("slurm task: task " + std::to_string(index) + " is not in " + folder + " (" +
                      std::to_string(manifest.tasks.size()) + " tasks)");

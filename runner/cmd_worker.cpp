@@ -74,7 +74,12 @@ int cmd_worker(const Args& args, const std::string& self_exe) {
                         "cpu, cuda:0,cuda:1,... or all (every CUDA device, else cpu): one device worker each");
   add_common_options(options);
   const auto vm = parse_command_line("worker", args, options);
-  if (vm.count("help")) return std::cout << options, 0;
+  if (vm.count("help"))
+    return std::cout << options << "\nexit status (--idle-exit, --max-jobs): 0 every job this worker ran is done; 3 a job it\n"
+                                   "ran is not done (failed, diverged, oom, or queued again after a failed attempt); 1 a\n"
+                                   "device worker kept dying and was given up; 2 bad usage or no usable database or device;\n"
+                                   "128 + N stopped by signal N (SIGINT: 130, SIGTERM: 143)\n",
+           0;
   WorkerOptions o = options_from(vm, "worker");
   o.devices = resolve_devices(vm["devices"].as<std::string>());
   // refuse a missing or unmigrated database here, once, rather than in every device worker

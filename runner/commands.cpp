@@ -101,7 +101,12 @@ int cmd_run(const Args& args, const std::string& self_exe) {
   po::positional_options_description positional;
   positional.add("experiment", 1);
   const auto vm = parse_command_line("run", args, options, positional);
-  if (vm.count("help")) return std::cout << options, 0;
+  if (vm.count("help"))
+    return std::cout << options << "\nexit status: 0 every job of the experiment ended done; 3 every job ran but some did\n"
+                                   "not end done (failed, diverged, oom, ...: named on stderr); 1 a device worker kept dying\n"
+                                   "and was given up; 2 bad usage, a bad experiment file or database, or a device worker\n"
+                                   "that could not run; 128 + N stopped by signal N (SIGINT: 130, SIGTERM: 143)\n",
+           0;
   if (!vm.count("experiment")) throw UsageError("run: name the experiment file");
   if (vm.count("devices") && vm.count("device")) throw UsageError("run: give --devices or --device, not both");
 
@@ -152,7 +157,21 @@ int cmd_run(const Args& args, const std::string& self_exe) {
     std::cerr << "attnlab: stopped by signal " << stop_signal() << "; unfinished jobs stay queued\n";
     return 128 + stop_signal();
   }
-  return status;
+  if (status != 0 && status != kExitJobsNotDone) return status;  // a device worker could not run or was given up
+  // Any state but done counts against the run, whatever its name: the exit status says it.
+  std::map<std::string, std::int64_t> not_done;
+  if (report.job_ids.empty()) return 0;  // (an empty id filter would select every job)
+  store::JobFilter of_experiment;
+  of_experiment.ids = report.job_ids;
+  for (const auto& q : db.list_jobs(of_experiment))
+    if (q.job.state != "done") ++not_done[q.job.state];
+  if (not_done.empty()) return 0;
+  std::int64_t count = 0;
+  std::string states;
+  for (const auto& [state, n] : not_done) count += n, states += (states.empty() ? "" : ", ") + std::to_string(n) + " " + state;
+  std::cerr << "attnlab: run: " << count << " of " << report.job_ids.size() << " job(s) did not end done (" << states
+            << "); exit status " << kExitJobsNotDone << "\n";
+  return kExitJobsNotDone;
 }
 
 int cmd_exec_job(const Args& args) {

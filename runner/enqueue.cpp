@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <iostream>
 #include <set>
 
 #include "data_budget.hpp"
@@ -83,6 +84,7 @@ std::vector<std::string> plugin_folders(const JobPlan& job, const PluginRegistry
 Experiment check_experiment(const std::string& toml_path, const PluginRegistry& registry, const std::string& cache_dir,
                             const DataCheck& check) {
   Experiment experiment = load_experiment(toml_path, registry);
+  for (const auto& warning : experiment.warnings) std::cerr << "attnlab: warning: " << warning << "\n";
   check_datasets(toml_path, experiment, registry, cache_dir, check);
   return experiment;
 }

@@ -1,6 +1,7 @@
 #include "experiment.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -177,6 +178,22 @@ void check_model(const JobPlan& job, const toml::table& root, const Place& pair)
   }
 }
 
+// A warm-up longer than the run: the learning rate never reaches lr. Allowed (a smoke test may
+// mean it), but never silent: one warning per distinct line, at the line that set warmup, else steps.
+void warn_long_warmup(const JobPlan& job, const toml::table& root, const std::string& path,
+                      std::vector<std::string>& warnings) {
+  const std::int64_t warmup = job.train.integer("warmup"), steps = job.train.integer("steps");
+  if (warmup <= steps) return;
+  Origin o = origin_of(root, "train", job.method, job.dataset, "warmup");
+  if (!o.line) o = origin_of(root, "train", job.method, job.dataset, "steps");
+  char peak[32];
+  std::snprintf(peak, sizeof peak, "%.3g%%", 100.0 * static_cast<double>(steps) / static_cast<double>(warmup));
+  const std::string warning = path + (o.line ? ":" + std::to_string(o.line) : "") + ": [" + o.section +
+                              "] warmup = " + std::to_string(warmup) + " is longer than steps = " + std::to_string(steps) +
+                              ": the learning rate never reaches lr (it peaks at " + peak + " of it)";
+  if (std::find(warnings.begin(), warnings.end(), warning) == warnings.end()) warnings.push_back(warning);
+}
+
 }  // namespace
 
 Experiment load_experiment(const std::string& path, const PluginRegistry& registry) {
@@ -290,6 +307,7 @@ Experiment load_experiment(const std::string& path, const PluginRegistry& regist
         job.method_params = method.params;
         job.dataset_params = dataset.params;
         check_model(job, root, {path, "methods." + method.name + " x datasets." + dataset.name});
+        warn_long_warmup(job, root, path, experiment.warnings);
         finish_plan(job);
         experiment.jobs.push_back(std::move(job));
       }

@@ -31,6 +31,9 @@ struct Experiment {
   std::string name, description, source_path, source_text;
   std::vector<std::int64_t> seeds;
   std::vector<JobPlan> jobs;  // methods x datasets x seeds; methods and datasets in name order (TOML tables are unordered)
+  // Settings that are allowed but probably not meant, one line each ("FILE:LINE: [train] warmup = 100
+  // is longer than steps = 20: ..."); check_experiment prints them on stderr.
+  std::vector<std::string> warnings;
 };
 
 Experiment load_experiment(const std::string& path, const PluginRegistry& registry);

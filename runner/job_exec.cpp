@@ -35,6 +35,9 @@ class StoreObserver : public TrainObserver {
     write([&] { db_.append_curve(run_id_, rows); });
   }
   void on_progress(const Progress& progress) override { printer_.update(progress); }
+  void on_variance_pass(std::int64_t done, std::int64_t passes, double seconds) override {
+    printer_.variance_pass(done, passes, seconds);
+  }
   void on_checkpoint(std::int64_t steps_done, const std::string& path) override {
     if (!write([&] { db_.set_resume_checkpoint(run_id_, path, steps_done); })) return;
     // the predecessor's checkpoint is no longer the job's resume point: ours is

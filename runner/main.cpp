@@ -1,4 +1,5 @@
 // attnlab: the command line. `attnlab <command> [options]`; see `attnlab --help`.
+#include <signal.h>
 #include <unistd.h>
 
 #include <climits>
@@ -47,6 +48,10 @@ std::string self_executable(const char* argv0) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A reader that closes our stdout (`attnlab run ... | head -2`) must not kill any attnlab process:
+  // without SIGPIPE a write there fails with EPIPE (std::cout goes bad and prints nothing more), and
+  // the front end, its workers and their job processes (which inherit this stdout) carry on.
+  signal(SIGPIPE, SIG_IGN);
   if (argc < 2) return std::cerr << kUsage, 2;
   const std::string command = argv[1];
   const attnlab::Args args(argv + 2, argv + argc);

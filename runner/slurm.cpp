@@ -35,6 +35,7 @@ void write_manifest(const std::string& folder, const Manifest& manifest) {
   root.insert_or_assign("experiment_file", manifest.experiment_file);
   root.insert_or_assign("created_at", manifest.created_at);
   root.insert_or_assign("slurm_job_id", manifest.slurm_job_id);
+  if (manifest.dry_run) root.insert_or_assign("dry_run", true);
   toml::array tasks;
   for (const auto& t : manifest.tasks) {
     toml::table row;
@@ -84,6 +85,7 @@ Manifest read_manifest(const std::string& folder) {
   m.experiment_file = text(root, "experiment_file");
   m.created_at = text(root, "created_at");
   m.slurm_job_id = text(root, "slurm_job_id");
+  m.dry_run = root["dry_run"].value_or(false);
   const auto* tasks = root["tasks"].as_array();
   if (!tasks) throw std::runtime_error(file + ": no [[tasks]]");
   for (const auto& node : *tasks) {

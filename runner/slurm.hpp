@@ -13,7 +13,7 @@ namespace attnlab::slurm {
 // One array task: the main database's job it runs.
 struct Task {
   std::int64_t index = 0;   // SLURM_ARRAY_TASK_ID
-  std::int64_t job_id = 0;  // the job's id in the main database
+  std::int64_t job_id = 0;  // the job's id in the main database (0 in a dry run: none was queued)
   std::string config_hash;
   std::string method, dataset;
   std::int64_t seed = 0;
@@ -26,6 +26,7 @@ struct Manifest {
   std::string experiment_file;  // absolute
   std::string created_at;       // UTC, ISO 8601
   std::string slurm_job_id;     // "" until sbatch accepted it
+  bool dry_run = false;         // written by `submit --dry-run`: never submitted, job ids 0; collect skips it
   std::vector<Task> tasks;
 };
 

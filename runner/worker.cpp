@@ -64,16 +64,17 @@ class DeviceWorker {
     std::int64_t jobs = 0;
     double idle_wait = 0.05;
     while (stop_requests() == 0) {
-      if (o_.max_jobs > 0 && jobs >= o_.max_jobs) return kDeviceWorkerDone;
+      if (o_.max_jobs > 0 && jobs >= o_.max_jobs) return end_status();
       const auto lease = db_.claim_next_job(claimer_, o_.lease_seconds, o_.only_jobs);
       if (!lease) {
-        if (o_.idle_exit && nothing_left(db_, o_.only_jobs)) return kDeviceWorkerDone;
+        if (o_.idle_exit && nothing_left(db_, o_.only_jobs)) return end_status();
         sleep_seconds(idle_wait);
         idle_wait = std::min(idle_wait * 2, kIdleBackoffMax);
         continue;
       }
       idle_wait = 0.05;
       ++jobs;
+      ran_.push_back(lease->job_id);
       if (stop_requests() > 0) {  // the stop came while we claimed: give the job straight back
         release_interrupted(*lease, "stopped before it began");
         break;
@@ -85,6 +86,17 @@ class DeviceWorker {
   }
 
  private:
+  // A normal end (--idle-exit, --max-jobs): kDeviceWorkerJobsNotDone when a job this worker ran
+  // is in any state but done now (failed, diverged, oom, or queued again after a failed attempt).
+  int end_status() {
+    if (ran_.empty()) return kDeviceWorkerDone;
+    store::JobFilter filter;
+    filter.ids = ran_;
+    for (const auto& q : db_.list_jobs(filter))
+      if (q.job.state != "done") return kDeviceWorkerJobsNotDone;
+    return kDeviceWorkerDone;
+  }
+
   void say(const std::string& line) const { std::cerr << "attnlab: worker " << claimer_.worker << ": " << line << std::endl; }
 
   void release_interrupted(const store::Lease& lease, const std::string& why) {
@@ -231,6 +243,7 @@ class DeviceWorker {
   store::Database db_;
   store::Claimer claimer_;
   std::mt19937_64 random_;
+  std::vector<std::int64_t> ran_;  // the jobs this worker claimed
 };
 
 }  // namespace
@@ -333,6 +346,7 @@ int run_supervisor(const WorkerOptions& options, const std::string& self_exe) {
   // A device worker gets SIGTERM if this process dies, so its job is checkpointed and released.
   for (auto& slot : slots) start(slot);
 
+  bool jobs_not_done = false;  // a device worker ended normally with a job it ran not done
   int forwarded = 0;  // stop requests passed on so far
   for (;;) {
     const int requests = stop_requests();
@@ -362,6 +376,9 @@ int run_supervisor(const WorkerOptions& options, const std::string& self_exe) {
         const bool stopped_on_purpose = exit->stopped_by_request() || (!exit->signalled && exit->code > 128);
         if (stop_requests() > 0 || exit->ok() || stopped_on_purpose) {
           slot.finished = true;
+        } else if (!exit->signalled && exit->code == kDeviceWorkerJobsNotDone) {
+          slot.finished = true;  // a normal end; the jobs' states are the answer
+          jobs_not_done = true;
         } else if (!exit->signalled && exit->code == kDeviceWorkerCannotRun) {
           slot.finished = true;
           slot.status = kDeviceWorkerCannotRun;
@@ -394,7 +411,7 @@ int run_supervisor(const WorkerOptions& options, const std::string& self_exe) {
   if (stop_signal()) return 128 + stop_signal();
   int status = 0;
   for (const auto& slot : slots) status = std::max(status, slot.status);
-  return status;
+  return status == 0 && jobs_not_done ? kExitJobsNotDone : status;
 }
 
 }  // namespace attnlab

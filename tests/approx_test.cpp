@@ -516,6 +516,26 @@ TEST_F(ApproxCli, FreshModelOnListOps) {
   EXPECT_EQ(query("SELECT rel_error_mean FROM approx_results WHERE id = (SELECT max(id) FROM approx_results)"), first);
 }
 
+// approx reads --batch test sequences: the other splits of a generated dataset are built at their
+// smallest (LRA ListOps would otherwise be generated whole, 100,000 trees and 635 MB, for 8), and
+// it says so in one line.
+TEST_F(ApproxCli, ADatasetSourceBuildsOnlyWhatItReads) {
+  std::string out;
+  ASSERT_EQ(attnlab("approx --methods softmax --dataset listops --batch 2 --lengths 32 --features 4 " + common() +
+                        " --dataset-param test_size=8 --dataset-param max_depth=3 --dataset-param max_args=4"
+                        " --dataset-param min_length=3 --dataset-param max_length=60",
+                    out),
+            0)
+      << out;
+  EXPECT_HAS(out, "approx: dataset listops: only its test split is read, so train_size = 1, val_size = 1 "
+                  "(--dataset-param sets them)\n");
+  EXPECT_EQ(query("SELECT count(*) FROM approx_results WHERE source = 'init:listops'"), "1");
+  std::uintmax_t bytes = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(path("cache")))
+    if (entry.is_regular_file()) bytes += entry.file_size();
+  EXPECT_LT(bytes, 64u * 1024u) << "the default 96,000 training trees were generated";
+}
+
 TEST_F(ApproxCli, StoredRunCheckpoint) {
   const std::string toml = path("tiny.toml");
   std::ofstream(toml) << "[experiment]\nname = \"tiny\"\nseeds = [1]\n"

@@ -165,7 +165,7 @@ TEST_F(Cli, MalformedOrMissingDataFileFailsBeforeAnythingIsStored) {
   std::ofstream(data + "/basic_test.tsv") << "Source\tTarget\n" << row;
   const std::string file = path("files.toml");
   std::ofstream(file) << "[experiment]\nname = \"files\"\n[model]\nlayers = 1\ndim = 16\nffn_dim = 32\nheads = 2\n"
-                      << "[train]\nsteps = 2\nbatch_size = 2\n[methods.softmax]\n"
+                      << "[train]\nsteps = 2\nwarmup = 0\nbatch_size = 2\n[methods.softmax]\n"
                       << "[datasets.listops]\nsource = \"files\"\npath = \"" << data << "\"\nmax_len = 16\n";
   std::string out;
   EXPECT_EQ(attnlab("run " + file + " " + common(), out), 2);
@@ -300,6 +300,27 @@ TEST_F(Cli, QueueShowPrintsShortestNumbers) {
   EXPECT_EQ(out.find("0000000"), std::string::npos) << out;
 }
 
+// `attnlab run ... | head -n 1`: the reader closes the pipe after the first line, before any job
+// prints. No attnlab process may die of SIGPIPE: every job ends done at its first attempt and the
+// front end finishes with status 0.
+TEST_F(Cli, AReaderThatClosesStdoutStopsNothing) {
+  const std::string file = experiment(20, 2);
+  const std::string command = "( " + std::string(ATTNLAB_BINARY) + " run " + file + " " + common() + " 2> " +
+                              path("err.log") + "; echo $? > " + path("rc") + " ) | head -n 1 > " + path("first.txt");
+  ASSERT_EQ(std::system(command.c_str()), 0);
+  auto read = [&](const std::string& name) {
+    std::ifstream in(path(name));
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  };
+  EXPECT_EQ(read("first.txt").rfind("experiment 'tiny': 2 job(s): 2 added", 0), 0u) << read("first.txt");
+  EXPECT_EQ(read("rc"), "0\n") << read("err.log");
+  const std::string db = path("r.db");
+  EXPECT_EQ(query_one(db, "SELECT group_concat(state) FROM jobs"), "done,done") << read("err.log");
+  EXPECT_EQ(query_one(db, "SELECT group_concat(status) FROM runs"), "done,done") << read("err.log");
+}
+
 // A killed job process (its attempt fails, the job is retried and resumes): queue_test.cpp.
 
 TEST_F(Cli, InterruptedRunIsMarkedAndItsJobQueuedAgain) {
@@ -341,6 +362,7 @@ TEST_F(Cli, VarianceOfAStochasticRunFromItsCheckpoint) {
   const std::string sky = query_one(db, "SELECT r.id FROM runs r JOIN jobs j ON j.id = r.job_id WHERE j.method = 'skyformer'");
   const std::string soft = query_one(db, "SELECT r.id FROM runs r JOIN jobs j ON j.id = r.job_id WHERE j.method = 'softmax'");
   EXPECT_EQ(query_one(db, "SELECT value FROM results WHERE run_id = " + sky + " AND name = 'variance_passes'"), "6.0");
+  EXPECT_NE(out.find(" variance pass 6/6  ETA 0.0s\n"), std::string::npos) << "the passes show progress:\n" << out;
   EXPECT_EQ(query_one(db, "SELECT count(*) FROM results WHERE run_id = " + soft + " AND name = 'rsd'"), "0");
 
   ASSERT_EQ(attnlab("variance " + sky + " --passes 5 --split val --per-example " + common(), out), 0) << out;

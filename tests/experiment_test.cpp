@@ -79,6 +79,24 @@ TEST(Experiment, ExpandsMethodsDatasetsSeedsWithOverrides) {
   EXPECT_TRUE(found);
 }
 
+// A warm-up longer than the run is allowed, but said: one line per distinct case, at the line that
+// set warmup (else steps: here the default warmup of 100 against steps = 30 on line 10).
+TEST(Experiment, WarmupLongerThanStepsIsOneWarningLine) {
+  const auto good_path = write_file("good.toml", kGood);
+  EXPECT_EQ(load_experiment(good_path, registry()).warnings,
+            std::vector<std::string>{good_path + ":10: [train] warmup = 100 is longer than steps = 30: the learning "
+                                                 "rate never reaches lr (it peaks at 30% of it)"});
+  const auto path = write_file("warmup.toml",
+                               "[train]\nsteps = 50\nwarmup = 10\n[datasets.listops]\n[methods.softmax]\n"
+                               "[methods.softmax.train]\nwarmup = 80\n");
+  EXPECT_EQ(load_experiment(path, registry()).warnings,
+            std::vector<std::string>{path + ":7: [methods.softmax.train] warmup = 80 is longer than steps = 50: the "
+                                            "learning rate never reaches lr (it peaks at 62.5% of it)"});
+  EXPECT_TRUE(load_experiment(write_file("equal.toml", "[train]\nsteps = 50\nwarmup = 50\n[datasets.listops]\n"
+                                                      "[methods.softmax]\n"),
+                              registry()).warnings.empty());
+}
+
 TEST(Experiment, ResolvedConfigRoundTripsToTheSameJob) {
   const auto e = load_experiment(write_file("good.toml", kGood), registry());
   const auto back = parse_job_config(e.jobs[1].config_toml, "job 2", registry());

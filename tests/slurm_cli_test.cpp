@@ -92,7 +92,7 @@ std::string read(const fs::path& file) {
   return text.str();
 }
 
-TEST_F(SlurmCli, DryRunWritesOneShardPerJobAndTheScriptButMarksNothing) {
+TEST_F(SlurmCli, DryRunWritesOneShardPerJobAndTheScriptButNoDatabase) {
   std::string out;
   ASSERT_EQ(attnlab("slurm submit " + experiment() + " " + common() +
                         " --dry-run --partition short --time 0:10:00 --max-parallel 1 --cpus-per-task 2"
@@ -100,7 +100,7 @@ TEST_F(SlurmCli, DryRunWritesOneShardPerJobAndTheScriptButMarksNothing) {
                     out),
             0)
       << out;
-  EXPECT_EQ(states(), "queued,queued") << "a dry run marks nothing";
+  EXPECT_FALSE(fs::exists(db())) << "a dry run creates no database";
   const std::string folder = submission();
   const std::string script = read(fs::path(folder) / "submit.sbatch");
   EXPECT_NE(out.find(script), std::string::npos) << "the script is printed:\n" << out;
@@ -115,24 +115,27 @@ TEST_F(SlurmCli, DryRunWritesOneShardPerJobAndTheScriptButMarksNothing) {
     EXPECT_NE(script.find(line), std::string::npos) << line << " missing in\n" << script;
   EXPECT_EQ(script.find("--gpus-per-task"), std::string::npos) << script;
 
-  // Shard i holds the experiment and exactly job i of the main database.
+  // Shard i holds the experiment and exactly task i's job, in the file's order (seed 1, seed 2).
+  const auto manifest = attnlab::slurm::read_manifest(folder);
+  EXPECT_EQ(manifest.database, db());
+  EXPECT_EQ(manifest.slurm_job_id, "");
+  EXPECT_TRUE(manifest.dry_run);
+  ASSERT_EQ(manifest.tasks.size(), 2u);
+  EXPECT_EQ(manifest.tasks[1].seed, 2);
+  EXPECT_EQ(manifest.tasks[1].job_id, 0) << "a dry run queues no job";
   for (int i = 0; i < 2; ++i) {
     const std::string shard = folder + "/shards/task-" + std::to_string(i) + ".db";
     ASSERT_TRUE(fs::exists(shard)) << shard;
     EXPECT_EQ(query_one(shard, "SELECT count(*) FROM jobs"), "1");
     EXPECT_EQ(query_one(shard, "SELECT state FROM jobs"), "queued");
     EXPECT_EQ(query_one(shard, "SELECT count(*) FROM runs"), "0");
-    EXPECT_EQ(query_one(shard, "SELECT config_hash FROM jobs"),
-              query_one(db(), "SELECT config_hash FROM jobs ORDER BY id LIMIT 1 OFFSET " + std::to_string(i)));
-    EXPECT_EQ(query_one(shard, "SELECT name || config_text FROM experiments"),
-              query_one(db(), "SELECT name || config_text FROM experiments"));
+    EXPECT_EQ(query_one(shard, "SELECT config_hash FROM jobs"), manifest.tasks[i].config_hash);
+    EXPECT_EQ(query_one(shard, "SELECT seed FROM jobs"), std::to_string(i + 1));
+    EXPECT_EQ(query_one(shard, "SELECT name || config_text FROM experiments"), "tiny" + read(experiment()));
   }
-  const auto manifest = attnlab::slurm::read_manifest(folder);
-  EXPECT_EQ(manifest.database, db());
-  EXPECT_EQ(manifest.slurm_job_id, "");
-  ASSERT_EQ(manifest.tasks.size(), 2u);
-  EXPECT_EQ(manifest.tasks[1].seed, 2);
-  EXPECT_EQ(std::to_string(manifest.tasks[1].job_id), query_one(db(), "SELECT max(id) FROM jobs"));
+  // sbatch on the dry run's script by hand: its tasks refuse, since collect never merges them
+  EXPECT_EQ(attnlab("slurm task --submission " + folder + " --index 0", out), 2) << out;
+  EXPECT_NE(out.find("was written by slurm submit --dry-run and is never collected"), std::string::npos) << out;
 
   // GPUs: the option reaches SLURM, and the task's worker takes every device it was given.
   ASSERT_EQ(attnlab("slurm submit " + experiment() + " " + common() + " --dry-run --gpus-per-task 1 --dir " + path("gpu"),
@@ -142,6 +145,15 @@ TEST_F(SlurmCli, DryRunWritesOneShardPerJobAndTheScriptButMarksNothing) {
   EXPECT_NE(out.find("#SBATCH --gpus-per-task=1\n"), std::string::npos) << out;
   EXPECT_NE(out.find("#SBATCH --array=0-1\n"), std::string::npos) << "no throttle without --max-parallel\n" << out;
   EXPECT_NE(out.find(" --devices all --threads 1"), std::string::npos) << out;
+
+  // An existing database is neither read nor written: no experiment, no job a local worker would
+  // run; collect skips the dry-run folder in one line instead of waiting for it forever.
+  ASSERT_EQ(attnlab("db migrate --db " + db(), out), 0) << out;
+  ASSERT_EQ(attnlab("slurm submit " + experiment() + " " + common() + " --dry-run", out), 0) << out;
+  EXPECT_EQ(query_one(db(), "SELECT (SELECT count(*) FROM experiments) || ' ' || (SELECT count(*) FROM jobs)"), "0 0");
+  ASSERT_EQ(attnlab("slurm collect --db " + db(), out), 0) << out;
+  EXPECT_NE(out.find("(experiment 'tiny'): a dry run, never submitted; skipped\n"), std::string::npos) << out;
+  EXPECT_EQ(out.find("unfinished"), std::string::npos) << out;
 }
 
 TEST_F(SlurmCli, SubmitMarksTheJobsAndRecordsTheSlurmJobOnce) {

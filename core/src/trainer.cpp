@@ -74,7 +74,8 @@ void AttentionDraws::fresh_draw() {
 }
 
 VarianceMetrics measure_variance(EncoderClassifier& model, const SplitData& split, std::int64_t batch_size,
-                                 c10::Device device, std::int64_t passes, AttentionDraws& draws) {
+                                 c10::Device device, std::int64_t passes, AttentionDraws& draws,
+                                 const std::function<void(std::int64_t done)>& after_pass) {
   c10::InferenceMode no_grad;
   model->eval();
   std::vector<at::Tensor> logits;
@@ -85,6 +86,7 @@ VarianceMetrics measure_variance(EncoderClassifier& model, const SplitData& spli
     std::vector<at::Tensor> pass;
     while (batches.next(batch)) pass.push_back(model->forward(batch.tokens, batch.lengths).to(at::kCPU, at::kFloat));
     logits.push_back(at::cat(pass));
+    if (after_pass) after_pass(p + 1);
   }
   model->train();
   return variance_metrics(at::stack(logits), split.labels);
@@ -297,8 +299,11 @@ RunOutcome train_and_evaluate(const TrainJob& job, const TrainSplits& data, Trai
       points.push_back({loop.best_step, "test", "acc", test.acc, seconds_since(start)});
       points.push_back({loop.best_step, "test", "loss", test.loss, seconds_since(start)});
       if (tc.variance_passes > 1 && draws.any()) {
+        const auto passes_start = Clock::now();
         const auto m = measure_variance(model, tc.variance_split == "val" ? data.val : data.test, tc.batch_size,
-                                        job.device, tc.variance_passes, draws);
+                                        job.device, tc.variance_passes, draws, [&](std::int64_t done) {
+                                          observer.on_variance_pass(done, tc.variance_passes, seconds_since(passes_start));
+                                        });
         r.push_back({"variance_passes", static_cast<double>(m.passes)});
         r.push_back({"rsd", m.rsd});
         r.push_back({"pi", m.pi});

@@ -6,6 +6,7 @@
 // never stopped (core/README.md, "Resume checkpoints").
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -58,6 +59,10 @@ class TrainObserver {
   // is the truth: a process killed between writing a checkpoint and recording it elsewhere leaves
   // a file newer than the record.)
   virtual void on_resumed(std::int64_t /*steps_done*/, const std::string& /*path*/) {}
+  // After each of the variance passes that follow a stochastic run's test evaluation
+  // ([train] variance_passes; they can take as long as training): `done` of `passes`, and the
+  // seconds since the passes began.
+  virtual void on_variance_pass(std::int64_t /*done*/, std::int64_t /*passes*/, double /*elapsed_seconds*/) {}
 };
 
 struct TrainSplits {
@@ -105,9 +110,11 @@ double majority_rate(const at::Tensor& labels, std::int64_t num_classes);
 
 class AttentionDraws;
 // The KL-Transformer's variance metrics of the model as it is (eval mode): `passes` passes over
-// `split`, each after a fresh draw of every stochastic attention method.
+// `split`, each after a fresh draw of every stochastic attention method; `after_pass(done)`, if
+// given, after each pass (progress).
 VarianceMetrics measure_variance(EncoderClassifier& model, const SplitData& split, std::int64_t batch_size,
-                                 c10::Device device, std::int64_t passes, AttentionDraws& draws);
+                                 c10::Device device, std::int64_t passes, AttentionDraws& draws,
+                                 const std::function<void(std::int64_t done)>& after_pass = {});
 
 // The draws of the model's stochastic attention methods, from one generator seeded by the run:
 // once at construction, after every method->redraw_every() training steps, and before each
