@@ -35,6 +35,7 @@ using attnlab::store::StoreError;
 using attnlab::store::testing::query;
 using attnlab::store::testing::query_one;
 using attnlab::store::testing::raw_exec;
+using attnlab::store::testing::raw_query_one;
 using attnlab::store::testing::read_file;
 using attnlab::store::testing::StoreTest;
 
@@ -204,6 +205,80 @@ TEST_F(StoreTest, RefusesNewerSchemaNamingFileAndVersions) {
   ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
   EXPECT_EQ(query_one(raw, "PRAGMA user_version"), "7");
   sqlite3_close(raw);
+}
+
+// Issue 13, item 12. A reader (results, queue list, ...) leaves a DELETE-journal file as it is, and
+// reads a database in a folder it cannot write (an archive, another user's results), which SQLite
+// refuses for a WAL file ("attempt to write a readonly database") unless it is opened immutable.
+// A WAL file whose log still holds changes cannot be read there: one line says so.
+namespace {
+// Opens `path` read-only in a child process that cannot write `folder` (made 0555; as root the
+// child first becomes nobody, since root writes anywhere): "jobs N", or the error it got.
+std::string read_as_outsider(const std::string& folder, const std::string& path) {
+  int out[2];
+  if (pipe(out) != 0) return "no pipe";
+  fs::permissions(folder, fs::perms(0555));
+  const pid_t child = fork();
+  if (child == 0) {
+    close(out[0]);
+    std::string said;
+    if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) said = "cannot become nobody";
+    try {
+      if (said.empty()) said = "jobs " + std::to_string(Database(path, Database::Open::read_only).list_jobs({}).size());
+    } catch (const std::exception& e) {
+      said = e.what();
+    }
+    (void)!write(out[1], said.data(), said.size());
+    _exit(0);
+  }
+  close(out[1]);
+  std::string said;
+  char buffer[512];
+  for (ssize_t n; (n = read(out[0], buffer, sizeof buffer)) > 0;) said.append(buffer, static_cast<std::size_t>(n));
+  close(out[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  fs::permissions(folder, fs::perms(0755));
+  return said;
+}
+}  // namespace
+
+TEST_F(StoreTest, AReaderChangesNothingAndReadsAFolderItCannotWrite) {
+  const std::string path = file("r.db");
+  {
+    Database db(path);
+    db.add_job(spec(db.add_experiment("e", "", "c"), "h"));
+  }
+  raw_exec(path, "PRAGMA journal_mode = DELETE");
+  {
+    Database reader(path, Database::Open::read_only);
+    EXPECT_EQ(reader.list_jobs({}).size(), 1u);
+  }
+  EXPECT_EQ(raw_query_one(path, "PRAGMA journal_mode"), "delete") << "a reader switched the file to WAL";
+  { Database writer(path, Database::Open::existing); }  // writers set WAL
+  EXPECT_EQ(raw_query_one(path, "PRAGMA journal_mode"), "wal");
+
+  fs::permissions(file(""), fs::perms(0755));  // mkdtemp's 0700 would keep nobody out altogether
+  ASSERT_FALSE(fs::exists(path + "-wal") && fs::file_size(path + "-wal") > 0);
+  fs::remove(path + "-wal");  // empty: as a copy of the file alone would be
+  fs::remove(path + "-shm");
+  EXPECT_EQ(read_as_outsider(file(""), path), "jobs 1");
+
+  // A copy taken while a writer had changes in its log: the -wal is part of the database.
+  const std::string copy = file("copy"), copied = copy + "/r.db";
+  fs::create_directory(copy);
+  sqlite3* writer = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &writer), SQLITE_OK);
+  query(writer, "PRAGMA wal_autocheckpoint = 0");
+  query(writer, "INSERT INTO experiments (name, config_text) VALUES ('later', 'c')");
+  fs::copy_file(path, copied);
+  fs::copy_file(path + "-wal", copied + "-wal");
+  sqlite3_close(writer);
+  ASSERT_GT(fs::file_size(copied + "-wal"), 0u);
+  EXPECT_EQ(read_as_outsider(copy, copied),
+            copied + ": cannot read it here: its write-ahead log " + copied + "-wal holds changes and this folder "
+            "cannot be written; open it once where it can be written (`attnlab db migrate --db " + copied + "` folds the log into the file)");
+  EXPECT_EQ(Database(copied, Database::Open::read_only).list_jobs({}).size(), 1u) << "where it can be written";
 }
 
 TEST_F(StoreTest, RefusesTextFileAndLeavesItAlone) {

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
 #include "attnlab/store.hpp"
@@ -78,10 +79,29 @@ Database::Database(const std::string& path, Open mode) : path_(path) {
   // Workers and job processes never create the file: a missing one is the user's to migrate.
   if (mode != Open::migrate && access(path_.c_str(), F_OK) != 0)
     throw StoreError(path_ + ": no such database: run `attnlab db migrate --db " + path_ + "` (or `attnlab queue add`) first");
+  try {
+    open(mode, "");
+  } catch (const sql::SqliteError& e) {
+    // A reader of a WAL file in a folder it cannot write (an archive, a read-only mount, another
+    // user's results) cannot create the -shm index SQLite wants. With no -wal holding changes the
+    // file alone is the whole database: open it immutable (no locks, no -shm), which is exact as
+    // long as nobody writes it meanwhile, and nobody can (a writer would have left a -shm).
+    const int code = e.primary_code();
+    if (mode != Open::read_only || (code != SQLITE_READONLY && code != SQLITE_CANTOPEN)) throw;
+    std::error_code ec;
+    const auto wal = std::filesystem::file_size(path_ + "-wal", ec);
+    if (!ec && wal > 0)
+      throw StoreError(path_ + ": cannot read it here: its write-ahead log " + path_ + "-wal holds changes and this "
+                       "folder cannot be written; open it once where it can be written (`attnlab db migrate --db " + path_ + "` folds the log into the file)");
+    open(mode, "immutable=1");
+  }
+}
+
+void Database::open(Open mode, const std::string& uri_query) {
   // Opened as a URI (any path spelled safely) so that merge_shard can ATTACH a shard read-only.
   const int flags = SQLITE_OPEN_URI | (mode == Open::read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) |
                     (mode == Open::migrate ? SQLITE_OPEN_CREATE : 0);
-  const int rc = sqlite3_open_v2(sql::file_uri(path_).c_str(), &db_, flags, nullptr);
+  const int rc = sqlite3_open_v2(sql::file_uri(path_, uri_query).c_str(), &db_, flags, nullptr);
   try {
     if (rc != SQLITE_OK) sql::fail(db_, path_, "cannot open database");
     sqlite3_extended_result_codes(db_, 1);

@@ -221,7 +221,8 @@ class Database {
     existing,  // workers and job processes: the file must exist at exactly kSchemaVersion, else a
                // StoreError saying to run `attnlab db migrate --db FILE`
     read_only, // commands that only read (results, queue list, ...): as `existing`, but opened
-               // SQLITE_OPEN_READONLY and the journal mode left as the file has it (no WAL switch)
+               // SQLITE_OPEN_READONLY and the journal mode left as the file has it (no WAL switch);
+               // in a folder it cannot write, a WAL file with no pending log is opened immutable
   };
 
   // Opens the file, sets WAL (writers only) and a busy timeout. A file that is not SQLite, or whose schema is
@@ -346,6 +347,8 @@ class Database {
   sqlite3* handle() { return db_; }
 
  private:
+  void open(Open mode, const std::string& uri_query);  // sqlite3_open_v2 + configure; db_ null on failure
+
   std::string path_;
   sqlite3* db_ = nullptr;
   int migrated_from_ = 0;
