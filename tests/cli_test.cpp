@@ -134,6 +134,8 @@ TEST_F(Cli, MethodsKeepTheFilesOrderInJobsAndTables) {
   ASSERT_NE(softmax, std::string::npos) << out;
   ASSERT_NE(performer, std::string::npos) << out;
   EXPECT_LT(softmax, performer) << out;
+  ASSERT_EQ(attnlab("results --db " + path("r.db"), out), 0) << out;
+  EXPECT_LT(out.find("softmax"), out.find("performer")) << out;
 }
 
 TEST_F(Cli, ConfigErrorIsOneLineAndStoresNothing) {

@@ -269,15 +269,21 @@ TEST_F(Query, SeedAggregationMatchesHandWorkedNumbersAndTheView) {
   s.metrics = {"test_acc"};
   s.group_by = {"method", "dataset"};
   const auto groups = summarize(store::select_jobs(db, s), 1);
-  ASSERT_EQ(groups.size(), 5u);  // skyformer × 2, softmax × 3 (text has no finished seed)
+  ASSERT_EQ(groups.size(), 5u);  // softmax × 3 (text has no finished seed), skyformer × 2
+  // in the order the jobs were enqueued (the experiment file's), not alphabetically
+  std::vector<std::vector<std::string>> keys;
+  for (const auto& g : groups) keys.push_back(g.key);
+  EXPECT_EQ(keys, (std::vector<std::vector<std::string>>{{"softmax", "listops"}, {"softmax", "image"},
+                                                         {"softmax", "text"}, {"skyformer", "listops"},
+                                                         {"skyformer", "image"}}));
   // skyformer/image: 0.71, 0.72, 0.73: mean 0.72, sample std 0.01
-  EXPECT_EQ(groups[0].key, (std::vector<std::string>{"skyformer", "image"}));
-  EXPECT_EQ(groups[0].metrics[0].n, 3u);
-  EXPECT_NEAR(groups[0].metrics[0].mean, 0.72, 1e-12);
-  EXPECT_NEAR(groups[0].metrics[0].std, 0.01, 1e-12);
-  EXPECT_NEAR(groups[0].metrics[0].min, 0.71, 1e-12);
-  EXPECT_NEAR(groups[0].metrics[0].max, 0.73, 1e-12);
-  const auto& text = groups[4];
+  const auto& image = groups[4];
+  EXPECT_EQ(image.metrics[0].n, 3u);
+  EXPECT_NEAR(image.metrics[0].mean, 0.72, 1e-12);
+  EXPECT_NEAR(image.metrics[0].std, 0.01, 1e-12);
+  EXPECT_NEAR(image.metrics[0].min, 0.71, 1e-12);
+  EXPECT_NEAR(image.metrics[0].max, 0.73, 1e-12);
+  const auto& text = groups[2];
   EXPECT_EQ(text.key, (std::vector<std::string>{"softmax", "text"}));
   EXPECT_EQ(text.jobs, 2u);
   EXPECT_EQ(text.failed, 1u);
@@ -364,6 +370,21 @@ TEST_F(Query, Version4FilesGetTheViewsByMigration) {
                        "AND metric = 'test_acc'"),
             std::vector<std::string>{"3 0"});
   EXPECT_EQ(column(db, "SELECT COUNT(*) FROM job_outcomes WHERE run_id IS NULL"), std::vector<std::string>{"1"});
+}
+
+TEST(Aggregate, GroupsListNumbersByValueAndTextInTheOrderFirstNamed) {
+  GroupOrder order;
+  for (const auto& key : std::vector<std::vector<std::string>>{
+           {"softmax", "128"}, {"performer", "64"}, {"softmax", "1e3"}, {"linear", "64"}, {"performer", "auto"}})
+    order.see(key);
+  std::vector<std::vector<std::string>> keys = {{"linear", "64"},   {"performer", "auto"}, {"softmax", "1e3"},
+                                                {"performer", "64"}, {"softmax", "128"}};
+  std::sort(keys.begin(), keys.end(), order);
+  EXPECT_EQ(keys, (std::vector<std::vector<std::string>>{{"softmax", "128"}, {"softmax", "1e3"}, {"performer", "64"},
+                                                         {"performer", "auto"}, {"linear", "64"}}));
+  EXPECT_TRUE(order({"softmax", "64"}, {"softmax", "64.0"}));  // one number spelled twice: the first named first
+  EXPECT_FALSE(order({"softmax", "64.0"}, {"softmax", "64"}));
+  EXPECT_TRUE(order({"linear", "1"}, {"unseen", "1"}));  // a value never seen goes last
 }
 
 TEST(Aggregate, SeedStatsSkipNaNAndKeepInfinity) {

@@ -54,19 +54,34 @@ bool is_unfinished_state(const std::string& state) {
   return state == "queued" || state == "running" || state == "submitted" || state == "cancelled";
 }
 
-bool value_less(const std::string& a, const std::string& b) {
-  double x, y;
-  const bool nx = parse_number(a, x), ny = parse_number(b, y);
-  if (nx && ny && x != y) return x < y;
-  if (nx != ny) return nx;  // numbers first
-  return a < b;
+void GroupOrder::see(const std::vector<std::string>& key) {
+  if (first_seen_.size() < key.size()) first_seen_.resize(key.size());
+  for (std::size_t i = 0; i < key.size(); ++i) first_seen_[i].emplace(key[i], first_seen_[i].size());
+}
+
+bool GroupOrder::operator()(const std::vector<std::string>& a, const std::vector<std::string>& b) const {
+  for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    if (a[i] == b[i]) continue;
+    double x, y;
+    const bool nx = parse_number(a[i], x), ny = parse_number(b[i], y);
+    if (nx != ny) return nx;  // numbers first
+    if (nx && x != y) return x < y;
+    // text, or one number spelled two ways: the first named comes first (unseen values last, by text)
+    static const std::map<std::string, std::size_t> kUnseen;
+    const auto& seen = i < first_seen_.size() ? first_seen_[i] : kUnseen;
+    const auto ra = seen.find(a[i]), rb = seen.find(b[i]);
+    const std::size_t none = seen.size();
+    const std::size_t ia = ra == seen.end() ? none : ra->second, ib = rb == seen.end() ? none : rb->second;
+    if (ia != ib) return ia < ib;
+    return a[i] < b[i];
+  }
+  return a.size() < b.size();
 }
 
 std::vector<GroupSummary> summarize(const std::vector<store::JobRow>& rows, std::size_t metric_count) {
-  auto less = [](const std::vector<std::string>& a, const std::vector<std::string>& b) {
-    return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end(), value_less);
-  };
-  std::map<std::vector<std::string>, std::vector<const store::JobRow*>, decltype(less)> groups(less);
+  GroupOrder order;
+  for (const auto& r : rows) order.see(r.group);
+  std::map<std::vector<std::string>, std::vector<const store::JobRow*>, GroupOrder> groups(order);
   for (const auto& r : rows) groups[r.group].push_back(&r);
 
   std::vector<GroupSummary> out;

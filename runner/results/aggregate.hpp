@@ -3,6 +3,7 @@
 // of the jobs that ended done. Failed, diverged and oom jobs are counted, never averaged in; a job
 // still queued, running, submitted or cancelled is counted as unfinished.
 #include <cstddef>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -29,11 +30,20 @@ struct GroupSummary {
 bool is_failed_state(const std::string& state);      // failed | diverged | oom
 bool is_unfinished_state(const std::string& state);  // queued | running | submitted | cancelled
 
-// Groups rows by JobRow::group (numbers ordered as numbers, text as text).
-std::vector<GroupSummary> summarize(const std::vector<store::JobRow>& rows, std::size_t metric_count);
+// The order groups are listed in, key by key: numbers (seeds, learning rates, sizes) by value,
+// before text; text (methods, datasets) in the order the rows first name it, which is the
+// experiment file's order since select_jobs returns rows by job id. Sees every key before use.
+class GroupOrder {
+ public:
+  void see(const std::vector<std::string>& key);
+  bool operator()(const std::vector<std::string>& a, const std::vector<std::string>& b) const;
 
-// Orders two group values: both numbers → numerically; else as text.
-bool value_less(const std::string& a, const std::string& b);
+ private:
+  std::vector<std::map<std::string, std::size_t>> first_seen_;  // per key position: value -> rank
+};
+
+// Groups rows by JobRow::group, in GroupOrder.
+std::vector<GroupSummary> summarize(const std::vector<store::JobRow>& rows, std::size_t metric_count);
 
 // How a metric's value reads in a table: bytes as MiB/GiB, seconds to 0.1 s, counts as integers,
 // the rest to four decimals. CSV and JSON get the exact value whatever this shows.

@@ -38,11 +38,6 @@ std::string side_expression(const std::string& side) {
   return "method = " + quoted + "'";
 }
 
-// Group values in the order `attnlab results` uses: numbers by value (64 before 128), text alphabetically.
-bool natural_less(const GroupKey& x, const GroupKey& y) {
-  return std::lexicographical_compare(x.begin(), x.end(), y.begin(), y.end(), value_less);
-}
-
 std::string group_label(const GroupKey& key) {
   std::string label;
   for (const auto& v : key) label += (label.empty() ? "" : " / ") + (v.empty() ? std::string("(none)") : v);
@@ -57,8 +52,8 @@ std::string joined(const std::vector<std::string>& words, const char* separator 
 
 // Every side's jobs by group, each job either a seed (done, metric present and not NaN) or a
 // reason it is left out.
-std::map<GroupKey, SideGroup, decltype(&natural_less)> by_group(const Side& side, const std::string& metric) {
-  std::map<GroupKey, SideGroup, decltype(&natural_less)> groups(&natural_less);
+std::map<GroupKey, SideGroup, GroupOrder> by_group(const Side& side, const std::string& metric, const GroupOrder& order) {
+  std::map<GroupKey, SideGroup, GroupOrder> groups(order);
   for (const auto& job : side.jobs) {
     SideGroup& g = groups[job.group];
     const auto& value = job.metrics.front();
@@ -108,7 +103,10 @@ Comparison compare(store::Database& db, const CompareOptions& o) {
   std::size_t common = 0;
   for (auto id : ids[0]) common += ids[1].count(id);
 
-  const auto groups_a = by_group(sides[0], metric), groups_b = by_group(sides[1], metric);
+  GroupOrder order;  // the order `attnlab results` lists groups in
+  for (const auto& side : sides)
+    for (const auto& job : side.jobs) order.see(job.group);
+  const auto groups_a = by_group(sides[0], metric, order), groups_b = by_group(sides[1], metric, order);
   std::vector<std::string> only_a, only_b, shared;
   for (const auto& [key, g] : groups_a)
     (groups_b.count(key) ? shared : only_a).push_back(group_label(key));
