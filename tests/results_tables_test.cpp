@@ -215,16 +215,18 @@ TEST_F(Tables, ResultsCsvAndJsonFromTheBinaryParseBackToTheSameNumbers) {
   const auto rows = parse_csv(csv.out);
   ASSERT_EQ(rows.size(), 5u);  // header + 4 groups
   const auto& h = rows[0];
-  // groups sorted: performer/listops, performer/sparse_sum, softmax/listops, softmax/sparse_sum
-  EXPECT_EQ(rows[3][column_of(h, "method")], "softmax");
-  EXPECT_EQ(rows[3][column_of(h, "dataset")], "listops");
-  EXPECT_NEAR(std::stod(rows[3][column_of(h, "test_acc_mean")]), 0.42, 1e-15);
-  EXPECT_NEAR(std::stod(rows[3][column_of(h, "test_acc_std")]), 0.02, 1e-15);
-  EXPECT_EQ(rows[3][column_of(h, "test_acc_n")], "3");
-  EXPECT_EQ(rows[3][column_of(h, "failed")], "1");
-  EXPECT_EQ(std::stod(rows[3][column_of(h, "peak_memory_bytes_max")]), 1048576.0 * 120);
-  EXPECT_EQ(rows[2][column_of(h, "unfinished")], "1");
-  EXPECT_EQ(rows[2][column_of(h, "test_acc_n")], "2");
+  // groups in enqueue order: softmax/listops, softmax/sparse_sum, performer/listops, performer/sparse_sum
+  EXPECT_EQ(rows[1][column_of(h, "method")], "softmax");
+  EXPECT_EQ(rows[1][column_of(h, "dataset")], "listops");
+  EXPECT_NEAR(std::stod(rows[1][column_of(h, "test_acc_mean")]), 0.42, 1e-15);
+  EXPECT_NEAR(std::stod(rows[1][column_of(h, "test_acc_std")]), 0.02, 1e-15);
+  EXPECT_EQ(rows[1][column_of(h, "test_acc_n")], "3");
+  EXPECT_EQ(rows[1][column_of(h, "failed")], "1");
+  EXPECT_EQ(std::stod(rows[1][column_of(h, "peak_memory_bytes_max")]), 1048576.0 * 120);
+  EXPECT_EQ(rows[4][column_of(h, "method")], "performer");
+  EXPECT_EQ(rows[4][column_of(h, "dataset")], "sparse_sum");
+  EXPECT_EQ(rows[4][column_of(h, "unfinished")], "1");
+  EXPECT_EQ(rows[4][column_of(h, "test_acc_n")], "2");
 
   const auto json = attnlab({"results", "--db", file("t.db"), "--format", "json", "--where", "method = performer",
                              "--group-by", "dataset"});
