@@ -18,11 +18,15 @@ function(attnlab_plugin target kind)
   attnlab_torch_target(${target})
   if(kind STREQUAL "attention")
     set(dir ${ATTNLAB_PLUGIN_DIR})
+    set(install_dir ${ATTNLAB_INSTALL_PLUGIN_DIR})
     add_dependencies(attn_plugins ${target})
   else()
     set(dir ${ATTNLAB_DATASET_DIR})
+    set(install_dir ${ATTNLAB_INSTALL_DATASET_DIR})
   endif()
-  set_target_properties(${target} PROPERTIES PREFIX "" LIBRARY_OUTPUT_DIRECTORY ${dir})
+  # installed in <prefix>/lib/attnlab/<kind>s/: libattnlab_core.so is two folders up
+  set_target_properties(${target} PROPERTIES PREFIX "" LIBRARY_OUTPUT_DIRECTORY ${dir} INSTALL_RPATH "$ORIGIN/../..")
+  install(TARGETS ${target} LIBRARY DESTINATION ${install_dir} COMPONENT runtime)
 endfunction()
 
 # attnlab_torch_test(T SOURCES...): a GoogleTest executable whose sources use LibTorch. They are

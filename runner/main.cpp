@@ -12,6 +12,7 @@
 #include "approx.hpp"
 #include "commands.hpp"
 #include "build_info.hpp"
+#include "new_plugin.hpp"
 
 namespace {
 const char* kUsage =
@@ -19,6 +20,7 @@ const char* kUsage =
     "\n"
     "usage: attnlab <command> [options]\n"
     "  plugins   list the attention methods and datasets found, with their parameters\n"
+    "  new       write a new attention or dataset plugin's folder, ready to build against the installed attnlab\n"
     "  run       run an experiment file (methods x datasets x seeds) and store the results\n"
     "  results   query the stored results: filter, group, aggregate over seeds (table, csv, json, markdown)\n"
     "  table     the papers' tables: accuracy, cost (time, memory) or variance per method x task\n"
@@ -59,6 +61,7 @@ int main(int argc, char** argv) {
   if (command == "--version") return std::cout << "attnlab " << attnlab::build_info::kVersion << " (" << attnlab::build_info::git_revision() << ")\n", 0;
   try {
     if (command == "plugins") return attnlab::cmd_plugins(args);
+    if (command == "new") return attnlab::cmd_new(args);
     if (command == "run") return attnlab::cmd_run(args, self_executable(argv[0]));
     if (command == "results") return attnlab::cmd_results(args);
     if (command == "table") return attnlab::cmd_table(args);

@@ -45,9 +45,20 @@ std::vector<std::string> PluginRegistry::search_path(const std::vector<std::stri
       start = colon + 1;
     }
   }
-  dirs.push_back(build_info::kPluginDir);
-  dirs.push_back(build_info::kDatasetDir);
+  for (auto& dir : bundled_dirs()) dirs.push_back(std::move(dir));
   return dirs;
+}
+
+std::vector<std::string> PluginRegistry::bundled_dirs() {
+  // Found from the executable, never from a path compiled in: an installed tree can move, and an
+  // installed attnlab must not pick up the build folder it was made in.
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return {};
+  const fs::path root = exe.parent_path().parent_path();
+  if (fs::is_directory(root / build_info::kInstalledPluginDir, ec))
+    return {(root / build_info::kInstalledPluginDir).string(), (root / build_info::kInstalledDatasetDir).string()};
+  return {(root / build_info::kBuildPluginDir).string(), (root / build_info::kBuildDatasetDir).string()};
 }
 
 void PluginRegistry::load_folders(const std::vector<std::string>& folders) {

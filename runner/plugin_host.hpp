@@ -34,8 +34,11 @@ struct PluginLoadError {
 class PluginRegistry {
  public:
   // Folders to search, in order: the --plugins folders, then ATTNLAB_PLUGIN_PATH (':'-separated),
-  // then the build's own plugins/ and datasets/ folders.
+  // then the bundled plugins (bundled_dirs). A name found twice is taken from the first folder.
   static std::vector<std::string> search_path(const std::vector<std::string>& cli_dirs);
+  // The plugins that came with this executable: <prefix>/lib/attnlab/{plugins,datasets} when it is
+  // installed as <prefix>/bin/attnlab, else the build folder's plugins/ and datasets/.
+  static std::vector<std::string> bundled_dirs();
 
   // Loads every `*.so` in the folders, in order (sorted by file name within a folder).
   void load_folders(const std::vector<std::string>& folders);

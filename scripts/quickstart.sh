@@ -3,5 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
-bash scripts/build.sh
+# only what the quickstart runs: the executable, softmax and ListOps (not the 19 other plugins and
+# the test binaries, which scripts/test.sh builds)
+ATTNLAB_BUILD_TARGETS="attnlab attn_softmax data_listops" bash scripts/build.sh
 ./build/runner/attnlab run conf/quickstart.toml --db quickstart.db
