@@ -8,6 +8,7 @@ namespace attnlab {
 using Args = std::vector<std::string>;
 
 int cmd_plugins(const Args& args);
+int cmd_check(const Args& args);  // conformance.cpp: the conformance suite on one attention plugin
 int cmd_run(const Args& args, const std::string& self_exe);
 int cmd_results(const Args& args);  // cmd_results.cpp
 int cmd_exec_job(const Args& args);

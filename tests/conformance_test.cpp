@@ -1,8 +1,13 @@
 // The conformance suite every attention plugin runs (in the spirit of llama.cpp's test-backend-ops):
-// shapes and dtypes, padding invariance, finite-difference gradients, seeded determinism for
-// stochastic methods, and each method's exactness limit where it converges to exact attention.
+// the checks of runner/conformance.cpp (parameters, shapes and dtypes, padding invariance,
+// finite-difference gradients, seeded determinism, large inputs, batch independence), that each
+// kind of defect fails exactly its check, and each method's exactness limit where it converges to
+// exact attention.
 // A new plugin is picked up automatically: every attention plugin the host finds is tested.
 #include <gtest/gtest.h>
+
+#include <map>
+#include <tuple>
 
 #include "test_support.hpp"
 
@@ -10,6 +15,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/InferenceMode.h>
 
+#include "conformance.hpp"
 #include "plugin_host.hpp"
 
 namespace attnlab {
@@ -37,116 +43,57 @@ Inputs make_inputs(std::int64_t n, std::int64_t real, std::int64_t heads, std::i
   return in;
 }
 
-class Conformance : public ::testing::TestWithParam<std::string> {
- protected:
-  const LoadedPlugin& plugin() const { return *registry().find(PluginKind::attention, GetParam()); }
+// The checks themselves live in runner/conformance.cpp, which `attnlab check` runs too: the suite
+// and the command cannot disagree. One case per plugin and check.
+class Conformance : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
 
-  std::shared_ptr<AttentionMethod> make(const AttentionShape& shape, const ParamValues& params) const {
-    at::manual_seed(0);  // methods with weights of their own (Nyströmformer's conv) start alike
-    auto m = plugin().make_attention(shape, params);
-    m->eval();  // no dropout: the checks compare exact outputs
-    return m;
-  }
-  std::shared_ptr<AttentionMethod> make(const AttentionShape& shape) const { return make(shape, plugin().defaults()); }
-
-  // Forward with the method's randomness drawn from a generator seeded with `seed`, so that two
-  // calls with the same seed see the same landmarks or features.
-  static at::Tensor run(AttentionMethod& m, const Inputs& in, std::uint64_t seed = 5) {
-    auto g = at::make_generator<at::CPUGeneratorImpl>(seed);
-    if (m.stochastic()) m.redraw(g);
-    return m.forward(in.q, in.k, in.v, in.valid);
-  }
-};
-
-TEST_P(Conformance, OutputShapeAndDtypeFollowTheInputs) {
-  for (auto dtype : {at::kFloat, at::kDouble}) {
-    auto in = make_inputs(24, 17, 2, 8, dtype, 1);
-    auto m = make({2, 8, 24});
-    at::Tensor out;
-    {
-      c10::InferenceMode guard;
-      out = run(*m, in);
-    }
-    EXPECT_EQ(out.sizes(), in.q.sizes());
-    EXPECT_EQ(out.scalar_type(), dtype);
-    EXPECT_TRUE(out.slice(0, 0, 1).isfinite().all().item<bool>());
-    EXPECT_TRUE(out[1].slice(1, 0, 17).isfinite().all().item<bool>());
-  }
+TEST_P(Conformance, Passes) {
+  const auto& [name, check] = GetParam();
+  const auto r = check_attention(*registry().find(PluginKind::attention, name), check, c10::Device(c10::kCPU));
+  EXPECT_TRUE(r.passed) << name << ": " << check << ": " << r.failure;
+  EXPECT_FALSE(r.figure.empty()) << name << ": " << check << " measured nothing";
 }
 
-TEST_P(Conformance, PaddingNeverChangesRealTokens) {
-  const std::int64_t n = 24, real = 13;
-  auto in = make_inputs(n, real, 2, 8, at::kDouble, 2);
-  auto m = make({2, 8, n});
-  c10::InferenceMode guard;
-  const auto base = run(*m, in)[1].slice(1, 0, real);
-  // whatever sits at padded positions (queries, keys and values) must not matter
-  Inputs garbage = in;
-  garbage.q = in.q.clone();
-  garbage.k = in.k.clone();
-  garbage.v = in.v.clone();
-  for (auto* t : {&garbage.q, &garbage.k, &garbage.v}) (*t)[1].slice(1, real, n).normal_().mul_(50);
-  EXPECT_TRUE(at::allclose(run(*m, garbage)[1].slice(1, 0, real), base, 1e-9, 1e-10)) << GetParam();
-  // and the padded sequence gives what the same sequence gives without its padding (the same
-  // model: max_len is the task's, and some methods size themselves by it)
-  Inputs alone{in.q[1].slice(1, 0, real).unsqueeze(0), in.k[1].slice(1, 0, real).unsqueeze(0),
-               in.v[1].slice(1, 0, real).unsqueeze(0), at::ones({1, real}, at::kBool)};
-  auto m_alone = make({2, 8, n});
-  EXPECT_TRUE(at::allclose(run(*m_alone, alone)[0], base, 1e-7, 1e-9)) << GetParam();
+std::string test_name(std::string text) {
+  for (char& c : text)
+    if (c == ' ') c = '_';
+  return text;
 }
 
-TEST_P(Conformance, GradientsMatchFiniteDifferences) {
-  const std::int64_t n = 6, dim = 4;
-  auto in = make_inputs(n, 4, 1, dim, at::kDouble, 3);
-  auto m = make({1, dim, n});
-  auto weights = at::randn({2, 1, n, dim}, at::kDouble);
-  weights[1].slice(1, 4, n).zero_();  // padded query rows are unspecified: leave them out of the loss
-  auto loss_of = [&](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
-    return (run(*m, {q, k, v, in.valid}) * weights).sum();
-  };
-  auto q = in.q.clone().requires_grad_(true), k = in.k.clone().requires_grad_(true), v = in.v.clone().requires_grad_(true);
-  loss_of(q, k, v).backward();
-  const double eps = 1e-6;
-  std::vector<std::pair<const char*, std::pair<at::Tensor, at::Tensor>>> checks = {
-      {"q", {in.q, q.grad()}}, {"k", {in.k, k.grad()}}, {"v", {in.v, v.grad()}}};
-  c10::InferenceMode guard;
-  for (std::size_t which = 0; which < checks.size(); ++which) {
-    const auto& [name, pair] = checks[which];
-    const auto& [point, grad] = pair;
-    ASSERT_TRUE(grad.defined()) << GetParam() << ": no gradient for " << name;
-    EXPECT_GT(grad.abs().sum().item<double>(), 0) << GetParam() << ": zero gradient for " << name;
-    auto flat = point.flatten();
-    for (std::int64_t i = 0; i < flat.numel(); i += 3) {  // every third coordinate keeps it quick
-      auto plus = point.clone(), minus = point.clone();
-      plus.view(-1)[i] += eps;
-      minus.view(-1)[i] -= eps;
-      at::Tensor lp, lm;
-      if (which == 0) lp = loss_of(plus, in.k, in.v), lm = loss_of(minus, in.k, in.v);
-      else if (which == 1) lp = loss_of(in.q, plus, in.v), lm = loss_of(in.q, minus, in.v);
-      else lp = loss_of(in.q, in.k, plus), lm = loss_of(in.q, in.k, minus);
-      const double numeric = (lp.item<double>() - lm.item<double>()) / (2 * eps);
-      EXPECT_NEAR(grad.view(-1)[i].item<double>(), numeric, 1e-5 * std::max(1.0, std::abs(numeric)))
-          << GetParam() << ": d loss / d " << name << "[" << i << "]";
+INSTANTIATE_TEST_SUITE_P(EveryAttentionPlugin, Conformance,
+                         ::testing::Combine(::testing::ValuesIn(attention_plugins()),
+                                            ::testing::ValuesIn(attention_check_names())),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" + test_name(std::get<1>(info.param));
+                         });
+
+// Each kind of defect fails exactly its check, with a message saying what differed.
+TEST(ConformanceChecks, EachDefectFailsExactlyItsCheck) {
+  PluginRegistry defects;
+  defects.load_folders({ATTNLAB_DEFECT_PLUGIN_DIR});
+  ASSERT_TRUE(defects.errors().empty()) << defects.errors().front().line();
+  const std::vector<std::pair<std::string, std::string>> expected = {
+      {"defect_padding", "padding invariance"}, {"defect_overflow", "large inputs"},
+      {"defect_detached", "gradients"},          {"defect_batch", "batch independence"},
+      {"defect_seed", "seeded determinism"}};
+  const std::map<std::string, std::string> message = {
+      {"defect_padding", "garbage at the padded positions changed real tokens' outputs by up to"},
+      {"defect_overflow", "outputs not finite at |q|, |k| ~ 30 (float)"},
+      {"defect_detached", "no gradient reaches k (a detached path?)"},
+      {"defect_batch", "changing the other sequence of the batch changed this one's output by up to"},
+      {"defect_seed", "stochastic, but a new seed drew nothing new"}};
+  for (const auto& [name, failing] : expected) {
+    const auto* plugin = defects.find(PluginKind::attention, name);
+    ASSERT_NE(plugin, nullptr) << name;
+    for (const auto& check : attention_check_names()) {
+      const auto r = check_attention(*plugin, check, c10::Device(c10::kCPU));
+      EXPECT_EQ(r.passed, check != failing) << name << ": " << check << ": " << r.failure;
+      if (check == failing) {
+        EXPECT_EQ(r.failure.rfind(message.at(name), 0), 0u) << name << ": " << r.failure;
+      }
     }
   }
 }
-
-TEST_P(Conformance, StochasticMethodsAreDeterministicGivenTheSeed) {
-  auto in = make_inputs(40, 40, 2, 8, at::kDouble, 4);
-  ParamValues params = plugin().defaults();
-  // fewer landmarks/features than tokens, so that the draw matters
-  for (const char* name : {"landmarks", "features"})
-    if (params.has(name)) params.set(name, std::int64_t{8});
-  auto m = make({2, 8, 40}, params);
-  c10::InferenceMode guard;
-  const auto a = run(*m, in, 11), b = run(*m, in, 11);
-  EXPECT_TRUE(at::equal(a, b)) << GetParam() << ": same seed, different output";
-  if (!m->stochastic()) return;
-  EXPECT_FALSE(at::allclose(a, run(*m, in, 12))) << GetParam() << ": a new seed drew nothing new";
-}
-
-INSTANTIATE_TEST_SUITE_P(EveryAttentionPlugin, Conformance, ::testing::ValuesIn(attention_plugins()),
-                         [](const auto& info) { return info.param; });
 
 // --- exactness limits: (method, parameters that make it exact) -> reference method -----------
 

@@ -44,6 +44,15 @@ grep -q "^  bits 0.1 " plugins.log || fail "bits not listed"
 grep -qx "Searched: mine/build, bits/build, $scratch/prefix/lib/attnlab/plugins, $scratch/prefix/lib/attnlab/datasets" plugins.log ||
   fail "searched elsewhere than the installed tree: $(tail -1 plugins.log)"
 
+# The conformance suite passes on the new method as written, and catches a defect
+"$attnlab" check mine/build/attn_mine.so > check.log || { cat check.log; fail "attnlab check fails the template"; }
+[ "$(grep -c '^  pass  ' check.log)" = 7 ] || fail "not 7 checks passed: $(cat check.log)"
+defect="$build_dir/tests/defect_plugins/defect_padding.so"
+if [ -e "$defect" ]; then
+  if "$attnlab" check "$defect" > check.log; then fail "a plugin that ignores padding passed: $(cat check.log)"; fi
+  grep -q "^  FAIL  padding invariance " check.log || fail "the padding defect is not named: $(cat check.log)"
+fi
+
 # The new method trains beside softmax on the new dataset, through the installed attnlab; the
 # template is exact softmax, so on the same seed it matches softmax's accuracy.
 cat > try.toml <<'TOML'

@@ -1,0 +1,320 @@
+#include "conformance.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <c10/core/InferenceMode.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <iostream>
+#include <stdexcept>
+
+#include "attnlab/torch_compat.hpp"
+#include "cli_options.hpp"
+#include "commands.hpp"
+
+namespace attnlab {
+namespace {
+
+std::string figure(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", x);
+  return buf;
+}
+
+double max_diff(const at::Tensor& a, const at::Tensor& b) { return (a - b).abs().max().item<double>(); }
+
+std::string sizes_text(const at::Tensor& t) {
+  std::string s = "[";
+  for (auto d : t.sizes()) s += (s.size() > 1 ? ", " : "") + std::to_string(d);
+  return s + "]";
+}
+
+struct Inputs {
+  at::Tensor q, k, v, valid;
+};
+
+// B = 2 sequences of n positions; the second has `real` real tokens, the rest padding. Drawn on
+// the CPU from `seed` (the same numbers whatever the device), then moved.
+Inputs make_inputs(std::int64_t n, std::int64_t real, std::int64_t heads, std::int64_t dim, at::ScalarType dtype,
+                   std::uint64_t seed, const c10::Device& device) {
+  auto g = at::make_generator<at::CPUGeneratorImpl>(seed);
+  const auto opts = at::TensorOptions().dtype(dtype);
+  Inputs in;
+  in.q = (at::randn({2, heads, n, dim}, g, opts) * 0.5).to(device);
+  in.k = (at::randn({2, heads, n, dim}, g, opts) * 0.5).to(device);
+  in.v = at::randn({2, heads, n, dim}, g, opts).to(device);
+  auto valid = at::ones({2, n}, at::kBool);
+  valid[1].slice(0, real, n).fill_(false);
+  in.valid = valid.to(device);
+  return in;
+}
+
+class AttentionChecks {
+ public:
+  AttentionChecks(const LoadedPlugin& plugin, const c10::Device& device) : plugin_(plugin), device_(device) {}
+
+  CheckResult run(const std::string& check) {
+    result_ = {check, true, "", ""};
+    if (check == "parameters") parameters();
+    else if (check == "shape and dtype") shape_and_dtype();
+    else if (check == "padding invariance") padding_invariance();
+    else if (check == "gradients") gradients();
+    else if (check == "seeded determinism") seeded_determinism();
+    else if (check == "large inputs") large_inputs();
+    else if (check == "batch independence") batch_independence();
+    else throw std::invalid_argument("no conformance check named '" + check + "'");
+    return result_;
+  }
+
+ private:
+  void fail(const std::string& what) {
+    if (result_.passed) result_.failure = what;  // the first failure says where
+    result_.passed = false;
+  }
+
+  std::shared_ptr<AttentionMethod> make(const AttentionShape& shape, const ParamValues& params) const {
+    at::manual_seed(0);  // methods with weights of their own (Nyströmformer's conv) start alike
+    auto m = plugin_.make_attention(shape, params);
+    m->to(device_);
+    m->eval();  // no dropout: the checks compare exact outputs
+    return m;
+  }
+  std::shared_ptr<AttentionMethod> make(const AttentionShape& shape) const { return make(shape, plugin_.defaults()); }
+
+  // Forward with the method's randomness drawn from a generator seeded with `seed`, so that two
+  // calls with the same seed see the same landmarks or features.
+  static at::Tensor forward(AttentionMethod& m, const Inputs& in, std::uint64_t seed = 5) {
+    auto g = at::make_generator<at::CPUGeneratorImpl>(seed);
+    if (m.stochastic()) m.redraw(g);
+    return m.forward(in.q, in.k, in.v, in.valid);
+  }
+
+  // Every default parses and lies within its bounds and choices; the method builds from them.
+  void parameters() {
+    const auto* info = plugin_.info;
+    for (std::size_t i = 0; i < info->param_count; ++i) {
+      const ParamSpec& spec = info->params[i];
+      try {
+        check_param(spec, parse_param(spec, spec.default_value));
+      } catch (const std::exception& e) {
+        fail(std::string("default of ") + spec.name + ": " + e.what());
+      }
+    }
+    make({2, 8, 24});
+    result_.figure = std::to_string(info->param_count) + " parameter(s), defaults within their bounds";
+  }
+
+  void shape_and_dtype() {
+    for (auto dtype : {at::kFloat, at::kDouble}) {
+      const auto in = make_inputs(24, 17, 2, 8, dtype, 1, device_);
+      auto m = make({2, 8, 24});
+      c10::InferenceMode guard;
+      const auto out = forward(*m, in);
+      const std::string type = dtype == at::kFloat ? "float" : "double";
+      if (out.sizes() != in.q.sizes()) fail(type + ": output " + sizes_text(out) + " for q " + sizes_text(in.q));
+      else if (out.scalar_type() != dtype) fail(type + " in, " + c10::toString(out.scalar_type()) + " out");
+      else if (!out[0].isfinite().all().item<bool>() || !out[1].slice(1, 0, 17).isfinite().all().item<bool>())
+        fail(type + ": a real token's output is not finite");
+    }
+    result_.figure = "[2, 2, 24, 8] in float and double";
+  }
+
+  void padding_invariance() {
+    const std::int64_t n = 24, real = 13;
+    const auto in = make_inputs(n, real, 2, 8, at::kDouble, 2, device_);
+    auto m = make({2, 8, n});
+    c10::InferenceMode guard;
+    const auto base = forward(*m, in)[1].slice(1, 0, real);
+    // whatever sits at padded positions (queries, keys and values) must not matter
+    Inputs garbage{in.q.clone(), in.k.clone(), in.v.clone(), in.valid};
+    for (auto* t : {&garbage.q, &garbage.k, &garbage.v}) (*t)[1].slice(1, real, n).normal_().mul_(50);
+    const auto with_garbage = forward(*m, garbage)[1].slice(1, 0, real);
+    // and a padded sequence gives what it gives alone (the same model: max_len is the task's)
+    Inputs alone{in.q[1].slice(1, 0, real).unsqueeze(0), in.k[1].slice(1, 0, real).unsqueeze(0),
+                 in.v[1].slice(1, 0, real).unsqueeze(0), at::ones({1, real}, in.valid.options())};
+    const auto by_itself = forward(*make({2, 8, n}), alone)[0];
+    const double garbage_change = max_diff(with_garbage, base), alone_change = max_diff(by_itself, base);
+    if (!at::allclose(with_garbage, base, 1e-9, 1e-10))
+      fail("garbage at the padded positions changed real tokens' outputs by up to " + figure(garbage_change));
+    if (!at::allclose(by_itself, base, 1e-7, 1e-9))
+      fail("the padded sequence differs from the same sequence alone by up to " + figure(alone_change));
+    result_.figure = "max change " + figure(garbage_change) + " (garbage at padding), " + figure(alone_change) +
+                     " (sequence alone)";
+  }
+
+  // d loss / d q, k, v against central differences, in double (every third coordinate).
+  void gradients() {
+    const std::int64_t n = 6, dim = 4;
+    const auto in = make_inputs(n, 4, 1, dim, at::kDouble, 3, device_);
+    auto m = make({1, dim, n});
+    auto g = at::make_generator<at::CPUGeneratorImpl>(7);
+    auto weights = at::randn({2, 1, n, dim}, g, at::kDouble);
+    weights[1].slice(1, 4, n).zero_();  // padded query rows are unspecified: leave them out of the loss
+    weights = weights.to(device_);
+    auto loss_of = [&](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+      return (forward(*m, {q, k, v, in.valid}) * weights).sum();
+    };
+    auto q = in.q.clone().requires_grad_(true), k = in.k.clone().requires_grad_(true), v = in.v.clone().requires_grad_(true);
+    loss_of(q, k, v).backward();
+    const double eps = 1e-6;
+    double worst = 0;
+    const std::pair<const char*, at::Tensor> analytic[] = {{"q", q.grad()}, {"k", k.grad()}, {"v", v.grad()}};
+    c10::InferenceMode guard;
+    for (int which = 0; which < 3; ++which) {
+      const auto& [name, grad] = analytic[which];
+      if (!grad.defined() || grad.abs().sum().item<double>() == 0) {
+        fail(std::string("no gradient reaches ") + name + " (a detached path?)");
+        continue;
+      }
+      const at::Tensor& point = which == 0 ? in.q : which == 1 ? in.k : in.v;
+      for (std::int64_t i = 0; i < point.numel(); i += 3) {
+        at::Tensor moved[2] = {point.clone(), point.clone()};
+        moved[0].view(-1)[i] += eps;
+        moved[1].view(-1)[i] -= eps;
+        double loss[2];
+        for (int s = 0; s < 2; ++s)
+          loss[s] = (which == 0   ? loss_of(moved[s], in.k, in.v)
+                     : which == 1 ? loss_of(in.q, moved[s], in.v)
+                                  : loss_of(in.q, in.k, moved[s]))
+                        .item<double>();
+        const double numeric = (loss[0] - loss[1]) / (2 * eps), got = grad.view(-1)[i].item<double>();
+        const double error = std::abs(got - numeric) / std::max(1.0, std::abs(numeric));
+        worst = std::max(worst, error);
+        if (error > 1e-5)
+          fail(std::string("d loss / d ") + name + "[" + std::to_string(i) + "]: " + figure(got) +
+               " by backward, " + figure(numeric) + " by finite differences");
+      }
+    }
+    result_.figure = "max relative error " + figure(worst) + " (q, k, v in double)";
+  }
+
+  void seeded_determinism() {
+    const auto in = make_inputs(40, 40, 2, 8, at::kDouble, 4, device_);
+    ParamValues params = plugin_.defaults();
+    // fewer landmarks/features than tokens, so that the draw matters
+    for (const char* name : {"landmarks", "features"})
+      if (params.has(name)) params.set(name, std::int64_t{8});
+    auto m = make({2, 8, 40}, params);
+    c10::InferenceMode guard;
+    const auto a = forward(*m, in, 11), b = forward(*m, in, 11);
+    if (!at::equal(a, b)) fail("the same seed gave outputs " + figure(max_diff(a, b)) + " apart");
+    if (!m->stochastic()) {
+      result_.figure = "same seed, same output (not stochastic)";
+      return;
+    }
+    const double change = max_diff(a, forward(*m, in, 12));
+    if (at::allclose(a, forward(*m, in, 12))) fail("stochastic, but a new seed drew nothing new (redraw ignores its generator?)");
+    result_.figure = "same seed, same output; a new seed changes it by up to " + figure(change);
+  }
+
+  // Large scores are where exponentials overflow: q and k entries of magnitude ~30 in float.
+  void large_inputs() {
+    auto in = make_inputs(24, 17, 2, 8, at::kFloat, 6, device_);
+    in.q = (in.q * 60).requires_grad_(true);  // make_inputs draws N(0, 0.5²): entries ~30
+    in.k = (in.k * 60).requires_grad_(true);
+    in.v = in.v.clone().requires_grad_(true);
+    auto m = make({2, 8, 24});
+    const auto out = forward(*m, in);
+    const auto real_out = at::cat({out[0], out[1].slice(1, 0, 17)}, 1);
+    if (!real_out.isfinite().all().item<bool>()) fail("outputs not finite at |q|, |k| ~ 30 (float)");
+    (out[0].sum() + out[1].slice(1, 0, 17).sum()).backward();
+    for (const auto& [name, t] : {std::pair<const char*, at::Tensor>{"q", in.q}, {"k", in.k}, {"v", in.v}})
+      if (t.grad().defined() && !t.grad().isfinite().all().item<bool>())  // none at all: "gradients" says so
+        fail(std::string("the gradient for ") + name + " is not finite at |q|, |k| ~ 30 (float)");
+    result_.figure = "finite outputs and gradients, max |q|, |k| " + figure(std::max(in.q.abs().max().item<double>(),
+                                                                                    in.k.abs().max().item<double>()));
+  }
+
+  // A sequence's output must not depend on the other sequences of its batch.
+  void batch_independence() {
+    const auto in = make_inputs(24, 24, 2, 8, at::kDouble, 8, device_);
+    const auto other = make_inputs(24, 24, 2, 8, at::kDouble, 9, device_);
+    Inputs swapped{in.q.clone(), in.k.clone(), in.v.clone(), in.valid};
+    swapped.q[1].copy_(other.q[1]);
+    swapped.k[1].copy_(other.k[1]);
+    swapped.v[1].copy_(other.v[1]);
+    auto m = make({2, 8, 24});
+    c10::InferenceMode guard;
+    const auto a = forward(*m, in)[0], b = forward(*m, swapped)[0];
+    const double change = max_diff(a, b);
+    if (!at::allclose(a, b, 1e-9, 1e-10))
+      fail("changing the other sequence of the batch changed this one's output by up to " + figure(change));
+    result_.figure = "max change " + figure(change) + " when the other sequence changes";
+  }
+
+  const LoadedPlugin& plugin_;
+  c10::Device device_;
+  CheckResult result_;
+};
+
+}  // namespace
+
+const std::vector<std::string>& attention_check_names() {
+  static const std::vector<std::string> names = {"parameters",         "shape and dtype", "padding invariance", "gradients",
+                                                 "seeded determinism", "large inputs",    "batch independence"};
+  return names;
+}
+
+CheckResult check_attention(const LoadedPlugin& plugin, const std::string& check, const c10::Device& device) {
+  try {
+    return AttentionChecks(plugin, device).run(check);
+  } catch (const std::invalid_argument&) {
+    throw;
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    return {check, false, "", "threw: " + what.substr(0, what.find('\n'))};
+  }
+}
+
+int cmd_check(const Args& args) {
+  po::options_description options("attnlab check FILE.so|NAME [--plugins DIR]... [--device D]");
+  options.add_options()("help,h", "this help")("plugin", po::value<std::string>(), "a plugin file, or a plugin's name")(
+      "plugins", po::value<std::vector<std::string>>()->composing(), "extra plugin folder (repeatable)")(
+      "device", po::value<std::string>()->default_value("cpu"), "where the checks run: cpu, cuda:N");
+  po::positional_options_description positional;
+  positional.add("plugin", 1);
+  const auto vm = parse_command_line("check", args, options, positional);
+  if (vm.count("help")) return std::cout << options, 0;
+  if (!vm.count("plugin")) throw std::runtime_error("check: usage: attnlab check FILE.so|NAME [--plugins DIR]... [--device D]");
+  const std::string given = vm["plugin"].as<std::string>();
+  const c10::Device device = compat::parse_device(vm["device"].as<std::string>());
+
+  // A file is loaded first, so that it is the one checked even where a bundled plugin has its name.
+  PluginRegistry registry;
+  const LoadedPlugin* plugin = nullptr;
+  const bool is_file = given.find('/') != std::string::npos || (given.size() > 3 && given.substr(given.size() - 3) == ".so");
+  if (is_file) {
+    if (!registry.load_file(given)) throw std::runtime_error("check: " + registry.errors().back().line());
+    plugin = &registry.plugins().back();
+  } else {
+    registry.load_folders(PluginRegistry::search_path(
+        vm.count("plugins") ? vm["plugins"].as<std::vector<std::string>>() : std::vector<std::string>{}));
+    plugin = registry.find(PluginKind::attention, given);
+    if (!plugin) plugin = registry.find(PluginKind::dataset, given);
+    if (!plugin) throw std::runtime_error("check: no plugin named '" + given + "' (attnlab plugins lists them)");
+  }
+  if (plugin->kind() != PluginKind::attention)
+    throw std::runtime_error("check: " + plugin->name() + " is a dataset plugin; attnlab check runs the attention " +
+                             "suite only (check a dataset with `attnlab data` on an experiment that names it)");
+
+  std::cout << plugin->path << ": " << plugin->name() << " " << plugin->info->version << " (attention), on "
+            << device.str() << "\n";
+  std::size_t passed = 0;
+  const auto& names = attention_check_names();
+  for (const auto& name : names) {
+    const auto r = check_attention(*plugin, name, device);
+    passed += r.passed;
+    char label[32];
+    std::snprintf(label, sizeof label, "%-19s", name.c_str());
+    std::cout << "  " << (r.passed ? "pass" : "FAIL") << "  " << label << "  " << r.figure
+              << (r.passed ? "" : (r.figure.empty() ? "" : "; ") + r.failure) << "\n"
+              << std::flush;
+  }
+  std::cout << names.size() << " checks: " << passed << " passed, " << names.size() - passed << " failed\n";
+  return passed == names.size() ? 0 : 1;
+}
+
+}  // namespace attnlab
