@@ -1,5 +1,7 @@
 #include "conformance.hpp"
 
+#include <stdlib.h>  // mkdtemp
+
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/InferenceMode.h>
@@ -9,6 +11,7 @@
 #include <cstdio>
 #include <functional>
 #include <iostream>
+#include <filesystem>
 #include <stdexcept>
 
 #include "attnlab/torch_compat.hpp"
@@ -250,7 +253,107 @@ class AttentionChecks {
   CheckResult result_;
 };
 
+// A scratch folder for a dataset's caches, removed with everything in it.
+class ScratchFolder {
+ public:
+  ScratchFolder() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "attnlab-check-XXXXXX").string();
+    if (!mkdtemp(pattern.data())) throw std::runtime_error("check: cannot make a scratch folder in " + pattern);
+    path_ = pattern;
+  }
+  ~ScratchFolder() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string path(const std::string& name) const { return (std::filesystem::path(path_) / name).string(); }
+
+ private:
+  std::string path_;
+};
+
+const Split kSplits[] = {Split::train, Split::val, Split::test};
+
 }  // namespace
+
+const std::vector<std::string>& dataset_check_names() {
+  static const std::vector<std::string> names = {"parameters", "descriptor", "splits", "seeded reproducibility"};
+  return names;
+}
+
+std::vector<CheckResult> check_dataset(const LoadedPlugin& plugin, const ParamValues& params) {
+  std::vector<CheckResult> out;
+  auto add = [&](const std::string& name, const std::function<std::string()>& body) {
+    CheckResult r{name, true, "", ""};
+    try {
+      r.figure = body();
+    } catch (const std::exception& e) {
+      const std::string what = e.what();
+      r.passed = false;
+      r.failure = what.substr(0, what.find('\n'));
+    }
+    out.push_back(r);
+    return r.passed;
+  };
+  const ScratchFolder scratch;
+  std::shared_ptr<Dataset> dataset;
+  const std::string name = plugin.name();
+  if (!add("parameters", [&] {
+        const auto* info = plugin.info;
+        for (std::size_t i = 0; i < info->param_count; ++i) {
+          const ParamSpec& spec = info->params[i];
+          try {
+            check_param(spec, parse_param(spec, spec.default_value));
+          } catch (const std::exception& e) {
+            throw std::runtime_error(std::string("default of ") + spec.name + ": " + e.what());
+          }
+        }
+        dataset = plugin.make_dataset({scratch.path("first")}, params);
+        return std::to_string(info->param_count) + " parameter(s), defaults within their bounds; built";
+      }))
+    return out;
+  add("descriptor", [&] {
+    const TaskInfo t = dataset->info();
+    auto require = [](bool ok, const std::string& what) {
+      if (!ok) throw std::runtime_error(what);
+    };
+    require(t.num_classes >= 2, "num_classes = " + std::to_string(t.num_classes) + ": at least 2");
+    require(t.max_len >= 1, "max_len = " + std::to_string(t.max_len) + ": at least 1");
+    require(t.inputs == 1 || t.inputs == 2, "inputs = " + std::to_string(t.inputs) + ": 1 or 2");
+    require(t.vocab_size >= 1, "vocab_size = " + std::to_string(t.vocab_size) + ": at least 1");
+    require(t.many_hot == 0 || (t.many_hot < 63 && t.vocab_size == (std::int64_t{1} << t.many_hot)),
+            "many_hot = " + std::to_string(t.many_hot) + " needs vocab_size = 2^many_hot, not " + std::to_string(t.vocab_size));
+    const SizeEstimate size = dataset->estimate_size();
+    require(size.examples >= 0 && (size.examples == 0 || size.token_bytes >= 1),
+            "estimate_size: " + std::to_string(size.examples) + " examples of " + std::to_string(size.token_bytes) + " bytes");
+    return "vocabulary " + std::to_string(t.vocab_size) + ", " + std::to_string(t.num_classes) + " classes, " +
+           std::to_string(t.inputs) + " input(s) of " + std::to_string(t.max_len) + " tokens";
+  });
+  std::vector<SplitData> first;
+  const bool loaded = add("splits", [&] {
+    std::string sizes;
+    for (const Split split : kSplits) {
+      first.push_back(load_checked(name, *dataset, split));
+      sizes += (sizes.empty() ? "" : ", ") + std::string(to_string(split)) + " " + std::to_string(first.back().size());
+    }
+    return sizes + " examples, each within its task";
+  });
+  if (!loaded) return out;
+  add("seeded reproducibility", [&] {
+    auto again = plugin.make_dataset({scratch.path("second")}, params);
+    for (std::size_t i = 0; i < 3; ++i) {
+      const SplitData data = load_checked(name, *again, kSplits[i]);
+      const char* differs = !at::equal(data.labels, first[i].labels)   ? "labels"
+                            : !at::equal(data.lengths, first[i].lengths) ? "lengths"
+                            : !at::equal(data.tokens, first[i].tokens)   ? "tokens"
+                                                                         : nullptr;
+      if (differs)
+        throw std::runtime_error(std::string(to_string(kSplits[i])) + ": built again from the same parameters, its " +
+                                 differs + " differ");
+    }
+    return std::string("every split the same to the bit when built again in a fresh cache folder");
+  });
+  return out;
+}
 
 const std::vector<std::string>& attention_check_names() {
   static const std::vector<std::string> names = {"parameters",         "shape and dtype", "padding invariance", "gradients",
@@ -269,11 +372,46 @@ CheckResult check_attention(const LoadedPlugin& plugin, const std::string& check
   }
 }
 
+namespace {
+
+void print_check(const CheckResult& r) {
+  char label[32];
+  std::snprintf(label, sizeof label, "%-22s", r.name.c_str());
+  std::cout << "  " << (r.passed ? "pass" : "FAIL") << "  " << label << "  " << r.figure
+            << (r.passed ? "" : (r.figure.empty() ? "" : "; ") + r.failure) << "\n"
+            << std::flush;
+}
+
+// --set KEY=VALUE over the plugin's defaults, each checked against its schema.
+ParamValues dataset_params(const LoadedPlugin& plugin, const std::vector<std::string>& sets) {
+  ParamValues params = plugin.defaults();
+  for (const auto& set : sets) {
+    const auto eq = set.find('=');
+    const std::string key = set.substr(0, eq);
+    const ParamSpec* spec = nullptr;
+    for (std::size_t i = 0; i < plugin.info->param_count; ++i)
+      if (key == plugin.info->params[i].name) spec = &plugin.info->params[i];
+    if (eq == std::string::npos || !spec)
+      throw std::runtime_error("check: --set " + set + ": expected KEY=VALUE with KEY a parameter of " + plugin.name() +
+                               " (attnlab plugins lists them)");
+    try {
+      params.set(key, check_param(*spec, parse_param(*spec, set.substr(eq + 1))));
+    } catch (const std::exception& e) {
+      throw std::runtime_error("check: --set " + set + ": " + e.what());
+    }
+  }
+  return params;
+}
+
+}  // namespace
+
 int cmd_check(const Args& args) {
-  po::options_description options("attnlab check FILE.so|NAME [--plugins DIR]... [--device D]");
+  po::options_description options("attnlab check FILE.so|NAME [--plugins DIR]... [--device D] [--set KEY=VALUE]...");
   options.add_options()("help,h", "this help")("plugin", po::value<std::string>(), "a plugin file, or a plugin's name")(
       "plugins", po::value<std::vector<std::string>>()->composing(), "extra plugin folder (repeatable)")(
-      "device", po::value<std::string>()->default_value("cpu"), "where the checks run: cpu, cuda:N");
+      "device", po::value<std::string>()->default_value("cpu"), "where an attention plugin's checks run: cpu, cuda:N")(
+      "set", po::value<std::vector<std::string>>()->composing(),
+      "a dataset plugin's parameter for the checked configuration (repeatable; default: its defaults)");
   po::positional_options_description positional;
   positional.add("plugin", 1);
   const auto vm = parse_command_line("check", args, options, positional);
@@ -296,25 +434,26 @@ int cmd_check(const Args& args) {
     if (!plugin) plugin = registry.find(PluginKind::dataset, given);
     if (!plugin) throw std::runtime_error("check: no plugin named '" + given + "' (attnlab plugins lists them)");
   }
-  if (plugin->kind() != PluginKind::attention)
-    throw std::runtime_error("check: " + plugin->name() + " is a dataset plugin; attnlab check runs the attention " +
-                             "suite only (check a dataset with `attnlab data` on an experiment that names it)");
-
-  std::cout << plugin->path << ": " << plugin->name() << " " << plugin->info->version << " (attention), on "
-            << device.str() << "\n";
-  std::size_t passed = 0;
-  const auto& names = attention_check_names();
-  for (const auto& name : names) {
-    const auto r = check_attention(*plugin, name, device);
-    passed += r.passed;
-    char label[32];
-    std::snprintf(label, sizeof label, "%-19s", name.c_str());
-    std::cout << "  " << (r.passed ? "pass" : "FAIL") << "  " << label << "  " << r.figure
-              << (r.passed ? "" : (r.figure.empty() ? "" : "; ") + r.failure) << "\n"
-              << std::flush;
+  const auto sets = vm.count("set") ? vm["set"].as<std::vector<std::string>>() : std::vector<std::string>{};
+  std::vector<CheckResult> results;
+  if (plugin->kind() == PluginKind::dataset) {
+    const ParamValues params = dataset_params(*plugin, sets);
+    std::cout << plugin->path << ": " << plugin->name() << " " << plugin->info->version << " (dataset)\n";
+    results = check_dataset(*plugin, params);
+    for (const auto& r : results) print_check(r);
+  } else {
+    if (!sets.empty()) throw std::runtime_error("check: --set is for dataset plugins; " + plugin->name() + " is an attention plugin");
+    std::cout << plugin->path << ": " << plugin->name() << " " << plugin->info->version << " (attention), on "
+              << device.str() << "\n";
+    for (const auto& name : attention_check_names()) {
+      results.push_back(check_attention(*plugin, name, device));
+      print_check(results.back());  // as it goes: a slow check shows where it is
+    }
   }
-  std::cout << names.size() << " checks: " << passed << " passed, " << names.size() - passed << " failed\n";
-  return passed == names.size() ? 0 : 1;
+  std::size_t passed = 0;
+  for (const auto& r : results) passed += r.passed;
+  std::cout << results.size() << " checks: " << passed << " passed, " << results.size() - passed << " failed\n";
+  return passed == results.size() ? 0 : 1;
 }
 
 }  // namespace attnlab

@@ -79,13 +79,10 @@ int cmd_new(const std::vector<std::string>& args) {
   std::cout << "wrote " << kind << " plugin " << name << ":";
   for (const auto& path : written) std::cout << " " << path;
   const std::string prefix = install_prefix();
-  std::cout << "\nbuild it and " << (kind == "attention" ? "check it" : "see it load") << ":\n  cmake -S " << dir
-            << " -B " << dir << "/build"
+  std::cout << "\nbuild it and check it:\n  cmake -S " << dir << " -B " << dir << "/build"
             << (prefix.empty() ? " -DCMAKE_PREFIX_PATH=<attnlab's install prefix>" : " -DCMAKE_PREFIX_PATH=" + prefix)
-            << " && cmake --build " << dir << "/build\n  "
-            << (kind == "attention" ? "attnlab check " + dir + "/build/attn_" + name + ".so"
-                                    : "attnlab plugins --plugins " + dir + "/build")
-            << "\n";
+            << " && cmake --build " << dir << "/build\n  attnlab check " << dir << "/build/"
+            << (kind == "attention" ? "attn_" : "data_") << name << ".so\n";
   return 0;
 }
 

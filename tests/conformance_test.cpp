@@ -95,6 +95,44 @@ TEST(ConformanceChecks, EachDefectFailsExactlyItsCheck) {
   }
 }
 
+// The dataset checks `attnlab check NAME` runs: a small generated configuration passes all four;
+// a folder that does not exist fails the first, in one line naming it, and nothing else runs.
+TEST(ConformanceChecks, DatasetChecksPassOnAGeneratedTaskAndNameAMissingFolder) {
+  const auto* sparse_sum = registry().find(PluginKind::dataset, "sparse_sum");
+  const auto* listops = registry().find(PluginKind::dataset, "listops");
+  if (!sparse_sum || !listops) GTEST_SKIP() << "sparse_sum or listops not built";
+  ParamValues small = sparse_sum->defaults();
+  small.set("train_size", std::int64_t{90});
+  small.set("val_size", std::int64_t{18});
+  small.set("test_size", std::int64_t{18});
+  const auto results = check_dataset(*sparse_sum, small);
+  ASSERT_EQ(results.size(), dataset_check_names().size());
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    EXPECT_EQ(results[i].name, dataset_check_names()[i]);
+    EXPECT_TRUE(results[i].passed) << results[i].name << ": " << results[i].failure;
+  }
+  EXPECT_EQ(results[2].figure, "train 90, val 18, test 18 examples, each within its task");
+
+  ParamValues missing = listops->defaults();
+  missing.set("source", std::string("files"));
+  missing.set("path", std::string("/nonexistent-attnlab-folder"));
+  const auto refused = check_dataset(*listops, missing);
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_FALSE(refused[0].passed);
+  EXPECT_EQ(refused[0].failure, "/nonexistent-attnlab-folder: no such directory (listops path)");
+
+  // data that ignores its seed fails exactly "seeded reproducibility"
+  PluginRegistry defects;
+  defects.load_folders({ATTNLAB_DEFECT_PLUGIN_DIR});
+  const auto* unseeded = defects.find(PluginKind::dataset, "defect_unseeded");
+  ASSERT_NE(unseeded, nullptr);
+  const auto unseeded_results = check_dataset(*unseeded, unseeded->defaults());
+  ASSERT_EQ(unseeded_results.size(), 4u);
+  for (std::size_t i = 0; i < 3; ++i) EXPECT_TRUE(unseeded_results[i].passed) << unseeded_results[i].failure;
+  EXPECT_FALSE(unseeded_results[3].passed);
+  EXPECT_EQ(unseeded_results[3].failure, "train: built again from the same parameters, its labels differ");
+}
+
 // --- exactness limits: (method, parameters that make it exact) -> reference method -----------
 
 struct Limit {
