@@ -55,6 +55,18 @@ Inputs make_inputs(std::int64_t n, std::int64_t real, std::int64_t heads, std::i
   return in;
 }
 
+// Every default parses and lies within its bounds and choices; throws naming the first that does not.
+void check_defaults(const PluginInfo& info) {
+  for (std::size_t i = 0; i < info.param_count; ++i) {
+    const ParamSpec& spec = info.params[i];
+    try {
+      check_param(spec, parse_param(spec, spec.default_value));
+    } catch (const std::exception& e) {
+      throw std::runtime_error(std::string("default of ") + spec.name + ": " + e.what());
+    }
+  }
+}
+
 class AttentionChecks {
  public:
   AttentionChecks(const LoadedPlugin& plugin, const c10::Device& device) : plugin_(plugin), device_(device) {}
@@ -97,17 +109,13 @@ class AttentionChecks {
 
   // Every default parses and lies within its bounds and choices; the method builds from them.
   void parameters() {
-    const auto* info = plugin_.info;
-    for (std::size_t i = 0; i < info->param_count; ++i) {
-      const ParamSpec& spec = info->params[i];
-      try {
-        check_param(spec, parse_param(spec, spec.default_value));
-      } catch (const std::exception& e) {
-        fail(std::string("default of ") + spec.name + ": " + e.what());
-      }
+    try {
+      check_defaults(*plugin_.info);
+    } catch (const std::exception& e) {
+      fail(e.what());
     }
     make({2, 8, 24});
-    result_.figure = std::to_string(info->param_count) + " parameter(s), defaults within their bounds";
+    result_.figure = std::to_string(plugin_.info->param_count) + " parameter(s), defaults within their bounds";
   }
 
   void shape_and_dtype() {
@@ -298,17 +306,9 @@ std::vector<CheckResult> check_dataset(const LoadedPlugin& plugin, const ParamVa
   std::shared_ptr<Dataset> dataset;
   const std::string name = plugin.name();
   if (!add("parameters", [&] {
-        const auto* info = plugin.info;
-        for (std::size_t i = 0; i < info->param_count; ++i) {
-          const ParamSpec& spec = info->params[i];
-          try {
-            check_param(spec, parse_param(spec, spec.default_value));
-          } catch (const std::exception& e) {
-            throw std::runtime_error(std::string("default of ") + spec.name + ": " + e.what());
-          }
-        }
+        check_defaults(*plugin.info);
         dataset = plugin.make_dataset({scratch.path("first")}, params);
-        return std::to_string(info->param_count) + " parameter(s), defaults within their bounds; built";
+        return std::to_string(plugin.info->param_count) + " parameter(s), defaults within their bounds; built";
       }))
     return out;
   add("descriptor", [&] {
