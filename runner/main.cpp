@@ -7,12 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "bench.hpp"
-#define ATTNLAB_APPROX_COMMAND_ONLY  // cmd_approx only: no LibTorch header here
-#include "approx.hpp"
-#include "commands.hpp"
 #include "build_info.hpp"
-#include "new_plugin.hpp"
+#include "cli/commands.hpp"
 
 namespace {
 const char* kUsage =
@@ -20,7 +16,7 @@ const char* kUsage =
     "\n"
     "usage: attnlab <command> [options]\n"
     "  plugins   list the attention methods and datasets found, with their parameters\n"
-    "  check     run the conformance suite on an attention plugin (a file or a name): a checklist\n"
+    "  check     the conformance suite of an attention or dataset plugin (a file or a name) as a checklist; --bench times it\n"
     "  new       write a new attention or dataset plugin's folder, ready to build against the installed attnlab\n"
     "  run       run an experiment file (methods x datasets x seeds) and store the results\n"
     "  results   query the stored results: filter, group, aggregate over seeds (table, csv, json, markdown)\n"
@@ -63,7 +59,7 @@ int main(int argc, char** argv) {
   try {
     if (command == "plugins") return attnlab::cmd_plugins(args);
     if (command == "new") return attnlab::cmd_new(args);
-    if (command == "check") return attnlab::cmd_check(args);
+    if (command == "check") return attnlab::cmd_check(args, self_executable(argv[0]));
     if (command == "run") return attnlab::cmd_run(args, self_executable(argv[0]));
     if (command == "results") return attnlab::cmd_results(args);
     if (command == "table") return attnlab::cmd_table(args);

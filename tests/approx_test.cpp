@@ -27,8 +27,8 @@
 #include <ATen/ops/tensor.h>
 #include <ATen/ops/zeros.h>
 
-#include "approx.hpp"
-#include "npy.hpp"
+#include "studies/approx.hpp"
+#include "studies/npy.hpp"
 
 namespace attnlab {
 namespace {

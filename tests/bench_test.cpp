@@ -20,7 +20,7 @@
 #include <sstream>
 #include <thread>
 
-#include "bench.hpp"
+#include "studies/bench.hpp"
 
 extern char** environ;
 

@@ -1,5 +1,5 @@
 // The conformance suite every attention plugin runs (in the spirit of llama.cpp's test-backend-ops):
-// the checks of runner/conformance.cpp (parameters, shapes and dtypes, padding invariance,
+// the checks of runner/plugin_host/conformance.cpp (parameters, shapes and dtypes, padding invariance,
 // finite-difference gradients, seeded determinism, large inputs, batch independence), that each
 // kind of defect fails exactly its check, and each method's exactness limit where it converges to
 // exact attention.
@@ -15,8 +15,8 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/InferenceMode.h>
 
-#include "conformance.hpp"
-#include "plugin_host.hpp"
+#include "plugin_host/conformance.hpp"
+#include "plugin_host/plugin_host.hpp"
 
 namespace attnlab {
 namespace {
@@ -43,7 +43,7 @@ Inputs make_inputs(std::int64_t n, std::int64_t real, std::int64_t heads, std::i
   return in;
 }
 
-// The checks themselves live in runner/conformance.cpp, which `attnlab check` runs too: the suite
+// The checks themselves live in runner/plugin_host/conformance.cpp, which `attnlab check` runs too: the suite
 // and the command cannot disagree. One case per plugin and check.
 class Conformance : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
 
@@ -95,7 +95,7 @@ TEST(ConformanceChecks, EachDefectFailsExactlyItsCheck) {
   }
 }
 
-// The dataset checks `attnlab check NAME` runs: a small generated configuration passes all four;
+// The dataset checks `attnlab check NAME` runs: a small generated configuration passes all five;
 // a folder that does not exist fails the first, in one line naming it, and nothing else runs.
 TEST(ConformanceChecks, DatasetChecksPassOnAGeneratedTaskAndNameAMissingFolder) {
   const auto* sparse_sum = registry().find(PluginKind::dataset, "sparse_sum");
@@ -111,7 +111,9 @@ TEST(ConformanceChecks, DatasetChecksPassOnAGeneratedTaskAndNameAMissingFolder) 
     EXPECT_EQ(results[i].name, dataset_check_names()[i]);
     EXPECT_TRUE(results[i].passed) << results[i].name << ": " << results[i].failure;
   }
-  EXPECT_EQ(results[2].figure, "train 90, val 18, test 18 examples, each within its task");
+  EXPECT_EQ(results[3].figure, "train 90, val 18, test 18 examples, each within its task");
+  // sparse_sum's bounds, each one step past, refused by the host in one line naming the parameter
+  EXPECT_NE(results[1].figure.find("bad value(s) refused in one line, e.g. "), std::string::npos) << results[1].figure;
 
   ParamValues missing = listops->defaults();
   missing.set("source", std::string("files"));
@@ -121,16 +123,24 @@ TEST(ConformanceChecks, DatasetChecksPassOnAGeneratedTaskAndNameAMissingFolder) 
   EXPECT_FALSE(refused[0].passed);
   EXPECT_EQ(refused[0].failure, "/nonexistent-attnlab-folder: no such directory (listops path)");
 
-  // data that ignores its seed fails exactly "seeded reproducibility"
+  // each defect fails exactly its check: data that ignores its seed, a missing path that escapes
+  // as a filesystem_error instead of a one-line DataError
   PluginRegistry defects;
   defects.load_folders({ATTNLAB_DEFECT_PLUGIN_DIR});
-  const auto* unseeded = defects.find(PluginKind::dataset, "defect_unseeded");
-  ASSERT_NE(unseeded, nullptr);
-  const auto unseeded_results = check_dataset(*unseeded, unseeded->defaults());
-  ASSERT_EQ(unseeded_results.size(), 4u);
-  for (std::size_t i = 0; i < 3; ++i) EXPECT_TRUE(unseeded_results[i].passed) << unseeded_results[i].failure;
-  EXPECT_FALSE(unseeded_results[3].passed);
-  EXPECT_EQ(unseeded_results[3].failure, "train: built again from the same parameters, its labels differ");
+  const std::vector<std::pair<const char*, const char*>> cases = {
+      {"defect_unseeded", "seeded reproducibility"}, {"defect_path", "bad parameters refused"}};
+  for (const auto& [name, check] : cases) {
+    const auto* defect = defects.find(PluginKind::dataset, name);
+    ASSERT_NE(defect, nullptr) << name;
+    const auto checked = check_dataset(*defect, defect->defaults());
+    ASSERT_EQ(checked.size(), dataset_check_names().size()) << name;
+    for (const auto& r : checked) EXPECT_EQ(r.passed, r.name != check) << name << ": " << r.name << ": " << r.failure;
+    if (std::string(name) == "defect_unseeded")
+      EXPECT_EQ(checked[4].failure, "train: built again from the same parameters, its labels differ");
+    else
+      EXPECT_EQ(checked[1].failure.rfind("path = \"/nonexistent/attnlab-check\": refused with an error that is neither "
+                                         "a ParamError nor a DataError: ", 0), 0u) << checked[1].failure;
+  }
 }
 
 // --- exactness limits: (method, parameters that make it exact) -> reference method -----------

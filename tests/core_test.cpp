@@ -8,9 +8,9 @@
 
 #include <ATen/ATen.h>
 
-#include "attnlab/config.hpp"
-#include "attnlab/trainer.hpp"
-#include "plugin_host.hpp"
+#include "attnlab/train/config.hpp"
+#include "attnlab/train/trainer.hpp"
+#include "plugin_host/plugin_host.hpp"
 
 namespace attnlab {
 namespace {

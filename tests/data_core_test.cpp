@@ -15,7 +15,7 @@
 #include <ATen/ATen.h>
 
 #include "attnlab/data_util.hpp"
-#include "attnlab/model.hpp"
+#include "attnlab/train/model.hpp"
 #include "attnlab/token_cache.hpp"
 
 namespace attnlab {

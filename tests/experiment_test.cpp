@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "experiment.hpp"
+#include "experiment/experiment.hpp"
 
 namespace attnlab {
 namespace {

@@ -12,8 +12,8 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
-#include "attnlab/instability.hpp"
-#include "plugin_host.hpp"
+#include "attnlab/train/instability.hpp"
+#include "plugin_host/plugin_host.hpp"
 
 namespace attnlab {
 namespace {

@@ -13,7 +13,7 @@
 #include <c10/core/InferenceMode.h>
 
 #include "attnlab/linalg.hpp"
-#include "plugin_host.hpp"
+#include "plugin_host/plugin_host.hpp"
 
 namespace attnlab {
 namespace {

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "plugin_host.hpp"
+#include "plugin_host/plugin_host.hpp"
 
 namespace attnlab {
 namespace {

@@ -17,7 +17,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/InferenceMode.h>
 
-#include "plugin_host.hpp"
+#include "plugin_host/plugin_host.hpp"
 #include "random_features.hpp"
 
 namespace attnlab {

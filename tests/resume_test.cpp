@@ -20,8 +20,8 @@
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
-#include "attnlab/trainer.hpp"
-#include "plugin_host.hpp"
+#include "attnlab/train/trainer.hpp"
+#include "plugin_host/plugin_host.hpp"
 
 namespace attnlab {
 namespace {

@@ -48,7 +48,7 @@ grep -qx "Searched: mine/build, bits/build, $scratch/prefix/lib/attnlab/plugins,
 "$attnlab" check mine/build/attn_mine.so > check.log || { cat check.log; fail "attnlab check fails the template"; }
 [ "$(grep -c '^  pass  ' check.log)" = 7 ] || fail "not 7 checks passed: $(cat check.log)"
 "$attnlab" check bits/build/data_bits.so > check.log || { cat check.log; fail "attnlab check fails the dataset template"; }
-[ "$(grep -c '^  pass  ' check.log)" = 4 ] || fail "not 4 dataset checks passed: $(cat check.log)"
+[ "$(grep -c '^  pass  ' check.log)" = 5 ] || fail "not 5 dataset checks passed: $(cat check.log)"
 defect="$build_dir/tests/defect_plugins/defect_padding.so"
 if [ -e "$defect" ]; then
   if "$attnlab" check "$defect" > check.log; then fail "a plugin that ignores padding passed: $(cat check.log)"; fi

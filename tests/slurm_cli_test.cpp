@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "attnlab/store.hpp"
-#include "slurm.hpp"
+#include "slurm/slurm.hpp"
 #include "test_support.hpp"
 
 namespace {

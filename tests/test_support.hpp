@@ -12,8 +12,8 @@
 #include <sstream>
 #include <string>
 
-#include "attnlab/config.hpp"
-#include "plugin_host.hpp"
+#include "attnlab/train/config.hpp"
+#include "plugin_host/plugin_host.hpp"
 
 namespace attnlab::testing {
 

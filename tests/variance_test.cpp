@@ -5,7 +5,7 @@
 
 #include <ATen/ATen.h>
 
-#include "attnlab/variance.hpp"
+#include "attnlab/train/variance.hpp"
 
 namespace attnlab {
 namespace {

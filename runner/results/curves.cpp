@@ -1,7 +1,5 @@
 #include "results/curves.hpp"
 
-#include <sqlite3.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -15,55 +13,13 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// A prepared statement on the store's connection; every value bound, none spliced into the text.
-class Query {
- public:
-  Query(store::Database& db, const char* sql) : db_(db) {
-    if (sqlite3_prepare_v2(db.handle(), sql, -1, &stmt_, nullptr) != SQLITE_OK) fail();
-  }
-  ~Query() { sqlite3_finalize(stmt_); }
-  Query(const Query&) = delete;
-  Query& operator=(const Query&) = delete;
-
-  Query& bind(int index, std::int64_t value) {
-    if (sqlite3_bind_int64(stmt_, index, value) != SQLITE_OK) fail();
-    return *this;
-  }
-  Query& bind(int index, const std::string& value) {
-    if (sqlite3_bind_text(stmt_, index, value.c_str(), static_cast<int>(value.size()), SQLITE_TRANSIENT) != SQLITE_OK)
-      fail();
-    return *this;
-  }
-  bool step() {
-    const int rc = sqlite3_step(stmt_);
-    if (rc == SQLITE_ROW) return true;
-    if (rc != SQLITE_DONE) fail();
-    return false;
-  }
-  std::int64_t integer(int column) const { return sqlite3_column_int64(stmt_, column); }
-  double real(int column) const {  // NULL (a NaN stored) reads as NaN
-    return sqlite3_column_type(stmt_, column) == SQLITE_NULL ? kNaN : sqlite3_column_double(stmt_, column);
-  }
-  std::string text(int column) const {
-    const auto* p = sqlite3_column_text(stmt_, column);
-    return p ? reinterpret_cast<const char*>(p) : "";
-  }
-
- private:
-  [[noreturn]] void fail() const {
-    throw std::runtime_error(db_.path() + ": reading curves: " + sqlite3_errmsg(db_.handle()));
-  }
-  store::Database& db_;
-  sqlite3_stmt* stmt_ = nullptr;
-};
-
-// "train/acc, val/loss (12 points each) ..." : what a run has, for the error that it lacks one.
+// "train/acc (12), val/loss (12) ...": what a run has, for the error that it lacks one.
 std::string curves_of(store::Database& db, std::int64_t run_id) {
-  Query q(db, "SELECT split, name, COUNT(*) FROM run_curves WHERE run_id = ?1 GROUP BY split, name ORDER BY split, name");
-  q.bind(1, run_id);
+  std::map<std::pair<std::string, std::string>, std::int64_t> counts;  // (split, name) -> points
+  for (const auto& p : db.curve(run_id)) ++counts[{p.split, p.name}];
   std::string list;
-  while (q.step())
-    list += (list.empty() ? "" : ", ") + q.text(0) + "/" + q.text(1) + " (" + std::to_string(q.integer(2)) + ")";
+  for (const auto& [curve, n] : counts)
+    list += (list.empty() ? "" : ", ") + curve.first + "/" + curve.second + " (" + std::to_string(n) + ")";
   return list;
 }
 
@@ -85,22 +41,16 @@ std::vector<RunCurve> read_run_curves(store::Database& db, const std::vector<std
   std::set<std::int64_t> seen;
   for (const std::int64_t id : run_ids) {
     if (!seen.insert(id).second) continue;
-    Query who(db, "SELECT r.id, r.job_id, j.method, j.dataset, j.seed, r.status FROM runs AS r "
-                  "JOIN jobs AS j ON j.id = r.job_id WHERE r.id = ?1");
-    who.bind(1, id);
-    if (!who.step()) throw std::runtime_error("no run " + std::to_string(id) + " in " + db.path());
+    const auto who = db.run_summary(id);
+    if (!who) throw std::runtime_error("no run " + std::to_string(id) + " in " + db.path());
     RunCurve run;
-    run.run_id = who.integer(0);
-    run.job_id = who.integer(1);
-    run.method = who.text(2);
-    run.dataset = who.text(3);
-    run.seed = who.integer(4);
-    run.status = who.text(5);
-
-    Query points(db, "SELECT step, wall_seconds, value FROM run_curves WHERE run_id = ?1 AND split = ?2 AND name = ?3 "
-                     "ORDER BY step");
-    points.bind(1, id).bind(2, split).bind(3, name);
-    while (points.step()) run.points.push_back({points.integer(0), points.real(1), points.real(2)});
+    run.run_id = who->run_id;
+    run.job_id = who->job_id;
+    run.method = who->method;
+    run.dataset = who->dataset;
+    run.seed = who->seed;
+    run.status = who->status;
+    for (const auto& p : db.curve(id, split, name)) run.points.push_back({p.step, p.wall_seconds, p.value});
     if (run.points.empty()) {
       const std::string has = curves_of(db, id);
       throw std::runtime_error("run " + std::to_string(id) + " (" + run.method + "/" + run.dataset + " seed " +

@@ -9,7 +9,6 @@
 #include <set>
 #include <stdexcept>
 
-#include <sqlite3.h>
 
 #include "attnlab/query.hpp"
 #include "results/compare.hpp"
@@ -55,43 +54,6 @@ std::vector<RunCurve> curves_that_exist(store::Database& db, const std::vector<s
       skipped.push_back(std::string(k.split) + " " + k.name + " of run " + std::to_string(id) + ": " + e.what());
     }
   }
-  return out;
-}
-
-// One experiment as enqueued: its name and the experiment file's text.
-struct ExperimentText {
-  std::int64_t id = 0;
-  std::string name, source_path, text;
-};
-
-// The experiments that own the given jobs, by id. Values bound, never spliced.
-std::vector<ExperimentText> experiments_of(store::Database& db, const std::vector<std::int64_t>& job_ids) {
-  std::string ids = "[";
-  for (std::size_t i = 0; i < job_ids.size(); ++i) ids += (i ? "," : "") + std::to_string(job_ids[i]);
-  ids += "]";
-  sqlite3_stmt* st = nullptr;
-  const char* sql =
-      "SELECT e.id, e.name, COALESCE(e.source_path, ''), e.config_text FROM experiments AS e "
-      "WHERE e.id IN (SELECT j.experiment_id FROM jobs AS j WHERE j.id IN (SELECT value FROM json_each(?1))) "
-      "ORDER BY e.id";
-  auto fail = [&]() -> void {
-    const std::string what = sqlite3_errmsg(db.handle());
-    sqlite3_finalize(st);
-    throw std::runtime_error(db.path() + ": reading the experiments: " + what);
-  };
-  if (sqlite3_prepare_v2(db.handle(), sql, -1, &st, nullptr) != SQLITE_OK) fail();
-  if (sqlite3_bind_text(st, 1, ids.c_str(), static_cast<int>(ids.size()), SQLITE_TRANSIENT) != SQLITE_OK) fail();
-  std::vector<ExperimentText> out;
-  int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    auto text = [&](int c) {
-      const auto* p = sqlite3_column_text(st, c);
-      return std::string(p ? reinterpret_cast<const char*>(p) : "");
-    };
-    out.push_back({sqlite3_column_int64(st, 0), text(1), text(2), text(3)});
-  }
-  if (rc != SQLITE_DONE) fail();
-  sqlite3_finalize(st);
   return out;
 }
 
@@ -176,17 +138,17 @@ class Report {
   // The experiment files as enqueued, each once: the settings every number below came from
   // (each job's resolved configuration: attnlab queue show JOB).
   void settings() {
-    const auto experiments = experiments_of(db_, job_ids_);
+    const auto experiments = db_.experiments_of_jobs(job_ids_);
     if (experiments.empty()) return;
     readme_ += "## Settings\n\nThe experiment files as they were enqueued (each job's resolved configuration: "
                "`attnlab queue show JOB`).\n\n";
     for (const auto& e : experiments) {
       const std::string file = "settings/" + std::to_string(e.id) + "-" + file_safe(e.name) + ".toml";
-      put(file, e.text);
-      const std::string fence = fence_for(e.text);
+      put(file, e.config_text);
+      const std::string fence = fence_for(e.config_text);
       readme_ += "### " + e.name + " ([" + file + "](" + file + ")" +
                  (e.source_path.empty() ? "" : ", from `" + e.source_path + "`") + ")\n\n" + fence + "toml\n" +
-                 e.text + (e.text.empty() || e.text.back() == '\n' ? "" : "\n") + fence + "\n\n";
+                 e.config_text + (e.config_text.empty() || e.config_text.back() == '\n' ? "" : "\n") + fence + "\n\n";
     }
   }
 

@@ -136,6 +136,20 @@ std::optional<std::int64_t> Database::find_experiment(const std::string& name, c
   return st.column_int64(0);
 }
 
+std::vector<ExperimentFile> Database::experiments_of_jobs(const std::vector<std::int64_t>& job_ids) {
+  std::string ids = "[";  // one bound JSON array, read by json_each: no id is spliced into the SQL
+  for (std::size_t i = 0; i < job_ids.size(); ++i) ids += (i ? "," : "") + std::to_string(job_ids[i]);
+  ids += "]";
+  sql::Statement st(db_, path_,
+                    "SELECT e.id, e.name, COALESCE(e.source_path, ''), e.config_text FROM experiments AS e "
+                    "WHERE e.id IN (SELECT j.experiment_id FROM jobs AS j WHERE j.id IN (SELECT value FROM json_each(?1))) "
+                    "ORDER BY e.id");
+  st.bind(1, ids);
+  std::vector<ExperimentFile> out;
+  while (st.step()) out.push_back({st.column_int64(0), st.column_text(1), st.column_text(2), st.column_text(3)});
+  return out;
+}
+
 AddedJob Database::add_job(const JobSpec& spec) {
   sql::Transaction tx(db_, path_);
   AddedJob added;

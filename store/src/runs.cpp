@@ -197,18 +197,32 @@ std::optional<std::int64_t> Database::latest_run_of_job(std::int64_t job_id) {
 }
 
 std::vector<RunSummary> Database::run_summaries(std::optional<std::int64_t> experiment_id) {
+  return summaries(experiment_id, std::nullopt);
+}
+
+std::optional<RunSummary> Database::run_summary(std::int64_t run_id) {
+  auto found = summaries(std::nullopt, run_id);
+  if (found.empty()) return std::nullopt;
+  return std::move(found.front());
+}
+
+std::vector<RunSummary> Database::summaries(std::optional<std::int64_t> experiment_id, std::optional<std::int64_t> run_id) {
   // One statement (one consistent snapshot): a run's row repeats once per result, results in name order.
-  // ?1 is NULL for "all experiments".
+  // ?1 is NULL for "all experiments", ?2 for "all runs".
   sql::Statement st(db_, path_,
                     "SELECT r.id, r.job_id, e.name, j.method, j.dataset, j.seed, r.attempt, r.status, r.device, "
                     "r.error, r.started_at, r.finished_at, res.name, res.value "
                     "FROM runs r JOIN jobs j ON j.id = r.job_id JOIN experiments e ON e.id = j.experiment_id "
                     "LEFT JOIN results res ON res.run_id = r.id "
-                    "WHERE ?1 IS NULL OR j.experiment_id = ?1 ORDER BY r.id, res.name");
+                    "WHERE (?1 IS NULL OR j.experiment_id = ?1) AND (?2 IS NULL OR r.id = ?2) ORDER BY r.id, res.name");
   if (experiment_id)
     st.bind(1, *experiment_id);
   else
     st.bind_null(1);
+  if (run_id)
+    st.bind(2, *run_id);
+  else
+    st.bind_null(2);
   std::vector<RunSummary> out;
   while (st.step()) {
     const std::int64_t run_id = st.column_int64(0);
@@ -246,6 +260,26 @@ std::vector<CurvePoint> Database::curve(std::int64_t run_id) {
     p.name = st.column_text(2);
     p.value = st.column_double(3);
     p.wall_seconds = st.column_double(4);
+    points.push_back(std::move(p));
+  }
+  return points;
+}
+
+std::vector<CurvePoint> Database::curve(std::int64_t run_id, const std::string& split, const std::string& name) {
+  sql::Statement st(db_, path_,
+                    "SELECT step, value, wall_seconds FROM curves WHERE run_id = ?1 AND split = ?2 AND name = ?3 "
+                    "ORDER BY step");
+  st.bind(1, run_id);
+  st.bind(2, split);
+  st.bind(3, name);
+  std::vector<CurvePoint> points;
+  while (st.step()) {
+    CurvePoint p;
+    p.step = st.column_int64(0);
+    p.split = split;
+    p.name = name;
+    p.value = st.column_double(1);
+    p.wall_seconds = st.column_double(2);
     points.push_back(std::move(p));
   }
   return points;

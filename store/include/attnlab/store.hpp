@@ -154,6 +154,12 @@ struct CurvePoint {
   double wall_seconds = 0;
 };
 
+// An experiment file as it was enqueued.
+struct ExperimentFile {
+  std::int64_t id = 0;
+  std::string name, source_path, config_text;
+};
+
 // One run with its job and its final results, as `attnlab results` prints it.
 struct RunSummary {
   std::int64_t run_id = 0;
@@ -242,6 +248,8 @@ class Database {
                               const std::string& config_text);
   // The oldest experiment with this name and text (an experiment file enqueued again), if any.
   std::optional<std::int64_t> find_experiment(const std::string& name, const std::string& config_text);
+  // The experiments (as enqueued: name, file, text) that own any of these jobs, by id.
+  std::vector<ExperimentFile> experiments_of_jobs(const std::vector<std::int64_t>& job_ids);
   // Inserts the job, or finds the existing one with the same config_hash.
   AddedJob add_job(const JobSpec& spec);
   Job job(std::int64_t job_id);
@@ -333,7 +341,9 @@ class Database {
   std::optional<std::int64_t> latest_run_of_job(std::int64_t job_id);
 
   std::vector<RunSummary> run_summaries(std::optional<std::int64_t> experiment_id = std::nullopt);
-  std::vector<CurvePoint> curve(std::int64_t run_id);
+  std::optional<RunSummary> run_summary(std::int64_t run_id);  // std::nullopt: no such run
+  std::vector<CurvePoint> curve(std::int64_t run_id);  // every curve of the run, by split, name, step
+  std::vector<CurvePoint> curve(std::int64_t run_id, const std::string& split, const std::string& name);  // by step
   std::vector<PluginFile> run_plugins(std::int64_t run_id);
   // The configuration a run's job ran with, and its checkpoint ("" if none).
   std::string checkpoint_of_run(std::int64_t run_id);
@@ -348,6 +358,7 @@ class Database {
 
  private:
   void open(Open mode, const std::string& uri_query);  // sqlite3_open_v2 + configure; db_ null on failure
+  std::vector<RunSummary> summaries(std::optional<std::int64_t> experiment_id, std::optional<std::int64_t> run_id);
 
   std::string path_;
   sqlite3* db_ = nullptr;

@@ -1,0 +1,169 @@
+// attnlab curves RUN... : training curves of stored runs (or their mean over seeds per method and
+// dataset) as CSV (or another grid format) on stdout or in a file, or as a PNG/SVG picture drawn
+// by gnuplot with its data file and script next to it (results/curves.hpp, results/plot.hpp).
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "attnlab/query.hpp"
+#include "attnlab/store.hpp"
+#include "cli/cli_options.hpp"
+#include "cli/commands.hpp"
+#include "results/curves.hpp"
+#include "results/formats.hpp"
+#include "results/plot.hpp"
+
+namespace attnlab {
+namespace {
+
+std::vector<std::int64_t> run_ids(const std::vector<std::string>& words) {
+  std::vector<std::int64_t> ids;
+  for (const auto& w : words) {
+    std::size_t used = 0;
+    long long id = 0;
+    try {
+      id = std::stoll(w, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != w.size() || id <= 0) throw std::runtime_error("curves: '" + w + "' is not a run id");
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+// The runs that count for the jobs every --where expression selects; jobs without one yet
+// (queued, running, cancelled) are left out, and said so on stderr.
+std::vector<std::int64_t> counting_runs(store::Database& db, const std::vector<std::string>& where) {
+  store::Selection selection;
+  selection.where = where;
+  const auto jobs = store::select_jobs(db, selection);
+  std::string expressions;
+  for (const auto& w : where) expressions += (expressions.empty() ? "'" : " AND '") + w + "'";
+  if (jobs.empty()) throw std::runtime_error("curves: no job in " + db.path() + " matches --where " + expressions);
+  std::vector<std::int64_t> ids;
+  std::size_t without = 0;
+  for (const auto& job : jobs) {
+    if (job.run_id) ids.push_back(job.run_id);
+    else ++without;
+  }
+  if (ids.empty())
+    throw std::runtime_error("curves: the " + std::to_string(jobs.size()) + " job(s) matching --where " + expressions +
+                             " have no run that counts yet (none ended)");
+  if (without)
+    std::cerr << "attnlab: curves: " << without << " matching job(s) with no run that counts yet left out\n";
+  return ids;
+}
+
+// What --format and -o ask for: a picture format, or a grid format. Without --format an -o
+// ending in .png or .svg means that picture; anything else is CSV.
+struct Output {
+  bool picture = false;
+  results::PictureFormat picture_format = results::PictureFormat::png;
+  results::Format grid_format = results::Format::csv;
+};
+
+Output output_of(const po::variables_map& vm) {
+  std::string word = vm.count("format") ? vm["format"].as<std::string>() : "";
+  if (word.empty() && vm.count("output")) {
+    const std::string extension = std::filesystem::path(vm["output"].as<std::string>()).extension().string();
+    if (extension == ".png" || extension == ".svg") word = extension.substr(1);
+  }
+  if (word.empty()) word = "csv";
+  Output out;
+  if (word == "png" || word == "svg") {
+    out.picture = true;
+    out.picture_format = results::parse_picture_format(word);
+    if (!vm.count("output")) throw std::runtime_error("curves: --format " + word + " needs -o FILE (the picture)");
+    return out;
+  }
+  try {
+    out.grid_format = results::parse_format(word);
+  } catch (const std::invalid_argument&) {
+    throw std::runtime_error("curves: unknown --format '" + word + "' (csv, png, svg, table, json or markdown)");
+  }
+  return out;
+}
+
+}  // namespace
+
+int cmd_curves(const Args& args) {
+  po::options_description options(
+      "attnlab curves RUN... [options]: training curves of runs, or their mean over seeds, as CSV or a picture");
+  options.add_options()
+      ("run", po::value<std::vector<std::string>>()->composing(), "run id (repeatable)")
+      ("db", po::value<std::string>()->default_value("attnlab.db"), "results database")
+      ("where", po::value<std::vector<std::string>>()->composing(),
+       "also the counting runs of the jobs matching this filter (repeatable, all must hold; see attnlab results)")
+      ("metric", po::value<std::string>()->default_value("loss"), "curve name: loss, acc, lr, ...")
+      ("split", po::value<std::string>()->default_value("val"), "train, val or test")
+      ("x", po::value<std::string>()->default_value("step"), "x axis: step, or time (wall-clock seconds)")
+      ("mean", "the mean over seeds per method and dataset, with min, max and std (drawn as mean ± std)")
+      ("format", po::value<std::string>(), "csv, png, svg, table, json or markdown (default: csv, or png/svg when -o ends so)")
+      ("output,o", po::value<std::string>(), "file to write (a picture needs one; its .dat and .gp go next to it)")
+      ("title", po::value<std::string>()->default_value(""), "picture title (default: names the curve)")
+      ("help,h", "this help");
+  po::positional_options_description positional;
+  positional.add("run", -1);
+  const auto vm = parse_command_line("curves", args, options, positional);
+  if (vm.count("help")) return std::cout << options, 0;
+
+  const std::vector<std::string> where = option_values(vm, "where");
+  std::vector<std::int64_t> ids = run_ids(option_values(vm, "run"));
+  if (ids.empty() && where.empty()) throw std::runtime_error("curves: name the runs (RUN... or --where EXPR)");
+  const Output output = output_of(vm);
+  results::CurveX x;
+  try {
+    x = results::parse_curve_x(vm["x"].as<std::string>());
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(std::string("curves: --x: ") + e.what());
+  }
+  const std::string split = vm["split"].as<std::string>(), metric = vm["metric"].as<std::string>();
+  const bool mean = vm.count("mean") > 0;
+
+  store::Database db(existing_database(vm["db"].as<std::string>()), store::Database::Open::read_only);
+  if (!where.empty()) {
+    try {
+      for (const auto id : counting_runs(db, where)) ids.push_back(id);
+    } catch (const store::QueryError& e) {
+      throw std::runtime_error(std::string("curves: ") + e.what());
+    }
+  }
+  std::vector<results::RunCurve> runs;
+  std::vector<results::MeanCurve> means;
+  try {
+    runs = results::read_run_curves(db, ids, split, metric);
+    if (mean) means = results::mean_over_seeds(runs);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(std::string("curves: ") + e.what());
+  }
+
+  const std::string title = vm["title"].as<std::string>();
+  if (output.picture) {
+    const std::string out = vm["output"].as<std::string>();
+    const results::Plot plot = mean ? results::mean_curves_plot(means, split, metric, x, title)
+                                    : results::run_curves_plot(runs, split, metric, x, title);
+    try {
+      results::draw(plot, out, output.picture_format);
+    } catch (const std::runtime_error& e) {
+      throw std::runtime_error(std::string("curves: ") + e.what());
+    }
+    std::cout << "wrote " << out << " (" << plot.series.size() << (mean ? " group(s)" : " run(s)") << "; data "
+              << results::data_path_for(out) << ", script " << results::script_path_for(out) << ")\n";
+    return 0;
+  }
+
+  const results::Grid grid = mean ? results::mean_curves_grid(means) : results::run_curves_grid(runs);
+  const std::string text = results::render(grid, output.grid_format);
+  if (!vm.count("output")) return std::cout << text, 0;
+  const std::string out = vm["output"].as<std::string>();
+  std::ofstream file(out, std::ios::binary | std::ios::trunc);
+  if (file) file << text;
+  if (file) file.close();
+  if (!file) throw std::runtime_error("curves: cannot write " + out);
+  std::cout << "wrote " << out << " (" << grid.rows.size() << " rows)\n";
+  return 0;
+}
+
+}  // namespace attnlab

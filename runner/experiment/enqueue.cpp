@@ -1,0 +1,137 @@
+#include "experiment/cache_dir.hpp"
+#include "experiment/enqueue.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <iostream>
+#include <set>
+
+#include "experiment/data_budget.hpp"
+
+namespace attnlab {
+namespace fs = std::filesystem;
+namespace {
+
+// Each dataset configuration once: a plugin may refuse its parameters (a missing folder, say), its
+// size may be past the bound, and loading its splits finds a malformed file. Each split is dropped
+// once checked; what stays is the token cache the jobs will hit.
+void check_datasets(const std::string& path, const Experiment& experiment, const PluginRegistry& registry,
+                    const std::string& cache_dir, const DataCheck& check) {
+  std::set<std::string> checked;
+  const DatasetContext context{dataset_cache_dir(cache_dir)};
+  for (const auto& job : experiment.jobs) {
+    const std::string key = job.dataset + "\n" + job.config_toml.substr(job.config_toml.find("[datasets"));
+    if (!checked.insert(key).second) continue;
+    try {
+      const auto dataset = registry.find(PluginKind::dataset, job.dataset)->make_dataset(context, job.dataset_params);
+      const TaskInfo task = dataset->info();
+      if (!check.force) check_data_size(job.dataset, *dataset, task, context.cache_dir);
+      if (check.load)
+        for (const Split split : {Split::train, Split::val, Split::test}) load_checked(job.dataset, *dataset, split);
+    } catch (const std::exception& e) {
+      throw ConfigError(path + ": [datasets." + job.dataset + "] " + e.what());
+    }
+  }
+}
+
+std::string count(std::int64_t n, const char* what) { return std::to_string(n) + " " + what; }
+
+std::string short_hash(const std::string& sha256) { return sha256.substr(0, 16); }
+
+// A job that is done with a plugin file other than the one loaded now is not "already done": its
+// result belongs to other code. Refused (nothing stored) unless rerun; one line names the first
+// such plugin, its old and new hash, and how many jobs it concerns.
+void refuse_changed_plugins(const Experiment& experiment, const PluginRegistry& registry, store::Database& db) {
+  std::string first;
+  std::int64_t changed = 0;
+  for (const auto& job : experiment.jobs) {
+    const auto stored = db.job_by_hash(job.config_hash);
+    if (!stored || stored->state != "done") continue;
+    const auto run = db.counting_run(stored->id);
+    if (!run) continue;
+    for (const auto& before : db.run_plugins(*run)) {
+      const PluginKind kind = before.kind == "dataset" ? PluginKind::dataset : PluginKind::attention;
+      const LoadedPlugin* now = registry.find(kind, before.name);
+      if (!now || now->sha256 == before.sha256) continue;
+      if (changed++ == 0)
+        first = "job " + std::to_string(stored->id) + " (" + job.method + "/" + job.dataset + " seed " +
+                std::to_string(job.seed) + ") is done with " + before.kind + " plugin '" + before.name + "' " +
+                before.version + " sha256 " + short_hash(before.sha256) + " (run " + std::to_string(*run) + ", " +
+                before.path + "), but " + now->path + " is now " + now->info->version + " sha256 " +
+                short_hash(now->sha256);
+      break;
+    }
+  }
+  if (changed == 0) return;
+  throw ConfigError(experiment.source_path + ": " + first +
+                    (changed > 1 ? " (and " + std::to_string(changed - 1) + " more done job(s) like it)" : "") +
+                    "; nothing queued: --rerun runs the file's ended jobs again with the plugins loaded now");
+}
+
+// The folders of the job's two plugin files, so that whichever worker claims it searches them first.
+std::vector<std::string> plugin_folders(const JobPlan& job, const PluginRegistry& registry) {
+  std::vector<std::string> folders;
+  for (const auto* plugin : {registry.find(PluginKind::attention, job.method), registry.find(PluginKind::dataset, job.dataset)}) {
+    if (!plugin) continue;
+    const std::string folder = fs::path(plugin->path).parent_path().string();
+    if (std::find(folders.begin(), folders.end(), folder) == folders.end()) folders.push_back(folder);
+  }
+  return folders;
+}
+
+}  // namespace
+
+Experiment check_experiment(const std::string& toml_path, const PluginRegistry& registry, const std::string& cache_dir,
+                            const DataCheck& check) {
+  Experiment experiment = load_experiment(toml_path, registry);
+  for (const auto& warning : experiment.warnings) std::cerr << "attnlab: warning: " << warning << "\n";
+  check_datasets(toml_path, experiment, registry, cache_dir, check);
+  return experiment;
+}
+
+EnqueueReport enqueue_checked(const Experiment& experiment, const PluginRegistry& registry, store::Database& db,
+                              bool rerun) {
+  if (!rerun) refuse_changed_plugins(experiment, registry, db);
+  EnqueueReport report;
+  report.experiment = experiment.name;
+  const auto known = db.find_experiment(experiment.name, experiment.source_text);
+  report.experiment_id =
+      known ? *known : db.add_experiment(experiment.name, experiment.source_path, experiment.source_text);
+  for (const auto& job : experiment.jobs) {
+    const store::JobSpec spec{report.experiment_id, job.method,      job.dataset, job.seed,
+                              job.config_toml,      job.config_hash, job.flat,    plugin_folders(job, registry)};
+    const store::AddedJob added = db.add_job(spec);
+    report.job_ids.push_back(added.job_id);
+    if (!added.existed) {
+      ++report.added;
+    } else if (added.state == "queued" || added.state == "running" || added.state == "submitted") {
+      ++report.already_queued;
+    } else if (rerun) {
+      db.requeue_job(added.job_id);
+      ++report.requeued;
+    } else if (added.state == "done") {
+      ++report.already_done;
+    } else {
+      ++report.left_alone;
+    }
+  }
+  return report;
+}
+
+EnqueueReport enqueue_experiment(const std::string& toml_path, const PluginRegistry& registry, store::Database& db,
+                                 const std::string& cache_dir, bool rerun, const DataCheck& check) {
+  return enqueue_checked(check_experiment(toml_path, registry, cache_dir, check), registry, db, rerun);
+}
+
+std::string describe(const EnqueueReport& r) {
+  std::string line = "experiment '" + r.experiment + "': " + count(static_cast<std::int64_t>(r.job_ids.size()), "job(s)") +
+                     ": " + count(r.added, "added");
+  if (r.requeued) line += ", " + count(r.requeued, "queued again");
+  line += ", " + count(r.already_queued, "already queued or running");
+  line += ", " + count(r.already_done, "already done");
+  if (r.left_alone) line += ", " + count(r.left_alone, "ended failed/diverged/oom/blocked/cancelled");
+  if (r.already_done || r.left_alone) line += " (--rerun runs them again)";
+  return line;
+}
+
+}  // namespace attnlab

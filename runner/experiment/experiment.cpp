@@ -1,0 +1,351 @@
+#include "experiment/experiment.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <toml++/toml.h>
+
+#include "attnlab/train/config.hpp"
+#include "plugin_host/hashing.hpp"
+
+namespace attnlab {
+namespace {
+
+// Where an error points: FILE:LINE: [section] key: problem
+struct Place {
+  const std::string& file;
+  std::string section;
+};
+
+[[noreturn]] void fail(const Place& at, std::uint32_t line, const std::string& key, const std::string& problem) {
+  std::string out = at.file;
+  if (line > 0) out += ":" + std::to_string(line);
+  out += ": ";
+  if (!at.section.empty()) out += "[" + at.section + "] ";
+  if (!key.empty()) out += key + ": ";
+  throw ConfigError(out + problem);
+}
+
+std::uint32_t line_of(const toml::node& node) { return node.source().begin.line; }
+
+std::string known_keys(const ParamSpec* specs, std::size_t count, const std::vector<std::string>& extra = {}) {
+  std::string out;
+  for (std::size_t i = 0; i < count; ++i) out += (out.empty() ? "" : ", ") + std::string(specs[i].name);
+  for (const auto& e : extra) out += (out.empty() ? "" : ", ") + e;
+  return out.empty() ? "none" : out;
+}
+
+// A TOML scalar as a ParamValue; anything else (array, table, date) is refused.
+bool scalar_value(const toml::node& node, ParamValue& out) {
+  if (auto v = node.as_integer()) return out = v->get(), true;
+  if (auto v = node.as_floating_point()) return out = v->get(), true;
+  if (auto v = node.as_boolean()) return out = v->get(), true;
+  if (auto v = node.as_string()) return out = v->get(), true;
+  return false;
+}
+
+// Checks every key of `table` against the schema and applies it over `values`. Keys in `skip`
+// are sub-tables the caller handles.
+void apply_table(const toml::table& table, const ParamSpec* specs, std::size_t count, ParamValues& values,
+                 const Place& at, const std::string& owner, const std::vector<std::string>& skip = {}) {
+  for (const auto& [key, node] : table) {
+    const std::string name(key.str());
+    if (std::find(skip.begin(), skip.end(), name) != skip.end()) continue;
+    const auto line = key.source().begin.line ? key.source().begin.line : line_of(node);
+    const ParamSpec* spec = find_param(specs, count, name);
+    if (!spec) fail(at, line, name, "unknown key" + owner + " (known: " + known_keys(specs, count, skip) + ")");
+    ParamValue value;
+    if (!scalar_value(node, value)) fail(at, line, name, std::string("expected a ") + to_string(spec->type) + owner);
+    try {
+      values.set(name, check_param(*spec, value));
+    } catch (const ParamError& e) {
+      const std::string what = e.what();
+      fail(at, line, "", what + owner);  // ParamError messages start with the key
+    }
+  }
+}
+
+const toml::table* sub_table(const toml::table& parent, const std::string& name, const Place& at) {
+  const toml::node* node = parent.get(name);
+  if (!node) return nullptr;
+  if (!node->is_table()) fail(at, line_of(*node), name, "expected a table");
+  return node->as_table();
+}
+
+void add_section(toml::table& root, const std::string& path, const ParamValues& values,
+                 std::vector<std::pair<std::string, std::string>>& flat) {
+  toml::table section;
+  for (const auto& [key, value] : values.all()) {
+    std::visit([&](const auto& v) { section.insert_or_assign(key, v); }, value);
+    flat.push_back({path + "." + key, to_text(value)});
+  }
+  // "methods.softmax" -> [methods.softmax]
+  auto dot = path.find('.');
+  if (dot == std::string::npos) {
+    root.insert_or_assign(path, std::move(section));
+  } else {
+    auto outer = path.substr(0, dot);
+    if (!root.contains(outer)) root.insert_or_assign(outer, toml::table{});
+    root.get_as<toml::table>(outer)->insert_or_assign(path.substr(dot + 1), std::move(section));
+  }
+}
+
+void finish_plan(JobPlan& job) {
+  toml::table root;
+  root.insert_or_assign("method", job.method);
+  root.insert_or_assign("dataset", job.dataset);
+  root.insert_or_assign("seed", job.seed);
+  job.flat = {{"method", job.method}, {"dataset", job.dataset}, {"seed", std::to_string(job.seed)}};
+  add_section(root, "model", job.model, job.flat);
+  add_section(root, "train", job.train, job.flat);
+  add_section(root, "methods." + job.method, job.method_params, job.flat);
+  add_section(root, "datasets." + job.dataset, job.dataset_params, job.flat);
+  std::ostringstream text;
+  text << root << "\n";
+  job.config_toml = text.str();
+  // The identity leaves out what changes how a job runs but never its numbers (resume is exact):
+  // a new checkpoint cadence is the same job, not a new one.
+  toml::table identity = root;
+  identity.get_as<toml::table>("train")->erase("checkpoint_every");
+  std::ostringstream identity_text;
+  identity_text << identity << "\n";
+  job.config_hash = sha256_of_text(identity_text.str());
+}
+
+const LoadedPlugin& plugin_or_fail(const PluginRegistry& registry, PluginKind kind, const std::string& name,
+                                   const Place& at, std::uint32_t line) {
+  if (const auto* plugin = registry.find(kind, name)) return *plugin;
+  std::string found;
+  for (const auto& n : registry.names(kind)) found += (found.empty() ? "" : ", ") + n;
+  fail(at, line, "", std::string("no ") + to_string(kind) + " plugin named '" + name + "' (found: " +
+                          (found.empty() ? "none" : found) + ")");
+}
+
+toml::table parse_toml(const std::string& text, const std::string& where) {
+  try {
+    return toml::parse(text, where);
+  } catch (const toml::parse_error& e) {
+    const auto& begin = e.source().begin;
+    throw ConfigError(where + ":" + std::to_string(begin.line) + ":" + std::to_string(begin.column) +
+                      ": TOML syntax: " + std::string(e.description()));
+  }
+}
+
+// Checks that the resolved [model] and [train] sections hold together (head_dim 0 needs dim
+// divisible by heads; variance_passes is not 1).
+// Where the file sets `key` of [model] or [train] (`part`) for one (method, dataset): the most
+// specific table, as the overlay applies them. Line 0: not set, the default.
+struct Origin {
+  std::string section;
+  std::uint32_t line = 0;
+};
+Origin origin_of(const toml::table& root, const std::string& part, const std::string& method,
+                 const std::string& dataset, const std::string& key) {
+  if (const auto* n = root["methods"][method][part][key].node()) return {"methods." + method + "." + part, line_of(*n)};
+  if (const auto* n = root["datasets"][dataset][part][key].node()) return {"datasets." + dataset + "." + part, line_of(*n)};
+  if (const auto* n = root[part][key].node()) return {part, line_of(*n)};
+  return {part, 0};
+}
+
+// Checks across keys, each error naming the keys the user set and their lines.
+void check_model(const JobPlan& job, const toml::table& root, const Place& pair) {
+  auto origin = [&](const char* part, const std::string& key) { return origin_of(root, part, job.method, job.dataset, key); };
+  const auto heads = job.model.integer("heads"), dim = job.model.integer("dim");
+  if (job.model.integer("head_dim") == 0 && dim % heads != 0) {
+    const Origin h = origin("model", "heads"), d = origin("model", "dim");
+    const Origin& blamed = h.line || !d.line ? h : d;  // the one the user set; heads when both or neither
+    const Origin& other = &blamed == &h ? d : h;
+    const std::string other_key = &blamed == &h ? "dim" : "heads";
+    fail({pair.file, blamed.section}, blamed.line, &blamed == &h ? "heads" : "dim",
+         std::to_string(heads) + " heads do not divide dim = " + std::to_string(dim) + " ([" + other.section + "] " +
+             other_key + (other.line ? " at line " + std::to_string(other.line) : ": the default") +
+             "); make dim a multiple of heads, or set head_dim");
+  }
+  for (const char* part : {"model", "train"}) {
+    try {
+      part == std::string("model") ? (void)model_config_from(job.model) : (void)train_config_from(job.train);
+    } catch (const ParamError& e) {
+      // the message starts with the key ("variance_passes: ..."): point at the line that set it
+      const std::string what = e.what();
+      const Origin o = origin(part, what.substr(0, what.find(':')));
+      if (o.line) fail({pair.file, o.section}, o.line, "", what);
+      fail(pair, 0, "", what);
+    }
+  }
+}
+
+// A warm-up longer than the run: the learning rate never reaches lr. Allowed (a smoke test may
+// mean it), but never silent: one warning per distinct line, at the line that set warmup, else steps.
+void warn_long_warmup(const JobPlan& job, const toml::table& root, const std::string& path,
+                      std::vector<std::string>& warnings) {
+  const std::int64_t warmup = job.train.integer("warmup"), steps = job.train.integer("steps");
+  if (warmup <= steps) return;
+  Origin o = origin_of(root, "train", job.method, job.dataset, "warmup");
+  if (!o.line) o = origin_of(root, "train", job.method, job.dataset, "steps");
+  char peak[32];
+  std::snprintf(peak, sizeof peak, "%.3g%%", 100.0 * static_cast<double>(steps) / static_cast<double>(warmup));
+  const std::string warning = path + (o.line ? ":" + std::to_string(o.line) : "") + ": [" + o.section +
+                              "] warmup = " + std::to_string(warmup) + " is longer than steps = " + std::to_string(steps) +
+                              ": the learning rate never reaches lr (it peaks at " + peak + " of it)";
+  if (std::find(warnings.begin(), warnings.end(), warning) == warnings.end()) warnings.push_back(warning);
+}
+
+}  // namespace
+
+Experiment load_experiment(const std::string& path, const PluginRegistry& registry) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError(path + ": cannot read the experiment file");
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+
+  Experiment experiment;
+  experiment.source_path = path;
+  experiment.source_text = buffer.str();
+  const toml::table root = parse_toml(experiment.source_text, path);
+
+  for (const auto& [key, node] : root) {
+    const std::string name(key.str());
+    if (name != "experiment" && name != "model" && name != "train" && name != "methods" && name != "datasets")
+      fail({path, ""}, key.source().begin.line, name,
+           "unknown section (known: experiment, model, train, methods, datasets)");
+    if (!node.is_table()) fail({path, ""}, key.source().begin.line, name, "expected a table");
+  }
+
+  // [experiment]
+  experiment.name = std::filesystem::path(path).stem().string();
+  experiment.seeds = {1};
+  if (const auto* section = sub_table(root, "experiment", {path, ""})) {
+    const Place at{path, "experiment"};
+    for (const auto& [key, node] : *section) {
+      const std::string name(key.str());
+      const auto line = key.source().begin.line;
+      if (name == "name" || name == "description") {
+        if (!node.is_string()) fail(at, line, name, "expected a string");
+        (name == "name" ? experiment.name : experiment.description) = node.as_string()->get();
+      } else if (name == "seeds") {
+        const auto* seeds = node.as_array();
+        if (!seeds || seeds->empty()) fail(at, line, name, "expected a non-empty array of integers");
+        experiment.seeds.clear();
+        for (const auto& seed : *seeds) {
+          if (!seed.is_integer() || seed.as_integer()->get() < 0) fail(at, line, name, "seeds must be integers >= 0");
+          const std::int64_t value = seed.as_integer()->get();
+          // a repeated seed is the same job again, never a second sample
+          if (std::find(experiment.seeds.begin(), experiment.seeds.end(), value) != experiment.seeds.end())
+            fail(at, line_of(seed), name, std::to_string(value) + " is named twice");
+          experiment.seeds.push_back(value);
+        }
+      } else {
+        fail(at, line, name, "unknown key (known: name, description, seeds)");
+      }
+    }
+  }
+
+  // [model], [train]: core's schemas
+  ParamValues model = ParamValues::defaults(kModelParams, kModelParamCount);
+  ParamValues train = ParamValues::defaults(kTrainParams, kTrainParamCount);
+  if (const auto* t = sub_table(root, "model", {path, ""})) apply_table(*t, kModelParams, kModelParamCount, model, {path, "model"}, "");
+  if (const auto* t = sub_table(root, "train", {path, ""})) apply_table(*t, kTrainParams, kTrainParamCount, train, {path, "train"}, "");
+
+  // [methods.X] and [datasets.Y]: the plugins' schemas, plus per-plugin [.model]/[.train] overrides.
+  struct Entry {
+    std::string name;
+    ParamValues params, model, train;  // model/train: only the keys this table overrides
+  };
+  auto entries = [&](const char* kind_section, PluginKind kind) {
+    std::vector<Entry> out;
+    const auto* section = sub_table(root, kind_section, {path, ""});
+    if (!section || section->empty())
+      fail({path, ""}, 0, "", std::string("no [") + kind_section + ".NAME] table: name at least one " + to_string(kind) + " plugin");
+    // toml++ keeps a table's keys sorted by name; the jobs follow the file's order instead (the
+    // order the results tables and pictures then show).
+    std::vector<std::pair<const toml::key*, const toml::node*>> in_file_order;
+    for (const auto& [key, node] : *section) in_file_order.push_back({&key, &node});
+    std::stable_sort(in_file_order.begin(), in_file_order.end(), [](const auto& a, const auto& b) {
+      return a.first->source().begin < b.first->source().begin;
+    });
+    for (const auto& [key_ptr, node_ptr] : in_file_order) {
+      const toml::key& key = *key_ptr;
+      const toml::node& node = *node_ptr;
+      Entry entry{std::string(key.str()), {}, {}, {}};
+      const std::string where = std::string(kind_section) + "." + entry.name;
+      if (!node.is_table()) fail({path, ""}, key.source().begin.line, where, "expected a table");
+      const auto& plugin = plugin_or_fail(registry, kind, entry.name, {path, where}, key.source().begin.line);
+      entry.params = plugin.defaults();
+      const auto& table = *node.as_table();
+      const std::string owner = std::string(" (") + to_string(kind) + " plugin " + entry.name + ")";
+      apply_table(table, plugin.info->params, plugin.info->param_count, entry.params, {path, where}, owner, {"model", "train"});
+      if (const auto* t = sub_table(table, "model", {path, where}))
+        apply_table(*t, kModelParams, kModelParamCount, entry.model, {path, where + ".model"}, "");
+      if (const auto* t = sub_table(table, "train", {path, where}))
+        apply_table(*t, kTrainParams, kTrainParamCount, entry.train, {path, where + ".train"}, "");
+      out.push_back(std::move(entry));
+    }
+    return out;
+  };
+  const auto methods = entries("methods", PluginKind::attention);
+  const auto datasets = entries("datasets", PluginKind::dataset);
+
+  // Precedence: [model]/[train] < [datasets.Y.model] < [methods.X.model].
+  auto overlay = [](ParamValues base, const ParamValues& first, const ParamValues& second) {
+    for (const auto& [key, value] : first.all()) base.set(key, value);
+    for (const auto& [key, value] : second.all()) base.set(key, value);
+    return base;
+  };
+  for (const auto& method : methods) {
+    for (const auto& dataset : datasets) {
+      for (auto seed : experiment.seeds) {
+        JobPlan job;
+        job.method = method.name;
+        job.dataset = dataset.name;
+        job.seed = seed;
+        job.model = overlay(model, dataset.model, method.model);
+        job.train = overlay(train, dataset.train, method.train);
+        job.method_params = method.params;
+        job.dataset_params = dataset.params;
+        check_model(job, root, {path, "methods." + method.name + " x datasets." + dataset.name});
+        warn_long_warmup(job, root, path, experiment.warnings);
+        finish_plan(job);
+        experiment.jobs.push_back(std::move(job));
+      }
+    }
+  }
+  return experiment;
+}
+
+JobPlan parse_job_config(const std::string& config_toml, const std::string& where, const PluginRegistry& registry) {
+  const toml::table root = parse_toml(config_toml, where);
+  JobPlan job;
+  const Place top{where, ""};
+  auto text = [&](const char* key) -> std::string {
+    const auto* node = root.get(key);
+    if (!node || !node->is_string()) fail(top, 0, key, "missing");
+    return node->as_string()->get();
+  };
+  job.method = text("method");
+  job.dataset = text("dataset");
+  const auto* seed = root.get("seed");
+  if (!seed || !seed->is_integer()) fail(top, 0, "seed", "missing");
+  job.seed = seed->as_integer()->get();
+  job.model = ParamValues::defaults(kModelParams, kModelParamCount);
+  job.train = ParamValues::defaults(kTrainParams, kTrainParamCount);
+  if (const auto* t = sub_table(root, "model", top)) apply_table(*t, kModelParams, kModelParamCount, job.model, {where, "model"}, "");
+  if (const auto* t = sub_table(root, "train", top)) apply_table(*t, kTrainParams, kTrainParamCount, job.train, {where, "train"}, "");
+  const auto& method = plugin_or_fail(registry, PluginKind::attention, job.method, top, 0);
+  const auto& dataset = plugin_or_fail(registry, PluginKind::dataset, job.dataset, top, 0);
+  job.method_params = method.defaults();
+  job.dataset_params = dataset.defaults();
+  if (const auto* methods = sub_table(root, "methods", top))
+    if (const auto* t = sub_table(*methods, job.method, top))
+      apply_table(*t, method.info->params, method.info->param_count, job.method_params, {where, "methods." + job.method}, "");
+  if (const auto* datasets = sub_table(root, "datasets", top))
+    if (const auto* t = sub_table(*datasets, job.dataset, top))
+      apply_table(*t, dataset.info->params, dataset.info->param_count, job.dataset_params, {where, "datasets." + job.dataset}, "");
+  finish_plan(job);
+  return job;
+}
+
+}  // namespace attnlab

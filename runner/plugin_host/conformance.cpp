@@ -1,0 +1,584 @@
+#include "plugin_host/conformance.hpp"
+
+#include <stdlib.h>  // mkdtemp
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <c10/core/InferenceMode.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <optional>
+#include <iostream>
+#include <filesystem>
+#include <stdexcept>
+
+#include "attnlab/torch_compat.hpp"
+#include "cli/cli_options.hpp"
+#include "cli/commands.hpp"
+#include "attnlab/store.hpp"
+#include "queue/child_process.hpp"
+
+namespace attnlab {
+namespace {
+
+std::string figure(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", x);
+  return buf;
+}
+
+double max_diff(const at::Tensor& a, const at::Tensor& b) { return (a - b).abs().max().item<double>(); }
+
+std::string sizes_text(const at::Tensor& t) {
+  std::string s = "[";
+  for (auto d : t.sizes()) s += (s.size() > 1 ? ", " : "") + std::to_string(d);
+  return s + "]";
+}
+
+struct Inputs {
+  at::Tensor q, k, v, valid;
+};
+
+// B = 2 sequences of n positions; the second has `real` real tokens, the rest padding. Drawn on
+// the CPU from `seed` (the same numbers whatever the device), then moved.
+Inputs make_inputs(std::int64_t n, std::int64_t real, std::int64_t heads, std::int64_t dim, at::ScalarType dtype,
+                   std::uint64_t seed, const c10::Device& device) {
+  auto g = at::make_generator<at::CPUGeneratorImpl>(seed);
+  const auto opts = at::TensorOptions().dtype(dtype);
+  Inputs in;
+  in.q = (at::randn({2, heads, n, dim}, g, opts) * 0.5).to(device);
+  in.k = (at::randn({2, heads, n, dim}, g, opts) * 0.5).to(device);
+  in.v = at::randn({2, heads, n, dim}, g, opts).to(device);
+  auto valid = at::ones({2, n}, at::kBool);
+  valid[1].slice(0, real, n).fill_(false);
+  in.valid = valid.to(device);
+  return in;
+}
+
+// Every default parses and lies within its bounds and choices; throws naming the first that does not.
+void check_defaults(const PluginInfo& info) {
+  for (std::size_t i = 0; i < info.param_count; ++i) {
+    const ParamSpec& spec = info.params[i];
+    try {
+      check_param(spec, parse_param(spec, spec.default_value));
+    } catch (const std::exception& e) {
+      throw std::runtime_error(std::string("default of ") + spec.name + ": " + e.what());
+    }
+  }
+}
+
+class AttentionChecks {
+ public:
+  AttentionChecks(const LoadedPlugin& plugin, const c10::Device& device) : plugin_(plugin), device_(device) {}
+
+  CheckResult run(const std::string& check) {
+    result_ = {check, true, "", ""};
+    if (check == "parameters") parameters();
+    else if (check == "shape and dtype") shape_and_dtype();
+    else if (check == "padding invariance") padding_invariance();
+    else if (check == "gradients") gradients();
+    else if (check == "seeded determinism") seeded_determinism();
+    else if (check == "large inputs") large_inputs();
+    else if (check == "batch independence") batch_independence();
+    else throw std::invalid_argument("no conformance check named '" + check + "'");
+    return result_;
+  }
+
+ private:
+  void fail(const std::string& what) {
+    if (result_.passed) result_.failure = what;  // the first failure says where
+    result_.passed = false;
+  }
+
+  std::shared_ptr<AttentionMethod> make(const AttentionShape& shape, const ParamValues& params) const {
+    at::manual_seed(0);  // methods with weights of their own (Nyströmformer's conv) start alike
+    auto m = plugin_.make_attention(shape, params);
+    m->to(device_);
+    m->eval();  // no dropout: the checks compare exact outputs
+    return m;
+  }
+  std::shared_ptr<AttentionMethod> make(const AttentionShape& shape) const { return make(shape, plugin_.defaults()); }
+
+  // Forward with the method's randomness drawn from a generator seeded with `seed`, so that two
+  // calls with the same seed see the same landmarks or features.
+  static at::Tensor forward(AttentionMethod& m, const Inputs& in, std::uint64_t seed = 5) {
+    auto g = at::make_generator<at::CPUGeneratorImpl>(seed);
+    if (m.stochastic()) m.redraw(g);
+    return m.forward(in.q, in.k, in.v, in.valid);
+  }
+
+  // Every default parses and lies within its bounds and choices; the method builds from them.
+  void parameters() {
+    try {
+      check_defaults(*plugin_.info);
+    } catch (const std::exception& e) {
+      fail(e.what());
+    }
+    make({2, 8, 24});
+    result_.figure = std::to_string(plugin_.info->param_count) + " parameter(s), defaults within their bounds";
+  }
+
+  void shape_and_dtype() {
+    for (auto dtype : {at::kFloat, at::kDouble}) {
+      const auto in = make_inputs(24, 17, 2, 8, dtype, 1, device_);
+      auto m = make({2, 8, 24});
+      c10::InferenceMode guard;
+      const auto out = forward(*m, in);
+      const std::string type = dtype == at::kFloat ? "float" : "double";
+      if (out.sizes() != in.q.sizes()) fail(type + ": output " + sizes_text(out) + " for q " + sizes_text(in.q));
+      else if (out.scalar_type() != dtype) fail(type + " in, " + c10::toString(out.scalar_type()) + " out");
+      else if (!out[0].isfinite().all().item<bool>() || !out[1].slice(1, 0, 17).isfinite().all().item<bool>())
+        fail(type + ": a real token's output is not finite");
+    }
+    result_.figure = "[2, 2, 24, 8] in float and double";
+  }
+
+  void padding_invariance() {
+    const std::int64_t n = 24, real = 13;
+    const auto in = make_inputs(n, real, 2, 8, at::kDouble, 2, device_);
+    auto m = make({2, 8, n});
+    c10::InferenceMode guard;
+    const auto base = forward(*m, in)[1].slice(1, 0, real);
+    // whatever sits at padded positions (queries, keys and values) must not matter
+    Inputs garbage{in.q.clone(), in.k.clone(), in.v.clone(), in.valid};
+    for (auto* t : {&garbage.q, &garbage.k, &garbage.v}) (*t)[1].slice(1, real, n).normal_().mul_(50);
+    const auto with_garbage = forward(*m, garbage)[1].slice(1, 0, real);
+    // and a padded sequence gives what it gives alone (the same model: max_len is the task's)
+    Inputs alone{in.q[1].slice(1, 0, real).unsqueeze(0), in.k[1].slice(1, 0, real).unsqueeze(0),
+                 in.v[1].slice(1, 0, real).unsqueeze(0), at::ones({1, real}, in.valid.options())};
+    const auto by_itself = forward(*make({2, 8, n}), alone)[0];
+    const double garbage_change = max_diff(with_garbage, base), alone_change = max_diff(by_itself, base);
+    if (!at::allclose(with_garbage, base, 1e-9, 1e-10))
+      fail("garbage at the padded positions changed real tokens' outputs by up to " + figure(garbage_change));
+    if (!at::allclose(by_itself, base, 1e-7, 1e-9))
+      fail("the padded sequence differs from the same sequence alone by up to " + figure(alone_change));
+    result_.figure = "max change " + figure(garbage_change) + " (garbage at padding), " + figure(alone_change) +
+                     " (sequence alone)";
+  }
+
+  // d loss / d q, k, v against central differences, in double (every third coordinate).
+  void gradients() {
+    const std::int64_t n = 6, dim = 4;
+    const auto in = make_inputs(n, 4, 1, dim, at::kDouble, 3, device_);
+    auto m = make({1, dim, n});
+    auto g = at::make_generator<at::CPUGeneratorImpl>(7);
+    auto weights = at::randn({2, 1, n, dim}, g, at::kDouble);
+    weights[1].slice(1, 4, n).zero_();  // padded query rows are unspecified: leave them out of the loss
+    weights = weights.to(device_);
+    auto loss_of = [&](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+      return (forward(*m, {q, k, v, in.valid}) * weights).sum();
+    };
+    auto q = in.q.clone().requires_grad_(true), k = in.k.clone().requires_grad_(true), v = in.v.clone().requires_grad_(true);
+    loss_of(q, k, v).backward();
+    const double eps = 1e-6;
+    double worst = 0;
+    const std::pair<const char*, at::Tensor> analytic[] = {{"q", q.grad()}, {"k", k.grad()}, {"v", v.grad()}};
+    c10::InferenceMode guard;
+    for (int which = 0; which < 3; ++which) {
+      const auto& [name, grad] = analytic[which];
+      if (!grad.defined() || grad.abs().sum().item<double>() == 0) {
+        fail(std::string("no gradient reaches ") + name + " (a detached path?)");
+        continue;
+      }
+      const at::Tensor& point = which == 0 ? in.q : which == 1 ? in.k : in.v;
+      for (std::int64_t i = 0; i < point.numel(); i += 3) {
+        at::Tensor moved[2] = {point.clone(), point.clone()};
+        moved[0].view(-1)[i] += eps;
+        moved[1].view(-1)[i] -= eps;
+        double loss[2];
+        for (int s = 0; s < 2; ++s)
+          loss[s] = (which == 0   ? loss_of(moved[s], in.k, in.v)
+                     : which == 1 ? loss_of(in.q, moved[s], in.v)
+                                  : loss_of(in.q, in.k, moved[s]))
+                        .item<double>();
+        const double numeric = (loss[0] - loss[1]) / (2 * eps), got = grad.view(-1)[i].item<double>();
+        const double error = std::abs(got - numeric) / std::max(1.0, std::abs(numeric));
+        worst = std::max(worst, error);
+        if (error > 1e-5)
+          fail(std::string("d loss / d ") + name + "[" + std::to_string(i) + "]: " + figure(got) +
+               " by backward, " + figure(numeric) + " by finite differences");
+      }
+    }
+    result_.figure = "max relative error " + figure(worst) + " (q, k, v in double)";
+  }
+
+  void seeded_determinism() {
+    const auto in = make_inputs(40, 40, 2, 8, at::kDouble, 4, device_);
+    ParamValues params = plugin_.defaults();
+    // fewer landmarks/features than tokens, so that the draw matters
+    for (const char* name : {"landmarks", "features"})
+      if (params.has(name)) params.set(name, std::int64_t{8});
+    auto m = make({2, 8, 40}, params);
+    c10::InferenceMode guard;
+    const auto a = forward(*m, in, 11), b = forward(*m, in, 11);
+    if (!at::equal(a, b)) fail("the same seed gave outputs " + figure(max_diff(a, b)) + " apart");
+    if (!m->stochastic()) {
+      result_.figure = "same seed, same output (not stochastic)";
+      return;
+    }
+    const double change = max_diff(a, forward(*m, in, 12));
+    if (at::allclose(a, forward(*m, in, 12))) fail("stochastic, but a new seed drew nothing new (redraw ignores its generator?)");
+    result_.figure = "same seed, same output; a new seed changes it by up to " + figure(change);
+  }
+
+  // Large scores are where exponentials overflow: q and k entries of magnitude ~30 in float.
+  void large_inputs() {
+    auto in = make_inputs(24, 17, 2, 8, at::kFloat, 6, device_);
+    in.q = (in.q * 60).requires_grad_(true);  // make_inputs draws N(0, 0.5²): entries ~30
+    in.k = (in.k * 60).requires_grad_(true);
+    in.v = in.v.clone().requires_grad_(true);
+    auto m = make({2, 8, 24});
+    const auto out = forward(*m, in);
+    const auto real_out = at::cat({out[0], out[1].slice(1, 0, 17)}, 1);
+    if (!real_out.isfinite().all().item<bool>()) fail("outputs not finite at |q|, |k| ~ 30 (float)");
+    (out[0].sum() + out[1].slice(1, 0, 17).sum()).backward();
+    for (const auto& [name, t] : {std::pair<const char*, at::Tensor>{"q", in.q}, {"k", in.k}, {"v", in.v}})
+      if (t.grad().defined() && !t.grad().isfinite().all().item<bool>())  // none at all: "gradients" says so
+        fail(std::string("the gradient for ") + name + " is not finite at |q|, |k| ~ 30 (float)");
+    result_.figure = "finite outputs and gradients, max |q|, |k| " + figure(std::max(in.q.abs().max().item<double>(),
+                                                                                    in.k.abs().max().item<double>()));
+  }
+
+  // A sequence's output must not depend on the other sequences of its batch.
+  void batch_independence() {
+    const auto in = make_inputs(24, 24, 2, 8, at::kDouble, 8, device_);
+    const auto other = make_inputs(24, 24, 2, 8, at::kDouble, 9, device_);
+    Inputs swapped{in.q.clone(), in.k.clone(), in.v.clone(), in.valid};
+    swapped.q[1].copy_(other.q[1]);
+    swapped.k[1].copy_(other.k[1]);
+    swapped.v[1].copy_(other.v[1]);
+    auto m = make({2, 8, 24});
+    c10::InferenceMode guard;
+    const auto a = forward(*m, in)[0], b = forward(*m, swapped)[0];
+    const double change = max_diff(a, b);
+    if (!at::allclose(a, b, 1e-9, 1e-10))
+      fail("changing the other sequence of the batch changed this one's output by up to " + figure(change));
+    result_.figure = "max change " + figure(change) + " when the other sequence changes";
+  }
+
+  const LoadedPlugin& plugin_;
+  c10::Device device_;
+  CheckResult result_;
+};
+
+// A scratch folder for a dataset's caches, removed with everything in it.
+class ScratchFolder {
+ public:
+  ScratchFolder() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "attnlab-check-XXXXXX").string();
+    if (!mkdtemp(pattern.data())) throw std::runtime_error("check: cannot make a scratch folder in " + pattern);
+    path_ = pattern;
+  }
+  ~ScratchFolder() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string path(const std::string& name) const { return (std::filesystem::path(path_) / name).string(); }
+
+ private:
+  std::string path_;
+};
+
+const Split kSplits[] = {Split::train, Split::val, Split::test};
+
+// A value of `spec` that must be refused: one step past a bound, a word that is not a choice; or,
+// for free text, a path that does not exist. nullopt for a boolean (it has no bad value).
+std::optional<ParamValue> bad_value(const ParamSpec& spec) {
+  constexpr double kUnbounded = 1e300;
+  switch (spec.type) {
+    case ParamType::integer:
+    case ParamType::real: {
+      const bool above = spec.max_value < kUnbounded;
+      if (!above && spec.min_value <= -kUnbounded) return std::nullopt;
+      const double bound = above ? spec.max_value : spec.min_value;
+      const double past = bound + (above ? 1 : -1) * std::max(1.0, std::abs(bound));
+      if (spec.type == ParamType::integer) return ParamValue{static_cast<std::int64_t>(past)};
+      return ParamValue{past};
+    }
+    case ParamType::string:
+      return ParamValue{std::string(spec.choices ? "not-one-of-the-choices" : "/nonexistent/attnlab-check")};
+    default:
+      return std::nullopt;
+  }
+}
+
+// The one-line message of a refusal, or a throw saying why it is not one.
+std::string one_line_refusal(const std::string& what, const std::string& name) {
+  if (what.find('\n') != std::string::npos) throw std::runtime_error(name + ": refused in more than one line: " + what);
+  return what;
+}
+
+}  // namespace
+
+const std::vector<std::string>& dataset_check_names() {
+  static const std::vector<std::string> names = {"parameters", "bad parameters refused", "descriptor", "splits",
+                                                 "seeded reproducibility"};
+  return names;
+}
+
+std::vector<CheckResult> check_dataset(const LoadedPlugin& plugin, const ParamValues& params) {
+  std::vector<CheckResult> out;
+  auto add = [&](const std::string& name, const std::function<std::string()>& body) {
+    CheckResult r{name, true, "", ""};
+    try {
+      r.figure = body();
+    } catch (const std::exception& e) {
+      const std::string what = e.what();
+      r.passed = false;
+      r.failure = what.substr(0, what.find('\n'));
+    }
+    out.push_back(r);
+    return r.passed;
+  };
+  const ScratchFolder scratch;
+  std::shared_ptr<Dataset> dataset;
+  const std::string name = plugin.name();
+  if (!add("parameters", [&] {
+        check_defaults(*plugin.info);
+        dataset = plugin.make_dataset({scratch.path("first")}, params);
+        return std::to_string(plugin.info->param_count) + " parameter(s), defaults within their bounds; built";
+      }))
+    return out;
+  add("bad parameters refused", [&] {
+    // A bound or choice is refused by the host against the schema (so the schema must be able to
+    // say no); a free-text value (a path, usually) reaches the plugin, which must accept it or
+    // refuse it as a ParamError or DataError in one line: those are what block a job with one line.
+    std::string example;
+    std::size_t tried = 0;
+    for (std::size_t i = 0; i < plugin.info->param_count; ++i) {
+      const ParamSpec& spec = plugin.info->params[i];
+      const auto bad = bad_value(spec);
+      if (!bad) continue;
+      ++tried;
+      const std::string shown = std::string(spec.name) + " = " + to_toml(*bad);
+      std::string refusal;
+      if (spec.type != ParamType::string || spec.choices) {
+        try {
+          check_param(spec, *bad);
+        } catch (const ParamError& e) {
+          refusal = one_line_refusal(e.what(), shown);
+        }
+        if (refusal.empty()) throw std::runtime_error(shown + ": accepted, outside the declared bounds or choices");
+      } else {
+        ParamValues with_bad = params;
+        with_bad.set(spec.name, *bad);
+        try {
+          plugin.make_dataset({scratch.path("bad")}, with_bad)->load(Split::train);
+          continue;  // accepted: free text that is not a path
+        } catch (const ParamError& e) {
+          refusal = one_line_refusal(e.what(), shown);
+        } catch (const DataError& e) {
+          refusal = one_line_refusal(e.what(), shown);
+        } catch (const std::exception& e) {
+          throw std::runtime_error(shown + ": refused with an error that is neither a ParamError nor a DataError: " +
+                                   std::string(e.what()));
+        }
+      }
+      if (example.empty()) example = shown + ": \"" + refusal + "\"";
+    }
+    if (tried == 0) return std::string("no parameter has a value to refuse");
+    return std::to_string(tried) + " bad value(s) refused in one line" + (example.empty() ? "" : ", e.g. " + example);
+  });
+  add("descriptor", [&] {
+    const TaskInfo t = dataset->info();
+    auto require = [](bool ok, const std::string& what) {
+      if (!ok) throw std::runtime_error(what);
+    };
+    require(t.num_classes >= 2, "num_classes = " + std::to_string(t.num_classes) + ": at least 2");
+    require(t.max_len >= 1, "max_len = " + std::to_string(t.max_len) + ": at least 1");
+    require(t.inputs == 1 || t.inputs == 2, "inputs = " + std::to_string(t.inputs) + ": 1 or 2");
+    require(t.vocab_size >= 1, "vocab_size = " + std::to_string(t.vocab_size) + ": at least 1");
+    require(t.many_hot == 0 || (t.many_hot < 63 && t.vocab_size == (std::int64_t{1} << t.many_hot)),
+            "many_hot = " + std::to_string(t.many_hot) + " needs vocab_size = 2^many_hot, not " + std::to_string(t.vocab_size));
+    const SizeEstimate size = dataset->estimate_size();
+    require(size.examples >= 0 && (size.examples == 0 || size.token_bytes >= 1),
+            "estimate_size: " + std::to_string(size.examples) + " examples of " + std::to_string(size.token_bytes) + " bytes");
+    return "vocabulary " + std::to_string(t.vocab_size) + ", " + std::to_string(t.num_classes) + " classes, " +
+           std::to_string(t.inputs) + " input(s) of " + std::to_string(t.max_len) + " tokens";
+  });
+  std::vector<SplitData> first;
+  const bool loaded = add("splits", [&] {
+    std::string sizes;
+    for (const Split split : kSplits) {
+      first.push_back(load_checked(name, *dataset, split));
+      sizes += (sizes.empty() ? "" : ", ") + std::string(to_string(split)) + " " + std::to_string(first.back().size());
+    }
+    return sizes + " examples, each within its task";
+  });
+  if (!loaded) return out;
+  add("seeded reproducibility", [&] {
+    auto again = plugin.make_dataset({scratch.path("second")}, params);
+    for (std::size_t i = 0; i < 3; ++i) {
+      const SplitData data = load_checked(name, *again, kSplits[i]);
+      const char* differs = !at::equal(data.labels, first[i].labels)   ? "labels"
+                            : !at::equal(data.lengths, first[i].lengths) ? "lengths"
+                            : !at::equal(data.tokens, first[i].tokens)   ? "tokens"
+                                                                         : nullptr;
+      if (differs)
+        throw std::runtime_error(std::string(to_string(kSplits[i])) + ": built again from the same parameters, its " +
+                                 differs + " differ");
+    }
+    return std::string("every split the same to the bit when built again in a fresh cache folder");
+  });
+  return out;
+}
+
+const std::vector<std::string>& attention_check_names() {
+  static const std::vector<std::string> names = {"parameters",         "shape and dtype", "padding invariance", "gradients",
+                                                 "seeded determinism", "large inputs",    "batch independence"};
+  return names;
+}
+
+CheckResult check_attention(const LoadedPlugin& plugin, const std::string& check, const c10::Device& device) {
+  try {
+    return AttentionChecks(plugin, device).run(check);
+  } catch (const std::invalid_argument&) {
+    throw;
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    return {check, false, "", "threw: " + what.substr(0, what.find('\n'))};
+  }
+}
+
+namespace {
+
+void print_check(const CheckResult& r) {
+  char label[32];
+  std::snprintf(label, sizeof label, "%-22s", r.name.c_str());
+  std::cout << "  " << (r.passed ? "pass" : "FAIL") << "  " << label << "  " << r.figure
+            << (r.passed ? "" : (r.figure.empty() ? "" : "; ") + r.failure) << "\n"
+            << std::flush;
+}
+
+// --bench: the plugin's training step (time, peak memory) next to softmax's at each length, measured
+// by `attnlab bench` (each measurement in a fresh process of its own, as always; it prints its
+// table) into a scratch database. Passes when every measurement of the plugin completed.
+CheckResult bench_against_softmax(const LoadedPlugin& plugin, const std::vector<std::string>& plugin_dirs,
+                                  const std::string& device, const std::string& lengths, const std::string& self_exe) {
+  const ScratchFolder scratch;
+  const std::string db_path = scratch.path("bench.db");
+  const std::string name = plugin.name();
+  std::vector<std::string> argv = {self_exe, "bench", "--db", db_path, "--methods",
+                                   name == "softmax" ? name : "softmax," + name, "--lengths", lengths, "--device", device};
+  for (const auto& d : plugin_dirs) argv.insert(argv.end(), {"--plugins", d});
+  std::cout << std::flush;  // the bench processes share stdout
+  const ChildExit exit = run_child(argv, "bench");
+  CheckResult r{"training step (bench)", true, "", ""};
+  if (!exit.ok()) return {r.name, false, "", "attnlab bench " + exit.describe()};
+  store::Database db(db_path, store::Database::Open::existing);
+  const auto rows = db.bench_results();
+  auto softmax_at = [&](std::int64_t length) -> const store::BenchResult* {
+    for (const auto& row : rows)
+      if (row.method == "softmax" && row.seq_len == length && row.status == "done") return &row;
+    return nullptr;
+  };
+  for (const auto& row : rows) {
+    if (row.method != name) continue;
+    if (row.status != "done") {
+      r.passed = false;
+      r.failure += (r.failure.empty() ? "" : "; ") + std::to_string(row.seq_len) + " tokens: " + row.status + ": " + row.error;
+      continue;
+    }
+    std::string cell = std::to_string(row.seq_len) + " tokens " + figure(row.step_seconds_median) + " s/step, " +
+                       figure(row.peak_memory_bytes / (1024.0 * 1024.0)) + " MiB";
+    if (const auto* reference = softmax_at(row.seq_len); reference && name != "softmax")
+      cell += " (softmax x" + figure(row.step_seconds_median / reference->step_seconds_median) + ", x" +
+              figure(row.peak_memory_bytes / reference->peak_memory_bytes) + ")";
+    r.figure += (r.figure.empty() ? "" : "; ") + cell;
+  }
+  return r;
+}
+
+// --set KEY=VALUE over the plugin's defaults, each checked against its schema.
+ParamValues dataset_params(const LoadedPlugin& plugin, const std::vector<std::string>& sets) {
+  ParamValues params = plugin.defaults();
+  for (const auto& set : sets) {
+    const auto eq = set.find('=');
+    const std::string key = set.substr(0, eq);
+    const ParamSpec* spec = nullptr;
+    for (std::size_t i = 0; i < plugin.info->param_count; ++i)
+      if (key == plugin.info->params[i].name) spec = &plugin.info->params[i];
+    if (eq == std::string::npos || !spec)
+      throw std::runtime_error("check: --set " + set + ": expected KEY=VALUE with KEY a parameter of " + plugin.name() +
+                               " (attnlab plugins lists them)");
+    try {
+      params.set(key, check_param(*spec, parse_param(*spec, set.substr(eq + 1))));
+    } catch (const std::exception& e) {
+      throw std::runtime_error("check: --set " + set + ": " + e.what());
+    }
+  }
+  return params;
+}
+
+}  // namespace
+
+int cmd_check(const Args& args, const std::string& self_exe) {
+  po::options_description options(
+      "attnlab check FILE.so|NAME [--plugins DIR]... [--device D] [--bench [--bench-lengths N,N]] [--set KEY=VALUE]...");
+  options.add_options()
+      ("plugin", po::value<std::string>(), "a plugin file, or a plugin's name")
+      ("bench", "an attention plugin's training step (time, peak memory) next to softmax's, by attnlab bench")
+      ("bench-lengths", po::value<std::string>()->default_value("1024,4096"), "sequence lengths of --bench")
+      ("set", po::value<std::vector<std::string>>()->composing(),
+       "a dataset plugin's parameter for the checked configuration (repeatable; default: its defaults)")
+      ("help,h", "this help");
+  add_plugins_option(options);
+  add_device_option(options);  // where an attention plugin's checks run
+  po::positional_options_description positional;
+  positional.add("plugin", 1);
+  const auto vm = parse_command_line("check", args, options, positional);
+  if (vm.count("help")) return std::cout << options, 0;
+  if (!vm.count("plugin")) throw std::runtime_error("check: usage: attnlab check FILE.so|NAME [--plugins DIR]... [--device D]");
+  const std::string given = vm["plugin"].as<std::string>();
+  const c10::Device device = compat::parse_device(vm["device"].as<std::string>());
+
+  // A file is loaded first, so that it is the one checked even where a bundled plugin has its name.
+  PluginRegistry registry;
+  const LoadedPlugin* plugin = nullptr;
+  const bool is_file = given.find('/') != std::string::npos || (given.size() > 3 && given.substr(given.size() - 3) == ".so");
+  std::vector<std::string> plugin_dirs = plugin_folders(vm);
+  if (is_file) {
+    if (!registry.load_file(given)) throw std::runtime_error("check: " + registry.errors().back().line());
+    plugin = &registry.plugins().back();
+    // --bench's processes find it by name: its folder first
+    plugin_dirs.insert(plugin_dirs.begin(), std::filesystem::absolute(given).parent_path().string());
+  } else {
+    registry = load_plugins(plugin_folders(vm));
+    plugin = registry.find(PluginKind::attention, given);
+    if (!plugin) plugin = registry.find(PluginKind::dataset, given);
+    if (!plugin) throw std::runtime_error("check: no plugin named '" + given + "' (attnlab plugins lists them)");
+  }
+  const auto sets = option_values(vm, "set");
+  std::vector<CheckResult> results;
+  if (plugin->kind() == PluginKind::dataset) {
+    if (vm.count("bench")) throw std::runtime_error("check: --bench is for attention plugins; " + plugin->name() + " is a dataset plugin");
+    const ParamValues params = dataset_params(*plugin, sets);
+    std::cout << plugin->path << ": " << plugin->name() << " " << plugin->info->version << " (dataset)\n";
+    results = check_dataset(*plugin, params);
+    for (const auto& r : results) print_check(r);
+  } else {
+    if (!sets.empty()) throw std::runtime_error("check: --set is for dataset plugins; " + plugin->name() + " is an attention plugin");
+    const std::string bench_lengths = vm["bench-lengths"].as<std::string>();
+    split_positive_integers(bench_lengths, "check: --bench-lengths");  // refused before any check runs
+    std::cout << plugin->path << ": " << plugin->name() << " " << plugin->info->version << " (attention), on "
+              << device.str() << "\n";
+    for (const auto& name : attention_check_names()) {
+      results.push_back(check_attention(*plugin, name, device));
+      print_check(results.back());  // as it goes: a slow check shows where it is
+    }
+    if (vm.count("bench")) {
+      results.push_back(bench_against_softmax(*plugin, plugin_dirs, device.str(), bench_lengths, self_exe));
+      std::cout << "\n";
+      print_check(results.back());
+    }
+  }
+  std::size_t passed = 0;
+  for (const auto& r : results) passed += r.passed;
+  std::cout << results.size() << " checks: " << passed << " passed, " << results.size() - passed << " failed\n";
+  return passed == results.size() ? 0 : 1;
+}
+
+}  // namespace attnlab

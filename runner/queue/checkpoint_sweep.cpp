@@ -1,0 +1,96 @@
+#include "queue/checkpoint_sweep.hpp"
+
+#include <filesystem>
+#include <map>
+#include <regex>
+#include <set>
+#include <system_error>
+
+namespace attnlab {
+namespace fs = std::filesystem;
+namespace {
+
+// run-R.pt[.partial], job-J.run-R.resume.pt[.partial.PID]
+const std::regex kBestFile(R"(run-(\d+)\.pt(\.partial)?)");
+const std::regex kResumeFile(R"(job-(\d+)\.run-(\d+)\.resume\.pt(\.partial\.\d+)?)");
+
+bool ended_with_result(const std::string& status) { return status == "done" || status == "diverged" || status == "oom"; }
+
+struct JobFiles {
+  std::string state;
+  std::set<std::string> keep;  // file names of use
+};
+
+}  // namespace
+
+std::string checkpoint_dir_of(const std::string& db_path) { return db_path + ".ckpt"; }
+
+CheckpointSweep sweep_checkpoints(store::Database& db, const std::string& dir, std::optional<std::int64_t> job_id,
+                                  bool dry_run) {
+  CheckpointSweep sweep;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return sweep;
+
+  // What the database says, read once per run and per job.
+  std::map<std::int64_t, std::optional<std::pair<std::int64_t, store::RunAttempt>>> runs;  // run -> (job, attempt)
+  std::map<std::int64_t, JobFiles> jobs;
+  auto run_of = [&](std::int64_t run_id) -> const std::optional<std::pair<std::int64_t, store::RunAttempt>>& {
+    auto it = runs.find(run_id);
+    if (it != runs.end()) return it->second;
+    std::optional<std::pair<std::int64_t, store::RunAttempt>> found;
+    try {
+      std::int64_t job = 0;
+      store::RunAttempt attempt = db.run_attempt(run_id, &job);
+      found.emplace(job, std::move(attempt));
+    } catch (const store::StoreError&) {
+      // no such run here
+    }
+    return runs.emplace(run_id, std::move(found)).first->second;
+  };
+  auto job_of = [&](std::int64_t id) -> const JobFiles& {
+    auto it = jobs.find(id);
+    if (it != jobs.end()) return it->second;
+    JobFiles files;
+    files.state = db.job(id).state;
+    for (const auto& attempt : db.attempts_of_job(id))
+      if (ended_with_result(attempt.status) && !attempt.checkpoint_path.empty())
+        files.keep.insert(fs::path(attempt.checkpoint_path).filename().string());
+    if (!ended_with_result(files.state)) {
+      const auto [resume, run] = db.resume_point(id);
+      if (!resume.empty()) files.keep.insert(fs::path(resume).filename().string());
+    }
+    return jobs.emplace(id, std::move(files)).first->second;
+  };
+
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (!entry.is_regular_file(ec)) continue;
+    const std::string name = entry.path().filename().string();
+    std::smatch m;
+    std::int64_t run_id = 0;
+    if (std::regex_match(name, m, kBestFile))
+      run_id = std::stoll(m[1].str());
+    else if (std::regex_match(name, m, kResumeFile))
+      run_id = std::stoll(m[2].str());
+    else
+      continue;  // not ours
+    const auto& run = run_of(run_id);
+    if (!run) {
+      ++sweep.unknown;
+      continue;
+    }
+    const auto& [owner, attempt] = *run;
+    if (job_id && owner != *job_id) continue;
+    const JobFiles& files = job_of(owner);
+    if (files.state == "running" || attempt.status == "running" || files.keep.count(name)) {
+      ++sweep.kept;
+      continue;
+    }
+    const std::uintmax_t size = entry.file_size(ec);
+    if (!dry_run && !fs::remove(entry.path(), ec)) continue;
+    ++sweep.removed;
+    sweep.bytes += ec ? 0 : size;
+  }
+  return sweep;
+}
+
+}  // namespace attnlab

@@ -1,0 +1,151 @@
+#include "cli/commands.hpp"
+
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <set>
+
+#include <unistd.h>
+
+#include "cli/cli_options.hpp"
+
+#include "attnlab/store.hpp"
+#include "queue/child_process.hpp"
+#include "experiment/enqueue.hpp"
+#include "attnlab/torch_compat.hpp"
+#include "experiment/experiment.hpp"
+#include "queue/job_exec.hpp"
+#include "plugin_host/plugin_host.hpp"
+#include "queue/run_summary.hpp"
+#include "queue/worker.hpp"
+
+
+namespace attnlab {
+namespace po = boost::program_options;
+namespace {
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace
+
+int cmd_run(const Args& args, const std::string& self_exe) {
+  po::options_description options("attnlab run EXPERIMENT.toml [options]");
+  add_plugins_option(options);
+  options.add_options()
+      ("experiment", po::value<std::string>(), "the experiment file (TOML)")
+      ("db", po::value<std::string>()->default_value("attnlab.db"), "results database")
+      ("devices", po::value<std::string>(), "cpu, cuda:0,cuda:1,... or all: one device worker each (default cpu)")
+      ("device", po::value<std::string>(), "the same as --devices")
+      ("lease", po::value<double>()->default_value(60), "lease of a claimed job in seconds, renewed every third of it")
+      ("rerun", "run again the jobs that are already done")
+      ("force", "load datasets past the memory/disk bound (runner/experiment/README.md, \"Size bound\")")
+      ("no-load-check", "check dataset parameters and size only; leave loading the splits to the jobs")
+      ("help,h", "this help");
+  add_threads_option(options);
+  add_cache_dir_option(options);
+  po::positional_options_description positional;
+  positional.add("experiment", 1);
+  const auto vm = parse_command_line("run", args, options, positional);
+  if (vm.count("help"))
+    return std::cout << options << "\nexit status: 0 every job of the experiment ended done; 3 every job ran but some did\n"
+                                   "not end done (failed, diverged, oom, ...: named on stderr); 1 a device worker kept dying\n"
+                                   "and was given up; 2 bad usage, a bad experiment file or database, or a device worker\n"
+                                   "that could not run; 128 + N stopped by signal N (SIGINT: 130, SIGTERM: 143)\n",
+           0;
+  if (!vm.count("experiment")) throw UsageError("run: name the experiment file");
+  if (vm.count("devices") && vm.count("device")) throw UsageError("run: give --devices or --device, not both");
+
+  WorkerOptions workers;
+  workers.db_path = vm["db"].as<std::string>();
+  workers.threads = vm["threads"].as<int>();
+  workers.cache_dir = vm["cache-dir"].as<std::string>();
+  workers.plugin_dirs = plugin_folders(vm);
+  workers.lease_seconds = vm["lease"].as<double>();
+  workers.idle_exit = true;
+  if (!(workers.lease_seconds >= 0.1)) throw UsageError("run: --lease must be at least 0.1 seconds");
+  // refuse a device this machine lacks before anything is stored
+  workers.devices = resolve_devices(vm.count("devices") ? vm["devices"].as<std::string>()
+                                    : vm.count("device") ? vm["device"].as<std::string>() : "cpu");
+
+  const auto registry = load_plugins(workers.plugin_dirs);
+  const std::string path = vm["experiment"].as<std::string>();
+  // a configuration or dataset error stores nothing, not even the database file
+  const Experiment experiment = check_experiment(path, registry, workers.cache_dir, data_check(vm));
+  store::Database db(workers.db_path, store::Database::Open::migrate);
+  const EnqueueReport report = enqueue_checked(experiment, registry, db, vm.count("rerun") > 0);
+  if (!vm.count("rerun")) {
+    store::JobFilter done;
+    done.ids = report.job_ids;
+    done.states = {"done"};
+    for (const auto& q : db.list_jobs(done))
+      std::cout << "job " << q.job.id << " (" << q.job.method << "/" << q.job.dataset << " seed " << q.job.seed
+                << ") is already done; --rerun runs it again\n";
+  }
+  std::cout << describe(report) << ", database " << workers.db_path << std::endl;  // flushed: workers share stdout
+
+  // Local device workers drain this experiment's jobs, exactly as `attnlab worker` would.
+  workers.only_jobs = report.job_ids;
+  store::JobFilter pending;
+  pending.ids = report.job_ids;
+  pending.states = {"queued", "running"};
+  const int status = db.list_jobs(pending).empty() ? 0 : run_supervisor(workers, self_exe);
+
+  // the newest run of each job, read back from the database
+  std::map<std::int64_t, store::RunSummary> newest;
+  const std::set<std::int64_t> ids(report.job_ids.begin(), report.job_ids.end());
+  for (const auto& r : db.run_summaries(std::nullopt))
+    if (ids.count(r.job_id)) newest[r.job_id] = r;
+  std::vector<store::RunSummary> latest;
+  for (const auto& [id, r] : newest) latest.push_back(r);
+  std::cout << "\n" << runs_table(latest) << "\n" << experiment_summary(db, report.job_ids);
+  if (stop_signal()) {
+    std::cerr << "attnlab: stopped by signal " << stop_signal() << "; unfinished jobs stay queued\n";
+    return 128 + stop_signal();
+  }
+  if (status != 0 && status != kExitJobsNotDone) return status;  // a device worker could not run or was given up
+  // Any state but done counts against the run, whatever its name: the exit status says it.
+  std::map<std::string, std::int64_t> not_done;
+  if (report.job_ids.empty()) return 0;  // (an empty id filter would select every job)
+  store::JobFilter of_experiment;
+  of_experiment.ids = report.job_ids;
+  for (const auto& q : db.list_jobs(of_experiment))
+    if (q.job.state != "done") ++not_done[q.job.state];
+  if (not_done.empty()) return 0;
+  std::int64_t count = 0;
+  std::string states;
+  for (const auto& [state, n] : not_done) count += n, states += (states.empty() ? "" : ", ") + std::to_string(n) + " " + state;
+  std::cerr << "attnlab: run: " << count << " of " << report.job_ids.size() << " job(s) did not end done (" << states
+            << "); exit status " << kExitJobsNotDone << "\n";
+  return kExitJobsNotDone;
+}
+
+int cmd_exec_job(const Args& args) {
+  po::options_description options("attnlab exec-job (internal: runs one claimed attempt of a job in this process)");
+  add_plugins_option(options);
+  options.add_options()
+      ("db", po::value<std::string>()->required(), "the queue's database")
+      ("job", po::value<std::int64_t>()->required(), "job id")
+      ("run", po::value<std::int64_t>()->required(), "the run its lease names")
+      ("checkpoint-dir", po::value<std::string>()->default_value(""), "checkpoint folder (default: DB.ckpt)");
+  add_device_option(options);
+  add_threads_option(options);
+  add_cache_dir_option(options);
+  const auto vm = parse_command_line("exec-job", args, options);
+  // first: a stop from now on checkpoints the run and ends it 'interrupted'
+  install_stop_handlers();
+  JobExecOptions o;
+  o.db_path = vm["db"].as<std::string>();
+  o.job_id = vm["job"].as<std::int64_t>();
+  o.run_id = vm["run"].as<std::int64_t>();
+  o.device = vm["device"].as<std::string>();
+  o.threads = vm["threads"].as<int>();
+  o.cache_dir = vm["cache-dir"].as<std::string>();
+  o.checkpoint_dir = vm["checkpoint-dir"].as<std::string>();
+  return execute_job(o, plugin_folders(vm)) == "lost" ? kExitLeaseLost : 0;
+}
+
+}  // namespace attnlab

@@ -1,0 +1,173 @@
+// attnlab worker: a supervisor with one device worker per device, draining the queue;
+// attnlab worker-device (internal): one device worker; attnlab bench-queue: claims per second.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "cli/cli_options.hpp"
+
+#include "attnlab/store.hpp"
+#include "queue/child_process.hpp"
+#include "cli/commands.hpp"
+#include "queue/worker.hpp"
+
+namespace attnlab {
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+namespace {
+
+// The options `worker` and `worker-device` share.
+void add_common_options(po::options_description& options) {
+  options.add_options()
+      ("db", po::value<std::string>()->default_value("attnlab.db"), "the queue's database (it must exist: attnlab db migrate)")
+      ("max-jobs", po::value<std::int64_t>()->default_value(0), "jobs per device worker, then stop (0: no limit)")
+      ("idle-exit", "stop once nothing is queued or running")
+      ("lease", po::value<double>()->default_value(60), "lease of a claimed job in seconds, renewed every third of it")
+      ("noop", "(benchmark, tests) claim jobs and finish them as 'done' without running them")
+      ("noop-seconds", po::value<double>()->default_value(0), "(with --noop) mean time a job holds its lease")
+      ("help,h", "this help");
+  add_threads_option(options);
+  add_cache_dir_option(options);
+  add_plugins_option(options);
+}
+
+WorkerOptions options_from(const po::variables_map& vm, const std::string& command) {
+  WorkerOptions o;
+  o.db_path = vm["db"].as<std::string>();
+  o.max_jobs = vm["max-jobs"].as<std::int64_t>();
+  o.idle_exit = vm.count("idle-exit") > 0;
+  o.lease_seconds = vm["lease"].as<double>();
+  o.threads = vm["threads"].as<int>();
+  o.cache_dir = vm["cache-dir"].as<std::string>();
+  o.plugin_dirs = plugin_folders(vm);
+  o.noop = vm.count("noop") > 0;
+  o.noop_seconds = vm["noop-seconds"].as<double>();
+  if (!(o.lease_seconds >= 0.1)) throw std::runtime_error(command + ": --lease must be at least 0.1 seconds");
+  if (o.max_jobs < 0) throw std::runtime_error(command + ": --max-jobs must be 0 (no limit) or more");
+  if (!(o.noop_seconds >= 0)) throw std::runtime_error(command + ": --noop-seconds must be 0 or more");
+  return o;
+}
+
+// SQLite's "2025-03-14T09:26:53.589Z" as unix seconds.
+double unix_seconds(const std::string& stamp) {
+  std::tm tm = {};
+  std::istringstream in(stamp);
+  in >> std::get_time(&tm, "%Y-%m-%dT%H:%M:%S");
+  double fraction = 0;
+  if (in.peek() == '.') in >> fraction;
+  if (in.fail()) throw std::runtime_error("bench-queue: unreadable timestamp '" + stamp + "'");
+  return static_cast<double>(timegm(&tm)) + fraction;
+}
+
+}  // namespace
+
+int cmd_worker(const Args& args, const std::string& self_exe) {
+  po::options_description options(
+      "attnlab worker [--db FILE] [--devices cpu|cuda:0,cuda:1,...|all] [--max-jobs N] [--idle-exit] [options]");
+  options.add_options()("devices", po::value<std::string>()->default_value("cpu"),
+                        "cpu, cuda:0,cuda:1,... or all (every CUDA device, else cpu): one device worker each");
+  add_common_options(options);
+  const auto vm = parse_command_line("worker", args, options);
+  if (vm.count("help"))
+    return std::cout << options << "\nexit status (--idle-exit, --max-jobs): 0 every job this worker ran is done; 3 a job it\n"
+                                   "ran is not done (failed, diverged, oom, or queued again after a failed attempt); 1 a\n"
+                                   "device worker kept dying and was given up; 2 bad usage or no usable database or device;\n"
+                                   "128 + N stopped by signal N (SIGINT: 130, SIGTERM: 143)\n",
+           0;
+  WorkerOptions o = options_from(vm, "worker");
+  o.devices = resolve_devices(vm["devices"].as<std::string>());
+  // refuse a missing or unmigrated database here, once, rather than in every device worker
+  { store::Database check(o.db_path, store::Database::Open::existing); }
+  std::string names;
+  for (const auto& d : o.devices) names += (names.empty() ? "" : ", ") + d;
+  std::cerr << "attnlab: worker: database " << o.db_path << ", device(s) " << names << ", lease " << o.lease_seconds
+            << " s" << (o.idle_exit ? ", until the queue is empty" : "") << std::endl;
+  return run_supervisor(o, self_exe);
+}
+
+int cmd_worker_device(const Args& args, const std::string& self_exe) {
+  po::options_description options("attnlab worker-device (internal: one device worker, started by attnlab worker)");
+  options.add_options()
+      ("device", po::value<std::string>()->required(), "cpu or cuda:N")
+      ("only", po::value<std::vector<std::string>>()->composing(), "claim only these job ids (comma-separated; repeatable)")
+      ("job-exe", po::value<std::string>()->default_value(""), "(tests) the program job processes run; default: this one");
+  add_common_options(options);
+  const auto vm = parse_command_line("worker-device", args, options);
+  WorkerOptions o = options_from(vm, "worker-device");
+  o.job_exe = vm["job-exe"].as<std::string>();
+  for (const auto& chunk : option_values(vm, "only"))
+    for (auto id : split_positive_integers(chunk, "--only")) o.only_jobs.push_back(id);
+  return run_device_worker(o, vm["device"].as<std::string>(), self_exe);
+}
+
+int cmd_bench_queue(const Args& args, const std::string& self_exe) {
+  po::options_description options("attnlab bench-queue [--workers 1,4,8] [--jobs N] [--db FILE]");
+  options.add_options()
+      ("workers", po::value<std::string>()->default_value("1,4,8"), "device worker processes per round")
+      ("jobs", po::value<std::int64_t>()->default_value(2000), "no-op jobs per round")
+      ("db", po::value<std::string>()->default_value(""), "scratch database (must not exist; default: a temporary file)")
+      ("help,h", "this help");
+  const auto vm = parse_command_line("bench-queue", args, options);
+  if (vm.count("help")) return std::cout << options, 0;
+  const auto rounds = split_positive_integers(vm["workers"].as<std::string>(), "--workers");
+  const std::int64_t jobs = vm["jobs"].as<std::int64_t>();
+  if (jobs < 1) throw std::runtime_error("bench-queue: --jobs must be at least 1");
+  std::string db_path = vm["db"].as<std::string>();
+  if (db_path.empty()) db_path = (fs::temp_directory_path() / ("attnlab-bench-queue-" + std::to_string(getpid()) + ".db")).string();
+  if (fs::exists(db_path)) throw std::runtime_error("bench-queue: " + db_path + " exists; name a new file (it is filled and removed)");
+  auto remove_db = [&] {
+    for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(db_path + suffix);
+  };
+
+  install_stop_handlers();
+  std::cout << "bench-queue: " << jobs << " no-op jobs per round (claim, then finish 'done'), database " << db_path << "\n"
+            << "workers  claims/s  seconds  (first claim to last finish)" << std::endl;
+  for (const auto workers : rounds) {
+    remove_db();
+    {
+      store::Database db(db_path, store::Database::Open::migrate);
+      const auto experiment = db.add_experiment("bench-queue", "", "");
+      for (std::int64_t i = 1; i <= jobs; ++i)
+        db.add_job({experiment, "noop", "noop", i, "noop = " + std::to_string(i), "noop-" + std::to_string(i), {}, {}});
+    }
+    WorkerOptions o;
+    o.db_path = db_path;
+    o.idle_exit = true;
+    o.noop = true;
+    o.lease_seconds = 60;
+    std::vector<pid_t> pids;
+    for (std::int64_t w = 0; w < workers; ++w)
+      pids.push_back(start_child(device_worker_command(o, "cpu", self_exe), "device worker", SIGKILL));
+    bool all_ok = true;
+    for (auto pid : pids) all_ok = wait_child(pid).ok() && all_ok;
+    if (stop_signal()) break;
+
+    store::Database db(db_path, store::Database::Open::existing);
+    const auto runs = db.run_summaries();
+    double first = 0, last = 0;
+    std::int64_t done = 0;
+    for (const auto& r : runs) {
+      if (r.status != "done") continue;
+      ++done;
+      const double begin = unix_seconds(r.started_at), end = unix_seconds(r.finished_at);
+      first = done == 1 ? begin : std::min(first, begin);
+      last = std::max(last, end);
+    }
+    if (!all_ok || done != jobs || static_cast<std::int64_t>(runs.size()) != jobs)
+      throw std::runtime_error("bench-queue: with " + std::to_string(workers) + " worker(s), " + std::to_string(runs.size()) +
+                               " runs for " + std::to_string(jobs) + " jobs, " + std::to_string(done) + " done");
+    const double seconds = std::max(last - first, 1e-3);
+    std::cout << std::setw(7) << workers << "  " << std::setw(8) << std::fixed << std::setprecision(0) << jobs / seconds
+              << "  " << std::setw(7) << std::setprecision(2) << seconds << std::endl;
+  }
+  remove_db();
+  return stop_signal() ? 128 + stop_signal() : 0;
+}
+
+}  // namespace attnlab

@@ -1,0 +1,252 @@
+#include "experiment/cache_dir.hpp"
+#include "queue/job_exec.hpp"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <system_error>
+
+#include "attnlab/train/config.hpp"
+#include "attnlab/store.hpp"
+#include "attnlab/torch_compat.hpp"
+#include "attnlab/train/trainer.hpp"
+#include "build_info.hpp"
+#include "queue/child_process.hpp"
+#include "experiment/experiment.hpp"
+#include "queue/progress.hpp"
+
+namespace attnlab {
+namespace fs = std::filesystem;
+namespace {
+
+// Writes the attempt's curve points and resume checkpoints to the database and shows progress.
+// A write refused because the lease is gone asks the trainer to stop at the end of the step and
+// writes nothing more: the attempt is no longer ours.
+class StoreObserver : public TrainObserver {
+ public:
+  StoreObserver(store::Database& db, std::int64_t run_id, std::string label)
+      : db_(db), run_id_(run_id), printer_(std::move(label)) {}
+
+  void on_metrics(const std::vector<MetricPoint>& points) override {
+    std::vector<store::CurvePoint> rows;
+    rows.reserve(points.size());
+    for (const auto& p : points) rows.push_back({p.step, p.split, p.name, p.value, p.wall_seconds});
+    write([&] { db_.append_curve(run_id_, rows); });
+  }
+  void on_progress(const Progress& progress) override { printer_.update(progress); }
+  void on_variance_pass(std::int64_t done, std::int64_t passes, double seconds) override {
+    printer_.variance_pass(done, passes, seconds);
+  }
+  void on_checkpoint(std::int64_t steps_done, const std::string& path) override {
+    if (!write([&] { db_.set_resume_checkpoint(run_id_, path, steps_done); })) return;
+    // the predecessor's checkpoint is no longer the job's resume point: ours is
+    if (!superseded_.empty() && superseded_ != path) {
+      std::error_code ignored;
+      fs::remove(superseded_, ignored);
+      superseded_.clear();
+    }
+  }
+
+  // The resume checkpoint this attempt started from, removed once this attempt has one of its own.
+  void supersedes(const std::string& path) { superseded_ = path; }
+  const std::string& superseded() const { return superseded_; }
+  bool lease_lost() const { return !lost_reason_.empty(); }
+  const std::string& lost_reason() const { return lost_reason_; }
+  void lost(const std::string& why) {
+    if (lost_reason_.empty()) lost_reason_ = why;
+    request_stop();
+  }
+  ProgressPrinter& printer() { return printer_; }
+
+ private:
+  template <class Write>
+  bool write(Write&& write_rows) {
+    if (lease_lost()) return false;
+    try {
+      write_rows();
+      return true;
+    } catch (const store::LeaseLost& e) {
+      lost(e.what());
+      return false;
+    }
+  }
+
+  store::Database& db_;
+  std::int64_t run_id_;
+  ProgressPrinter printer_;
+  std::string superseded_;
+  std::string lost_reason_;
+};
+
+// `to` becomes the same file as `from`: a hard link (checkpoints are replaced by rename, never
+// rewritten in place, so the two stay independent), or a copy where links are not possible.
+void share_file(const std::string& from, const std::string& to) {
+  std::error_code ignored;
+  fs::remove(to, ignored);
+  std::error_code link_error;
+  fs::create_hard_link(from, to, link_error);
+  if (link_error) fs::copy_file(from, to, fs::copy_options::overwrite_existing);
+}
+
+bool is_final(const std::string& status) { return status == "done" || status == "diverged" || status == "oom"; }
+
+// The job cannot run as configured, here or anywhere, until someone changes something: its plugin
+// is not found, its configuration or a parameter is refused, its data is missing or malformed.
+// Trying again would fail the same way, so the attempt ends 'rejected' and the job waits
+// 'blocked' for `attnlab queue retry`, instead of using up attempts meant for crashes.
+bool is_deterministic_refusal(const std::exception& e) {
+  return dynamic_cast<const ConfigError*>(&e) || dynamic_cast<const ParamError*>(&e) ||
+         dynamic_cast<const DataError*>(&e);
+}
+
+// The plugins the job was queued with come first: a worker started without the --plugins folder
+// the job was queued with still finds them.
+PluginRegistry job_registry(const std::vector<std::string>& job_dirs, const std::vector<std::string>& cli_dirs) {
+  std::vector<std::string> folders = job_dirs;
+  for (const auto& d : PluginRegistry::search_path(cli_dirs)) folders.push_back(d);
+  PluginRegistry registry;
+  registry.load_folders(folders);
+  return registry;
+}
+
+}  // namespace
+
+std::string host_name() {
+  char buf[256] = {};
+  gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+std::string resume_checkpoint_path(const std::string& checkpoint_dir, std::int64_t job_id, std::int64_t run_id) {
+  return checkpoint_dir + "/job-" + std::to_string(job_id) + ".run-" + std::to_string(run_id) + ".resume.pt";
+}
+
+std::string execute_job(const JobExecOptions& options, const std::vector<std::string>& plugin_dirs) {
+  store::Database db(options.db_path, store::Database::Open::existing);
+  store::JobFilter this_job;
+  this_job.ids = {options.job_id};
+  const auto found = db.list_jobs(this_job);
+  if (found.empty()) throw std::runtime_error(options.db_path + ": no job with id " + std::to_string(options.job_id));
+  const store::Job& stored = found.front().job;
+  const std::int64_t run_id = options.run_id;
+  const std::string label = "[" + stored.method + "/" + stored.dataset + " seed " + std::to_string(stored.seed) +
+                            " run " + std::to_string(run_id) + "]";
+  StoreObserver observer(db, run_id, label);
+  if (found.front().lease_run_id != run_id) {
+    observer.lost("job " + std::to_string(stored.id) + " is not leased to run " + std::to_string(run_id));
+    std::cerr << "attnlab: " << label << " " << observer.lost_reason() << "; nothing written\n";
+    return "lost";
+  }
+
+  const PluginRegistry registry = job_registry(found.front().plugin_dirs, plugin_dirs);
+  const std::string checkpoint_dir = options.checkpoint_dir.empty() ? options.db_path + ".ckpt" : options.checkpoint_dir;
+  TrainJob job;
+  RunOutcome outcome;
+  try {
+    const JobPlan plan = parse_job_config(stored.config_toml, "job " + std::to_string(stored.id) + " config", registry);
+    const auto* method = registry.find(PluginKind::attention, plan.method);
+    const auto* dataset_plugin = registry.find(PluginKind::dataset, plan.dataset);
+    const int threads = compat::configure_threads(options.threads);
+    const c10::Device device = compat::parse_device(options.device);
+
+    store::RunEnvironment env;
+    env.host = host_name();
+    env.device = options.device;
+    env.device_name = compat::device_name(device);
+    env.torch_version = compat::torch_version();
+    env.attnlab_version = build_info::kVersion;
+    env.git_revision = build_info::git_revision();
+    env.threads = threads;
+    env.pid = getpid();
+    for (const auto* p : {method, dataset_plugin})
+      env.plugins.push_back({to_string(p->kind()), p->name(), p->info->version, p->path, p->sha256});
+    db.set_run_environment(run_id, env);
+    fs::create_directories(checkpoint_dir);
+
+    DatasetContext context{dataset_cache_dir(options.cache_dir)};
+    auto dataset = dataset_plugin->make_dataset(context, plan.dataset_params);
+    job.task = dataset->info();
+    TrainSplits splits{load_checked(plan.dataset, *dataset, Split::train), load_checked(plan.dataset, *dataset, Split::val),
+                       load_checked(plan.dataset, *dataset, Split::test)};
+    job.model = model_config_from(plan.model);
+    job.train = train_config_from(plan.train);
+    job.seed = static_cast<std::uint64_t>(plan.seed);
+    job.device = device;
+    job.checkpoint_path = checkpoint_dir + "/run-" + std::to_string(run_id) + ".pt";
+    job.resume_path = resume_checkpoint_path(checkpoint_dir, stored.id, run_id);
+    job.identity = stored.config_hash;
+    job.stop = &stop_flag();
+    AttentionFactory* factory = method->make_attention;
+    const ParamValues method_params = plan.method_params;
+    job.make_attention = [factory, method_params](const AttentionShape& shape) { return factory(shape, method_params); };
+    if (const auto* softmax = registry.find(PluginKind::attention, "softmax")) {
+      AttentionFactory* reference = softmax->make_attention;
+      const ParamValues reference_params = softmax->defaults();
+      job.reference_attention = [reference, reference_params](const AttentionShape& shape) { return reference(shape, reference_params); };
+    }
+
+    // An earlier attempt's resume checkpoint: continue from it, with its curve up to that step.
+    const auto [previous, previous_run] = db.resume_point(stored.id);
+    if (!previous.empty() && previous_run != run_id) {
+      if (fs::exists(previous)) {
+        const std::int64_t step = db.resume_step(previous_run);
+        share_file(previous, job.resume_path);
+        job.resume = true;
+        observer.supersedes(previous);
+        db.copy_curve(previous_run, run_id, step);
+        std::cout << label << " resumes run " << previous_run << " from step " << step << std::endl;
+      } else {
+        std::cerr << "attnlab: warning: " << label << " the resume checkpoint " << previous << " of run " << previous_run
+                  << " is gone; starting afresh\n";
+      }
+    }
+
+    if (stop_flag().load()) {
+      // stopped before the first step: nothing to checkpoint; the earlier attempt's file stays the resume point
+      outcome.status = "interrupted";
+      std::error_code ignored;
+      if (job.resume) fs::remove(job.resume_path, ignored);
+    } else {
+      outcome = train_and_evaluate(job, splits, observer);
+    }
+  } catch (const store::LeaseLost& e) {
+    observer.lost(e.what());
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    outcome.status = compat::is_out_of_memory(e) ? "oom" : is_deterministic_refusal(e) ? "rejected" : "failed";
+    outcome.error = what.substr(0, what.find('\n'));  // c10 errors append a backtrace
+  }
+
+  if (!observer.lease_lost()) {
+    try {
+      // a run that ended early may still have saved a best-validation checkpoint
+      const bool saved = !job.checkpoint_path.empty() && fs::exists(job.checkpoint_path);
+      db.finish_run(run_id, outcome.status, outcome.results, outcome.error, saved ? job.checkpoint_path : "");
+    } catch (const store::LeaseLost& e) {
+      observer.lost(e.what());
+    }
+  }
+  if (observer.lease_lost()) {
+    observer.printer().finish("lost its lease (" + observer.lost_reason() + "); this attempt wrote nothing more");
+    return "lost";
+  }
+  if (is_final(outcome.status)) {  // nothing will resume this job again
+    std::error_code ignored;
+    if (!job.resume_path.empty()) fs::remove(job.resume_path, ignored);
+    if (!observer.superseded().empty()) fs::remove(observer.superseded(), ignored);
+  }
+
+  std::string summary = outcome.status;
+  for (const auto& [name, value] : outcome.results)
+    if (name == "test_acc") summary += "  test acc " + std::to_string(value).substr(0, 6);
+  if (!outcome.error.empty()) summary += ": " + outcome.error;
+  if (outcome.status == "rejected")
+    summary += " (not retried: job " + std::to_string(stored.id) + " is blocked until `attnlab queue retry " +
+               std::to_string(stored.id) + "`)";
+  observer.printer().finish(summary);
+  return outcome.status;
+}
+
+}  // namespace attnlab

@@ -1,0 +1,46 @@
+#pragma once
+// One attempt of one stored job, in the process that calls it (`attnlab exec-job`, started by a
+// device worker for each job it claims: a crash fails that attempt only, and the CPU peak-memory
+// figure, the process's peak resident set, belongs to that job alone).
+//
+// The attempt is the run a claim created; it writes only while that run holds the job's lease.
+// If an earlier attempt left a resume checkpoint, this one continues from it.
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "plugin_host/plugin_host.hpp"
+
+namespace attnlab {
+
+// exec-job's exit status when the run lost its lease (expired and taken, or the job cancelled):
+// the attempt is no longer ours and wrote nothing more. Any other run status exits 0.
+inline constexpr int kExitLeaseLost = 4;
+
+struct JobExecOptions {
+  std::string db_path;
+  std::int64_t job_id = 0;
+  std::int64_t run_id = 0;  // the run of this attempt; it must hold the job's lease
+  std::string device = "cpu";
+  int threads = 0;  // 0: ATTNLAB_THREADS or every core
+  std::string cache_dir;
+  std::string checkpoint_dir;  // "" = <db>.ckpt
+  const std::atomic<bool>* stop = nullptr;  // set by a signal: checkpoint, end 'interrupted'
+};
+
+// Returns the run's status (done, failed, diverged, oom, interrupted, rejected), or "lost" when
+// the lease was lost (nothing more was written). Plugins are searched in the job's own folders
+// (jobs.plugin_dirs) first, then `plugin_dirs` and the usual search path. A ConfigError,
+// ParamError or DataError (plugin not found, configuration or data refused) ends the attempt
+// 'rejected' and blocks the job: trying again cannot help. Errors before the run could be
+// recorded (an unreadable database) throw.
+std::string execute_job(const JobExecOptions& options, const std::vector<std::string>& plugin_dirs);
+
+// Where a run's resume checkpoint goes: one file per attempt, so an attempt that lost its lease
+// can never overwrite the checkpoint of the attempt that holds it.
+std::string resume_checkpoint_path(const std::string& checkpoint_dir, std::int64_t job_id, std::int64_t run_id);
+
+std::string host_name();
+
+}  // namespace attnlab

@@ -1,0 +1,52 @@
+#include "queue/run_summary.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <optional>
+
+#include "attnlab/query.hpp"
+#include "queue/progress.hpp"
+#include "results/aggregate.hpp"
+#include "cli/text_table.hpp"
+
+namespace attnlab {
+namespace {
+
+std::string fixed(std::optional<double> v, const char* format = "%.4f") {
+  if (!v || !std::isfinite(*v)) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, *v);
+  return buf;
+}
+
+}  // namespace
+
+std::string runs_table(const std::vector<store::RunSummary>& runs) {
+  TextTable table({"run", "method", "dataset", "seed", "status", "test acc", "majority", "best val", "time", "steps/s", "peak mem"});
+  for (const auto& r : runs) {
+    auto wall = r.result("wall_seconds");
+    auto peak = r.result("peak_memory_bytes");
+    table.add({std::to_string(r.run_id), r.method, r.dataset, std::to_string(r.seed), r.status, fixed(r.result("test_acc")),
+               fixed(r.result("majority_rate")), fixed(r.result("best_val_acc")), wall ? format_duration(*wall) : "-",
+               fixed(r.result("steps_per_second"), "%.2f"), peak ? format_bytes(*peak) : "-"});
+  }
+  return table.str();
+}
+
+std::string experiment_summary(store::Database& db, const std::vector<std::int64_t>& job_ids) {
+  if (job_ids.empty()) return "";
+  store::Selection selection;
+  std::string ids;
+  for (auto id : job_ids) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
+  selection.where = {"job IN (" + ids + ")"};
+  selection.group_by = {"method", "dataset"};
+  const auto known = store::result_names(db);  // a sweep whose runs all failed has no results yet
+  for (const char* m : {"test_acc", "majority_rate"})
+    if (std::find(known.begin(), known.end(), m) != known.end()) selection.metrics.push_back(m);
+  return results::render(results::results_grid(selection, store::select_jobs(db, selection), false, true),
+                         results::Format::table);
+}
+
+}  // namespace attnlab

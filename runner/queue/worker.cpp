@@ -1,0 +1,397 @@
+#include "queue/worker.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+
+#include "attnlab/store.hpp"
+#include "attnlab/torch_compat.hpp"
+#include "queue/checkpoint_sweep.hpp"
+#include "queue/child_process.hpp"
+#include "queue/job_exec.hpp"
+
+namespace attnlab {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+Clock::duration seconds(double s) { return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s)); }
+
+constexpr double kPollSeconds = 0.02;       // how often a device worker looks at its job process
+constexpr double kIdleBackoffMax = 2.0;     // longest wait between claims on an empty queue
+constexpr double kRestartBackoffMax = 30.0;
+constexpr int kQuickDeathsBeforeGivingUp = 10;
+constexpr double kHealthySeconds = 60.0;    // a device worker that ran this long starts its back-off afresh
+
+// How long a job process that lost its lease gets to stop after SIGTERM before SIGKILL.
+double lease_lost_grace(double lease_seconds) { return std::clamp(lease_seconds / 2, 1.0, 10.0); }
+
+// Nothing left for this worker: no job queued or running (among `only`, if given). A running job
+// still counts: its lease may expire and put it back in the queue.
+bool nothing_left(store::Database& db, const std::vector<std::int64_t>& only) {
+  if (only.empty()) {
+    for (const auto& [state, count] : db.queue_counts())
+      if ((state == "queued" || state == "running") && count > 0) return false;
+    return true;
+  }
+  store::JobFilter filter;
+  filter.states = {"queued", "running"};
+  filter.ids = only;
+  return db.list_jobs(filter).empty();
+}
+
+class DeviceWorker {
+ public:
+  DeviceWorker(const WorkerOptions& options, std::string device, std::string self_exe)
+      : o_(options), device_(std::move(device)), self_exe_(std::move(self_exe)), db_(o_.db_path, store::Database::Open::existing) {
+    claimer_.host = host_name();
+    claimer_.pid = getpid();
+    claimer_.device = device_;
+    claimer_.worker = claimer_.host + ":" + std::to_string(claimer_.pid) + ":" + device_;
+    random_.seed(static_cast<std::uint64_t>(claimer_.pid) * 0x9E3779B97F4A7C15ULL ^
+                 static_cast<std::uint64_t>(Clock::now().time_since_epoch().count()));
+  }
+
+  int run() {
+    std::int64_t jobs = 0;
+    double idle_wait = 0.05;
+    while (stop_requests() == 0) {
+      if (o_.max_jobs > 0 && jobs >= o_.max_jobs) return end_status();
+      const auto lease = db_.claim_next_job(claimer_, o_.lease_seconds, o_.only_jobs);
+      if (!lease) {
+        if (o_.idle_exit && nothing_left(db_, o_.only_jobs)) return end_status();
+        sleep_seconds(idle_wait);
+        idle_wait = std::min(idle_wait * 2, kIdleBackoffMax);
+        continue;
+      }
+      idle_wait = 0.05;
+      ++jobs;
+      ran_.push_back(lease->job_id);
+      if (stop_requests() > 0) {  // the stop came while we claimed: give the job straight back
+        release_interrupted(*lease, "stopped before it began");
+        break;
+      }
+      if (o_.noop) run_noop(*lease);
+      else run_job_process(*lease);
+    }
+    return 128 + stop_signal();
+  }
+
+ private:
+  // A normal end (--idle-exit, --max-jobs): kDeviceWorkerJobsNotDone when a job this worker ran
+  // is in any state but done now (failed, diverged, oom, or queued again after a failed attempt).
+  int end_status() {
+    if (ran_.empty()) return kDeviceWorkerDone;
+    store::JobFilter filter;
+    filter.ids = ran_;
+    for (const auto& q : db_.list_jobs(filter))
+      if (q.job.state != "done") return kDeviceWorkerJobsNotDone;
+    return kDeviceWorkerDone;
+  }
+
+  void say(const std::string& line) const { std::cerr << "attnlab: worker " << claimer_.worker << ": " << line << std::endl; }
+
+  void release_interrupted(const store::Lease& lease, const std::string& why) {
+    try {
+      db_.finish_run(lease.run_id, "interrupted", {}, why, "");
+    } catch (const store::LeaseLost&) {
+    }
+  }
+
+  // Renews the lease; false once the run no longer holds it. A database error is not a lost
+  // lease: it is reported and the next heartbeat tries again.
+  bool heartbeat(const store::Lease& lease) {
+    try {
+      return db_.renew_lease(lease.run_id, o_.lease_seconds);
+    } catch (const store::StoreError& e) {
+      say("heartbeat of run " + std::to_string(lease.run_id) + " failed, trying again: " + e.what());
+      return true;
+    }
+  }
+
+  void run_noop(const store::Lease& lease) {
+    const double hold = o_.noop_seconds * std::uniform_real_distribution<double>(0.5, 1.5)(random_);
+    const auto start = Clock::now();
+    for (double left = hold; left > 0; left = hold - seconds_since(start)) {
+      sleep_seconds(std::min(left, o_.lease_seconds / 3));
+      if (stop_requests() > 0) return release_interrupted(lease, "stopped by signal " + std::to_string(stop_signal()));
+      if (!heartbeat(lease)) return;  // taken from us: write nothing
+    }
+    try {
+      db_.finish_run(lease.run_id, "done", {{"noop", 1.0}}, "", "");
+    } catch (const store::LeaseLost&) {
+    }
+  }
+
+  std::vector<std::string> job_command(const store::Lease& lease) const {
+    std::vector<std::string> argv = {o_.job_exe.empty() ? self_exe_ : o_.job_exe, "exec-job", "--db", o_.db_path, "--job", std::to_string(lease.job_id),
+                                     "--run", std::to_string(lease.run_id), "--device", device_,
+                                     "--threads", std::to_string(o_.threads)};
+    if (!o_.cache_dir.empty()) argv.insert(argv.end(), {"--cache-dir", o_.cache_dir});
+    for (const auto& d : o_.plugin_dirs) argv.insert(argv.end(), {"--plugins", d});
+    return argv;
+  }
+
+  void run_job_process(const store::Lease& lease) {
+    const std::string what = "run " + std::to_string(lease.run_id) + " (job " + std::to_string(lease.job_id) +
+                             ", attempt " + std::to_string(lease.attempt) + ")";
+    say(what + " starts");
+    pid_t pid = 0;
+    try {
+      pid = start_child(job_command(lease), "job process", SIGKILL);
+    } catch (const std::exception& e) {
+      // Not the job's fault: this worker cannot start processes (its executable gone while it ran,
+      // no memory to fork). Counting it would burn every queued job's attempts in a second, so the
+      // attempt goes back uncounted and the worker stops; the supervisor restarts it with a back-off.
+      say(what + " could not start its job process: " + e.what() + "; the job goes back to the queue uncounted");
+      release_interrupted(lease, std::string("the worker could not start the job process: ") + e.what());
+      throw std::runtime_error(std::string("stopping: ") + e.what());
+    }
+    forward_stops_to(pid);
+    if (stop_requests() > 0) kill(pid, SIGTERM);  // a stop that came before the forwarding was set
+
+    auto next_heartbeat = Clock::now() + seconds(o_.lease_seconds / 3);
+    std::optional<Clock::time_point> kill_at;
+    bool lease_lost = false;
+    bool recorded_its_end = false;  // the job process ended its run itself and is exiting
+    ChildExit exit;
+    for (;;) {
+      if (const auto ended = poll_child(pid)) {
+        exit = *ended;
+        break;
+      }
+      const auto now = Clock::now();
+      if (!lease_lost && !recorded_its_end && now >= next_heartbeat) {
+        next_heartbeat = now + seconds(o_.lease_seconds / 3);
+        if (!heartbeat(lease)) {
+          // A refused renewal also follows the job process's own finish_run, which releases the
+          // lease a moment before the process exits: only a run ended from outside is lost.
+          const std::string why = taken_from_us(lease);
+          if (why.empty()) {
+            recorded_its_end = true;
+          } else {
+            lease_lost = true;
+            say(what + " " + why + "; stopping its job process");
+            kill(pid, SIGTERM);
+            kill_at = now + seconds(lease_lost_grace(o_.lease_seconds));
+          }
+        }
+      }
+      if (kill_at && now >= *kill_at) {
+        kill(pid, SIGKILL);
+        kill_at.reset();
+      }
+      sleep_seconds(kPollSeconds);
+    }
+    forward_stops_to(0);
+
+    if (lease_lost || (!exit.signalled && exit.code == kExitLeaseLost)) {
+      say(what + " is no longer ours (lease lost); nothing more written");
+      return;
+    }
+    // The job process records its own end; if it could not (a crash, a kill), we do it for it.
+    // A signal the process raised itself (a segfault, an abort) is the method's crash; any other
+    // (SIGKILL from a person or the OOM killer, SIGTERM, SIGHUP, SIGPIPE) came from outside and
+    // is counted against the job's infrastructure cap instead.
+    const bool stopped = stop_requests() > 0 && (exit.stopped_by_request() || exit.ok());
+    const bool from_outside = exit.signalled && !exit.crashed_itself();
+    const std::string status = stopped ? "interrupted" : from_outside ? "lost" : "failed";
+    const std::string error = "job process " + exit.describe() + (status == "lost" ? ", not by its own code" : "");
+    try {
+      if (db_.fail_run_if_unfinished(lease.run_id, status, error)) say(what + " " + status + ": " + error);
+    } catch (const store::LeaseLost&) {
+      say(what + " is no longer ours (lease lost); nothing more written");
+    }
+    sweep_files_of(lease);
+  }
+
+  // Why the run no longer holds its lease when someone else ended it (its lease expired and was
+  // ended, the job was cancelled); "" when the run ended itself (its job process recorded its end).
+  std::string taken_from_us(const store::Lease& lease) {
+    try {
+      const store::RunAttempt run = db_.run_attempt(lease.run_id);
+      if (run.status == "lost") return "lost its lease (" + run.error + ")";
+      if (run.status == "interrupted" && db_.job(lease.job_id).state == "cancelled") return "was cancelled";
+      if (run.status == "running") return "lost its lease (run " + std::to_string(lease.run_id) + " holds it no more)";
+      return "";
+    } catch (const store::StoreError& e) {
+      return std::string("lost its lease (") + e.what() + ")";
+    }
+  }
+
+  // The attempt's files that nothing can resume from any more (checkpoint_sweep.hpp). A failure
+  // here costs disk, not results: reported, never fatal.
+  void sweep_files_of(const store::Lease& lease) {
+    try {
+      sweep_checkpoints(db_, checkpoint_dir_of(o_.db_path), lease.job_id);
+    } catch (const std::exception& e) {
+      say("could not remove the unused checkpoint files of job " + std::to_string(lease.job_id) + ": " + e.what());
+    }
+  }
+
+  const WorkerOptions& o_;
+  const std::string device_;
+  const std::string self_exe_;
+  store::Database db_;
+  store::Claimer claimer_;
+  std::mt19937_64 random_;
+  std::vector<std::int64_t> ran_;  // the jobs this worker claimed
+};
+
+}  // namespace
+
+std::vector<std::string> resolve_devices(const std::string& spec) {
+  std::vector<std::string> devices;
+  if (spec == "all") {
+    const int count = compat::cuda_device_count();
+    for (int i = 0; i < count; ++i) devices.push_back("cuda:" + std::to_string(i));
+    if (devices.empty()) devices.push_back("cpu");
+    return devices;
+  }
+  std::stringstream in(spec);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    const c10::Device device = compat::parse_device(item);  // throws, naming it, if absent or malformed
+    const std::string name = device.is_cpu() ? "cpu" : "cuda:" + std::to_string(device.index() < 0 ? 0 : device.index());
+    if (std::find(devices.begin(), devices.end(), name) != devices.end())
+      throw std::invalid_argument("device '" + name + "' is named twice");
+    devices.push_back(name);
+  }
+  if (devices.empty()) throw std::invalid_argument("no device named (cpu, cuda:0,cuda:1, ... or all)");
+  return devices;
+}
+
+std::vector<std::string> device_worker_command(const WorkerOptions& o, const std::string& device, const std::string& self_exe) {
+  std::vector<std::string> argv = {self_exe, "worker-device", "--db", o.db_path, "--device", device,
+                                   "--lease", std::to_string(o.lease_seconds), "--threads", std::to_string(o.threads),
+                                   "--max-jobs", std::to_string(o.max_jobs)};
+  if (o.idle_exit) argv.push_back("--idle-exit");
+  if (!o.cache_dir.empty()) argv.insert(argv.end(), {"--cache-dir", o.cache_dir});
+  for (const auto& d : o.plugin_dirs) argv.insert(argv.end(), {"--plugins", d});
+  // job ids in chunks: one argument of a command line is limited to 128 KiB on Linux
+  for (std::size_t i = 0; i < o.only_jobs.size(); i += 2000) {
+    std::string chunk;
+    for (std::size_t j = i; j < std::min(o.only_jobs.size(), i + 2000); ++j) chunk += (j > i ? "," : "") + std::to_string(o.only_jobs[j]);
+    argv.insert(argv.end(), {"--only", chunk});
+  }
+  if (o.noop) argv.insert(argv.end(), {"--noop", "--noop-seconds", std::to_string(o.noop_seconds)});
+  return argv;
+}
+
+int run_device_worker(const WorkerOptions& options, const std::string& device, const std::string& self_exe) {
+  install_stop_handlers();
+  std::optional<DeviceWorker> worker;
+  try {
+    worker.emplace(options, device, self_exe);
+  } catch (const std::exception& e) {
+    std::cerr << "attnlab: worker on " << device << ": " << e.what() << "\n";
+    return kDeviceWorkerCannotRun;
+  }
+  try {
+    return worker->run();
+  } catch (const std::exception& e) {
+    std::cerr << "attnlab: worker on " << device << ": " << e.what() << "\n";
+    return kDeviceWorkerError;
+  }
+}
+
+int run_supervisor(const WorkerOptions& options, const std::string& self_exe) {
+  install_stop_handlers();
+  struct DeviceSlot {
+    std::string device;
+    pid_t pid = 0;  // 0: not running
+    Clock::time_point started, restart_at;
+    int quick_deaths = 0;
+    bool finished = false;
+    int status = 0;
+  };
+  std::vector<DeviceSlot> slots;
+  for (const auto& d : options.devices) {
+    slots.emplace_back();
+    slots.back().device = d;
+  }
+  auto start = [&](DeviceSlot& slot) {
+    slot.pid = start_child(device_worker_command(options, slot.device, self_exe), "device worker", SIGTERM);
+    slot.started = Clock::now();
+  };
+  auto say = [](const std::string& line) { std::cerr << "attnlab: worker: " << line << std::endl; };
+  // A device worker gets SIGTERM if this process dies, so its job is checkpointed and released.
+  for (auto& slot : slots) start(slot);
+
+  bool jobs_not_done = false;  // a device worker ended normally with a job it ran not done
+  int forwarded = 0;  // stop requests passed on so far
+  for (;;) {
+    const int requests = stop_requests();
+    if (requests > forwarded) {
+      const bool now = requests >= 2;
+      for (auto& slot : slots)
+        if (slot.pid > 0) kill(slot.pid, now ? SIGKILL : stop_signal());
+      if (forwarded == 0) say("stopping on signal " + std::to_string(stop_signal()) + (now ? "" : "; running jobs are checkpointed and released (again to kill now)"));
+      if (now) {
+        for (auto& slot : slots)
+          if (slot.pid > 0) wait_child(slot.pid);
+        say("second signal: killed the device workers; a job one still held returns to the queue when its lease expires");
+        return 128 + stop_signal();
+      }
+      forwarded = requests;
+    }
+
+    bool all_finished = true;
+    for (auto& slot : slots) {
+      if (slot.pid > 0) {
+        const auto exit = poll_child(slot.pid);
+        if (!exit) {
+          all_finished = false;
+          continue;
+        }
+        slot.pid = 0;
+        const bool stopped_on_purpose = exit->stopped_by_request() || (!exit->signalled && exit->code > 128);
+        if (stop_requests() > 0 || exit->ok() || stopped_on_purpose) {
+          slot.finished = true;
+        } else if (!exit->signalled && exit->code == kDeviceWorkerJobsNotDone) {
+          slot.finished = true;  // a normal end; the jobs' states are the answer
+          jobs_not_done = true;
+        } else if (!exit->signalled && exit->code == kDeviceWorkerCannotRun) {
+          slot.finished = true;
+          slot.status = kDeviceWorkerCannotRun;
+          say("the device worker on " + slot.device + " cannot run (see above); not restarted");
+        } else {
+          if (seconds_since(slot.started) > kHealthySeconds) slot.quick_deaths = 0;
+          if (++slot.quick_deaths > kQuickDeathsBeforeGivingUp) {
+            slot.finished = true;
+            slot.status = kDeviceWorkerError;
+            say("the device worker on " + slot.device + " " + exit->describe() + " " +
+                std::to_string(slot.quick_deaths) + " times in a row; giving up on " + slot.device);
+          } else {
+            const double wait = std::min(kRestartBackoffMax, 0.5 * (1 << std::min(slot.quick_deaths - 1, 10)));
+            say("the device worker on " + slot.device + " " + exit->describe() + "; restarting it in " +
+                std::to_string(wait).substr(0, 4) + " s");
+            slot.restart_at = Clock::now() + seconds(wait);
+          }
+        }
+      }
+      if (!slot.finished && slot.pid == 0) {
+        all_finished = false;
+        if (stop_requests() > 0) slot.finished = true;
+        else if (Clock::now() >= slot.restart_at) start(slot);
+      }
+    }
+    if (all_finished) break;
+    sleep_seconds(0.05);
+  }
+
+  if (stop_signal()) return 128 + stop_signal();
+  int status = 0;
+  for (const auto& slot : slots) status = std::max(status, slot.status);
+  return status == 0 && jobs_not_done ? kExitJobsNotDone : status;
+}
+
+}  // namespace attnlab

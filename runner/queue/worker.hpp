@@ -1,0 +1,59 @@
+#pragma once
+// Workers. `attnlab worker` is a supervisor process with one device worker process per device
+// (`attnlab worker-device`, this same binary). A device worker claims jobs from the queue one at a
+// time and runs each in a job process of its own (`attnlab exec-job`), renewing the job's lease
+// while it runs; a job that crashes its process fails that attempt only. runner/queue/README.md
+// describes the lifecycle; runner/README.md the signals and the exit statuses.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace attnlab {
+
+struct WorkerOptions {
+  std::string db_path = "attnlab.db";
+  std::vector<std::string> devices{"cpu"};
+  std::int64_t max_jobs = 0;  // jobs per device worker; 0: no limit
+  bool idle_exit = false;     // end once nothing is queued or running (among only_jobs, if given)
+  double lease_seconds = 60;  // renewed every lease_seconds / 3 while a job runs
+  int threads = 0;            // intra-op threads per job process (0: ATTNLAB_THREADS or every core)
+  std::string cache_dir;
+  std::vector<std::string> plugin_dirs;
+  std::vector<std::int64_t> only_jobs;  // claim only these jobs (`attnlab run`); empty: any
+  std::string job_exe;  // the program job processes run (tests: a missing one); empty: this executable
+  // No-op mode (bench-queue, tests): no job process; each claimed job holds its lease for
+  // noop_seconds x a random factor in [0.5, 1.5], heartbeating, then ends 'done' with noop = 1.
+  bool noop = false;
+  double noop_seconds = 0;
+};
+
+// Device worker exit statuses, as the supervisor reads them.
+inline constexpr int kDeviceWorkerDone = 0;       // idle (--idle-exit) or --max-jobs reached
+inline constexpr int kDeviceWorkerError = 1;      // an unexpected error: restarted
+inline constexpr int kDeviceWorkerCannotRun = 2;  // no usable database or device: not restarted
+inline constexpr int kDeviceWorkerJobsNotDone = 3;  // ended as kDeviceWorkerDone, but a job it ran is not done
+// stopped by SIGINT/SIGTERM: 128 + the signal, not restarted
+
+// `attnlab run` and `attnlab worker`: every job ran, but some did not end done (run: a job of the
+// experiment; worker: a job one of its device workers ran). 1 and 2 keep their meanings above.
+inline constexpr int kExitJobsNotDone = 3;
+
+// "cpu", "cuda", "cuda:0,cuda:1", "all" (every CUDA device, else cpu) -> device names, each
+// checked on this machine (std::invalid_argument naming the one that is not).
+std::vector<std::string> resolve_devices(const std::string& spec);
+
+// The supervisor, in this process: starts one device worker per device, restarts one that dies
+// unexpectedly (with a back-off), forwards SIGINT/SIGTERM to them (a second signal kills them at
+// once) and returns when every one has ended: 128 + the stop signal; else the worst status of a
+// device worker that could not run or was given up (2, 1); else kExitJobsNotDone when a job a
+// device worker ran is not done at its end; else 0.
+int run_supervisor(const WorkerOptions& options, const std::string& self_exe);
+
+// One device worker, in this process. Opens the database with Open::existing (never migrates).
+int run_device_worker(const WorkerOptions& options, const std::string& device, const std::string& self_exe);
+
+// The arguments that start a device worker process (`self_exe worker-device ...`).
+std::vector<std::string> device_worker_command(const WorkerOptions& options, const std::string& device,
+                                               const std::string& self_exe);
+
+}  // namespace attnlab

@@ -1,0 +1,287 @@
+#include "experiment/cache_dir.hpp"
+#include "studies/bench.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <toml++/toml.h>
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/optim/adamw.h>
+#include <torch/utils.h>
+
+#include "attnlab/train/config.hpp"
+#include "attnlab/train/model.hpp"
+#include "attnlab/torch_compat.hpp"
+#include "attnlab/train/trainer.hpp"
+#include "build_info.hpp"
+#include "experiment/experiment.hpp"
+#include "plugin_host/plugin_host.hpp"
+#include "queue/progress.hpp"
+#include "cli/text_table.hpp"
+
+namespace attnlab {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void add_section(toml::table& parent, const std::string& name, const ParamValues& values) {
+  toml::table section;
+  for (const auto& [key, value] : values.all())
+    std::visit([&, &key = key](const auto& v) { section.insert_or_assign(key, v); }, value);
+  parent.insert_or_assign(name, std::move(section));
+}
+
+std::int64_t bench_integer(const toml::table& bench, const char* key, std::int64_t min, const std::string& where) {
+  const auto* node = bench.get(key);
+  if (!node || !node->is_integer()) throw ConfigError(where + ": [bench] " + key + ": missing or not an integer");
+  const std::int64_t value = node->as_integer()->get();
+  if (value < min) throw ConfigError(where + ": [bench] " + key + ": must be at least " + std::to_string(min));
+  return value;
+}
+
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+// 0.842, 13.3, 0.0120: three significant digits, no exponent for sensible step times.
+std::string seconds_text(double s) {
+  if (!std::isfinite(s)) return "-";
+  char buf[32];
+  if (s >= 100) std::snprintf(buf, sizeof buf, "%.0f", s);
+  else if (s >= 10) std::snprintf(buf, sizeof buf, "%.1f", s);
+  else if (s >= 1) std::snprintf(buf, sizeof buf, "%.2f", s);
+  else std::snprintf(buf, sizeof buf, "%#.3g", s);  // '#' keeps trailing zeros: 0.120
+  return buf;
+}
+
+std::string ratio_text(double x) {
+  if (!std::isfinite(x)) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", x);
+  return buf;
+}
+
+// The [model] table of a stored configuration: rows measured with different models never compare.
+std::string model_section(const std::string& config_toml) {
+  const auto begin = config_toml.find("[model]");
+  if (begin == std::string::npos) return "";
+  const auto end = config_toml.find("\n[", begin);
+  return config_toml.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+}
+
+bool comparable(const store::BenchResult& a, const store::BenchResult& b) {
+  return a.dataset == b.dataset && a.seq_len == b.seq_len && a.batch_size == b.batch_size && a.device == b.device &&
+         a.device_name == b.device_name && a.threads == b.threads && a.torch_version == b.torch_version &&
+         model_section(a.config_toml) == model_section(b.config_toml);
+}
+
+}  // namespace
+
+double median(std::vector<double> values) {
+  if (values.empty()) return std::numeric_limits<double>::quiet_NaN();
+  std::sort(values.begin(), values.end());
+  const auto n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+std::string bench_config_toml(const BenchCase& c, const PluginRegistry& registry) {
+  toml::table root;
+  root.insert_or_assign("method", c.method);
+  root.insert_or_assign("dataset", c.dataset);
+  root.insert_or_assign("seed", c.seed);
+  add_section(root, "model", c.model);
+  add_section(root, "train", c.train);
+  toml::table methods, datasets;
+  add_section(methods, c.method, c.method_params);
+  add_section(datasets, c.dataset, c.dataset_params);
+  root.insert_or_assign("methods", std::move(methods));
+  root.insert_or_assign("datasets", std::move(datasets));
+  toml::table bench;
+  bench.insert_or_assign("seq_len", c.seq_len);
+  bench.insert_or_assign("batch_size", c.batch_size);
+  bench.insert_or_assign("steps", c.steps);
+  bench.insert_or_assign("warmup", c.warmup);
+  root.insert_or_assign("bench", std::move(bench));
+  std::ostringstream text;
+  text << root << "\n";
+  // checked now, by the same code the measuring process reads it with
+  parse_bench_config(text.str(), "bench configuration", registry);
+  return text.str();
+}
+
+BenchCase parse_bench_config(const std::string& text, const std::string& where, const PluginRegistry& registry) {
+  toml::table root;
+  try {
+    root = toml::parse(text, where);
+  } catch (const toml::parse_error& e) {
+    throw ConfigError(where + ":" + std::to_string(e.source().begin.line) + ": TOML syntax: " + std::string(e.description()));
+  }
+  const JobPlan plan = parse_job_config(text, where, registry);  // method, dataset, seed and the four sections
+  BenchCase c;
+  c.method = plan.method;
+  c.dataset = plan.dataset;
+  c.seed = plan.seed;
+  c.model = plan.model;
+  c.train = plan.train;
+  c.method_params = plan.method_params;
+  c.dataset_params = plan.dataset_params;
+  const auto* bench = root.get_as<toml::table>("bench");
+  if (!bench) throw ConfigError(where + ": no [bench] table");
+  c.seq_len = bench_integer(*bench, "seq_len", 1, where);
+  c.batch_size = bench_integer(*bench, "batch_size", 1, where);
+  c.steps = bench_integer(*bench, "steps", 1, where);
+  c.warmup = bench_integer(*bench, "warmup", 0, where);
+  try {
+    model_config_from(c.model);
+  } catch (const ParamError& e) {
+    throw ConfigError(where + ": [model] " + e.what());
+  }
+  return c;
+}
+
+StepTimes time_training_steps(const BenchCase& c, const PluginRegistry& registry, const std::string& device_text,
+                              const std::string& cache_dir) {
+  const c10::Device device = compat::parse_device(device_text);
+  const auto* method = registry.find(PluginKind::attention, c.method);
+  if (!method) throw std::runtime_error("no attention plugin named '" + c.method + "'");
+  const auto* dataset = registry.find(PluginKind::dataset, c.dataset);
+  if (!dataset) throw std::runtime_error("no dataset plugin named '" + c.dataset + "'");
+
+  // The task's description only (vocabulary, classes, inputs); no data is loaded.
+  TaskInfo task = dataset->make_dataset({dataset_cache_dir(cache_dir)}, c.dataset_params)->info();
+  task.max_len = c.seq_len;
+  const ModelConfig model_config = model_config_from(c.model);
+  const TrainConfig train = train_config_from(c.train);
+
+  torch::manual_seed(static_cast<std::uint64_t>(c.seed));  // weights and dropout
+  AttentionFactory* factory = method->make_attention;
+  const ParamValues method_params = c.method_params;
+  EncoderClassifier model(model_config, task,
+                          [factory, method_params](const AttentionShape& shape) { return factory(shape, method_params); });
+  model->to(device);
+  model->train();
+  AttentionDraws draws(model->attention_methods(), static_cast<std::uint64_t>(c.seed) ^ kAttentionStream);
+  torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(train.lr)
+                                                         .betas(std::make_tuple(train.beta1, train.beta2))
+                                                         .eps(train.eps)
+                                                         .weight_decay(train.weight_decay));
+
+  // One batch of random token ids, every position real, and random labels; drawn on the CPU so that
+  // the same seed gives the same batch on any device.
+  auto data_generator = at::make_generator<at::CPUGeneratorImpl>(static_cast<std::uint64_t>(c.seed) ^ kDataStream);
+  const auto tokens = at::randint(task.vocab_size, {c.batch_size, task.inputs, c.seq_len}, data_generator, at::kLong).to(device);
+  const auto lengths = at::full({c.batch_size, task.inputs}, c.seq_len, at::kLong).to(device);
+  const auto labels = at::randint(task.num_classes, {c.batch_size}, data_generator, at::kLong).to(device);
+
+  std::int64_t steps_taken = 0;
+  // One training step as the trainer takes it: forward, loss, backward, clipping, AdamW.
+  auto step = [&] {
+    optimizer.zero_grad();
+    auto logits = model->forward(tokens, lengths);
+    at::cross_entropy_loss(logits, labels).backward();
+    if (train.clip_norm > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), train.clip_norm);
+    optimizer.step();
+    draws.after_step(++steps_taken);  // the redraws a real run pays for
+  };
+
+  for (std::int64_t i = 0; i < c.warmup; ++i) step();
+  compat::synchronize(device);
+  compat::reset_peak_memory(device);
+  StepTimes out;
+  for (std::int64_t i = 0; i < c.steps; ++i) {
+    const auto start = Clock::now();
+    step();
+    compat::synchronize(device);
+    out.seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  out.peak_memory_bytes = compat::peak_memory_bytes(device);
+  return out;
+}
+
+store::BenchResult run_bench_case(const BenchCase& c, const std::string& config_toml, const PluginRegistry& registry,
+                                  const std::string& device_text, int threads, const std::string& cache_dir) {
+  store::BenchResult r;
+  r.method = c.method;
+  r.dataset = c.dataset;
+  r.seq_len = c.seq_len;
+  r.batch_size = c.batch_size;
+  r.device = device_text;
+  r.torch_version = compat::torch_version();
+  r.git_revision = build_info::git_revision();
+  r.config_toml = config_toml;
+  r.status = "failed";
+  std::optional<c10::Device> device;
+  try {
+    r.threads = compat::configure_threads(threads);
+    device = compat::parse_device(device_text);
+    r.device = device->str();  // cuda -> cuda:0
+    r.device_name = compat::device_name(*device);
+    const StepTimes t = time_training_steps(c, registry, device_text, cache_dir);
+    r.steps_timed = static_cast<std::int64_t>(t.seconds.size());
+    r.step_seconds_median = median(t.seconds);
+    r.step_seconds_min = *std::min_element(t.seconds.begin(), t.seconds.end());
+    r.step_seconds_max = *std::max_element(t.seconds.begin(), t.seconds.end());
+    r.peak_memory_bytes = static_cast<double>(t.peak_memory_bytes);
+    r.status = "done";
+  } catch (const std::exception& e) {
+    r.status = compat::is_out_of_memory(e) ? "oom" : "failed";
+    r.error = first_line(e.what());  // c10 errors append a backtrace
+    if (device) {
+      try {
+        r.peak_memory_bytes = static_cast<double>(compat::peak_memory_bytes(*device));  // how far it got
+      } catch (const std::exception&) {
+      }
+    }
+  }
+  return r;
+}
+
+std::string bench_table(const std::vector<store::BenchResult>& rows, bool context) {
+  std::vector<std::string> header;
+  if (context) header = {"when", "method", "dataset", "length", "batch", "device", "threads"};
+  else header = {"method", "length"};
+  for (const char* h : {"status", "step (s)", "min-max (s)", "time vs softmax", "peak mem", "mem vs softmax"}) header.push_back(h);
+  TextTable table(header);
+
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::string errors;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const auto& r = rows[i];
+    const bool done = r.status == "done";
+    // the softmax row with the same settings nearest to this one (the earlier one on a tie)
+    const store::BenchResult* reference = nullptr;
+    std::size_t best = rows.size();
+    for (std::size_t j = 0; j < rows.size(); ++j) {
+      const std::size_t distance = j > i ? j - i : i - j;
+      if (rows[j].method == "softmax" && rows[j].status == "done" && distance < best && comparable(r, rows[j])) {
+        reference = &rows[j];
+        best = distance;
+      }
+    }
+    const bool ratios = done && reference && reference->step_seconds_median > 0 && reference->peak_memory_bytes > 0;
+    std::vector<std::string> row;
+    if (context)
+      row = {r.created_at, r.method, r.dataset, std::to_string(r.seq_len), std::to_string(r.batch_size), r.device,
+             std::to_string(r.threads)};
+    else
+      row = {r.method, std::to_string(r.seq_len)};
+    row.push_back(r.status);
+    row.push_back(done ? seconds_text(r.step_seconds_median) : "-");
+    row.push_back(done ? seconds_text(r.step_seconds_min) + "-" + seconds_text(r.step_seconds_max) : "-");
+    row.push_back(ratio_text(ratios ? r.step_seconds_median / reference->step_seconds_median : nan));
+    row.push_back(done && r.peak_memory_bytes > 0 ? format_bytes(r.peak_memory_bytes) : "-");
+    row.push_back(ratio_text(ratios ? r.peak_memory_bytes / reference->peak_memory_bytes : nan));
+    table.add(std::move(row));
+    if (!done) errors += "  " + r.method + " at " + std::to_string(r.seq_len) + ": " + r.status + (r.error.empty() ? "" : ": " + r.error) + "\n";
+  }
+  return table.str() + errors;
+}
+
+}  // namespace attnlab

@@ -1,0 +1,61 @@
+#pragma once
+// attnlab bench: the time of one training step (forward, backward, AdamW step) and its peak memory,
+// per attention method and sequence length, for the LRA model built for a dataset's task with
+// random tokens. `attnlab bench` resolves the configurations and starts one fresh process per
+// measurement (`attnlab bench-one`), which measures and stores its BenchResult itself: a crash costs
+// that measurement only, and on the CPU the peak resident set is that measurement's own.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "attnlab/params.hpp"
+#include "attnlab/store.hpp"
+
+namespace attnlab {
+
+class PluginRegistry;
+
+// One measurement: everything that decides what is run.
+struct BenchCase {
+  std::string method, dataset;
+  std::int64_t seq_len = 1024;
+  std::int64_t batch_size = 4;
+  std::int64_t steps = 5;   // timed steps
+  std::int64_t warmup = 2;  // untimed steps before them
+  std::int64_t seed = 1;    // weights, dropout, attention randomness, tokens and labels
+  ParamValues model, train, method_params, dataset_params;  // train: the optimiser settings (lr, betas, eps, weight decay, clip norm)
+};
+
+// The resolved configuration as TOML: a job configuration (method, dataset, seed, [model], [train],
+// [methods.M], [datasets.D]; read back by parse_job_config) followed by a [bench] table (seq_len,
+// batch_size, steps, warmup). This is what the child process receives and what is stored.
+std::string bench_config_toml(const BenchCase& c, const PluginRegistry& registry);
+// The inverse; checks every value against the schemas. `where` names the text in errors.
+BenchCase parse_bench_config(const std::string& toml, const std::string& where, const PluginRegistry& registry);
+
+struct StepTimes {
+  std::vector<double> seconds;          // one per timed step
+  std::int64_t peak_memory_bytes = 0;   // CUDA allocator peak over the timed steps; CPU: this process's peak RSS
+};
+
+// Builds the model for the dataset's task at max_len = seq_len, then runs warm-up and timed training
+// steps on seeded random tokens (every token real) and labels. Throws on failure (out of memory
+// included). `device`: cpu, cuda, cuda:N.
+StepTimes time_training_steps(const BenchCase& c, const PluginRegistry& registry, const std::string& device,
+                              const std::string& cache_dir);
+
+// time_training_steps with the environment around it, as a row to store: status done, or oom /
+// failed with the first line of the error. Never throws for a failed measurement.
+store::BenchResult run_bench_case(const BenchCase& c, const std::string& config_toml, const PluginRegistry& registry,
+                                  const std::string& device, int threads, const std::string& cache_dir);
+
+double median(std::vector<double> values);  // NaN when empty; mean of the middle two for an even count
+
+// The results as a table: method, length, status, median step time, min-max, its ratio to softmax,
+// peak memory, its ratio to softmax. The ratios compare a row with the softmax row measured with the
+// same settings (dataset, length, batch, device, threads, LibTorch, model) nearest to it in `rows`.
+// `context` adds when, dataset, batch, device and threads (for --show). Errors of rows that are not
+// done follow the table, one line each.
+std::string bench_table(const std::vector<store::BenchResult>& rows, bool context);
+
+}  // namespace attnlab

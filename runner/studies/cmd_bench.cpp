@@ -1,0 +1,325 @@
+// attnlab bench: option parsing, the configurations, and one process per measurement.
+#include <algorithm>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <optional>
+#include <stdexcept>
+
+#include <unistd.h>
+
+#include "cli/commands.hpp"
+#include "experiment/cache_dir.hpp"
+#include "cli/cli_options.hpp"
+
+#include "attnlab/train/config.hpp"
+#include "attnlab/store.hpp"
+#include "queue/child_process.hpp"
+#include "attnlab/torch_compat.hpp"
+#include "studies/bench.hpp"
+#include "build_info.hpp"
+#include "experiment/experiment.hpp"
+#include "plugin_host/plugin_host.hpp"
+#include "queue/progress.hpp"
+
+
+namespace attnlab {
+namespace po = boost::program_options;
+namespace {
+
+// Errors in what was asked: one line, nothing stored.
+struct BenchUsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
+  return out.empty() ? "none" : out;
+}
+
+// --model.KEY=VALUE (or --model.KEY VALUE) are taken out of the arguments before Boost sees them.
+std::vector<std::pair<std::string, std::string>> take_model_overrides(Args& args) {
+  std::vector<std::pair<std::string, std::string>> out;
+  Args rest;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a.rfind("--model.", 0) != 0) {
+      rest.push_back(a);
+      continue;
+    }
+    const auto eq = a.find('=');
+    if (eq != std::string::npos) {
+      out.push_back({a.substr(8, eq - 8), a.substr(eq + 1)});
+    } else {
+      if (i + 1 >= args.size()) throw BenchUsageError("bench: " + a + ": missing value");
+      out.push_back({a.substr(8), args[++i]});
+    }
+  }
+  args = std::move(rest);
+  return out;
+}
+
+void apply_model_overrides(ParamValues& model, const std::vector<std::pair<std::string, std::string>>& overrides) {
+  for (const auto& [key, text] : overrides) {
+    const ParamSpec* spec = find_param(kModelParams, kModelParamCount, key);
+    if (!spec) {
+      std::vector<std::string> known;
+      for (std::size_t i = 0; i < kModelParamCount; ++i) known.push_back(kModelParams[i].name);
+      throw BenchUsageError("bench: --model." + key + ": unknown model key (known: " + joined(known) + ")");
+    }
+    try {
+      model.set(key, check_param(*spec, parse_param(*spec, text)));
+    } catch (const ParamError& e) {
+      throw BenchUsageError(std::string("bench: --model.") + e.what());
+    }
+  }
+}
+
+void set_train(ParamValues& train, const char* key, std::int64_t value, const char* option) {
+  try {
+    train.set(key, check_param(*find_param(kTrainParams, kTrainParamCount, key), value));
+  } catch (const ParamError& e) {
+    throw BenchUsageError(std::string("bench: --") + option + ": " + e.what());
+  }
+}
+
+// --- the measuring processes ------------------------------------------------------------------
+
+
+int show(const std::string& db_path) {
+  existing_database(db_path);
+  store::Database db(db_path, store::Database::Open::read_only);
+  const auto rows = db.bench_results();
+  if (rows.empty()) return std::cout << db_path << ": no bench results yet\n", 0;
+  std::cout << bench_table(rows, /*context=*/true);
+  return 0;
+}
+
+}  // namespace
+
+int cmd_bench(const Args& raw_args, const std::string& self_exe) {
+  Args args = raw_args;
+  const auto model_overrides = take_model_overrides(args);
+  po::options_description options(
+      "attnlab bench [options]: time a training step (forward, backward, AdamW) and its peak memory\n"
+      "per attention method and sequence length, on random tokens; one fresh process per measurement.\n"
+      "attnlab bench --show [--db FILE]: the stored results.\n"
+      "--model.KEY=VALUE sets a [model] key (after --config's)");
+  options.add_options()
+      ("db", po::value<std::string>()->default_value("attnlab.db"), "results database")
+      ("methods", po::value<std::string>(), "attention methods, comma-separated (default: the --config file's, else every attention plugin found)")
+      ("lengths", po::value<std::string>()->default_value("1024,2048,4096"), "sequence lengths, comma-separated")
+      ("dataset", po::value<std::string>(), "dataset plugin whose task (vocabulary, classes, inputs) the model is built for (default: the --config file's first, else listops)")
+      ("batch-size", po::value<std::int64_t>()->default_value(4), "examples per step")
+      ("steps", po::value<std::int64_t>()->default_value(5), "timed steps (the median is reported)")
+      ("warmup", po::value<std::int64_t>()->default_value(2), "untimed steps before them")
+      ("seed", po::value<std::int64_t>()->default_value(1), "seed of weights, dropout, tokens and labels")
+      ("config", po::value<std::string>(), "experiment file whose [model], [train] (optimiser), [methods.X] and [datasets.Y] apply")
+      ("show", "print the stored bench results and stop")
+      ("help,h", "this help");
+  add_device_option(options);
+  add_threads_option(options);
+  add_cache_dir_option(options);
+  add_plugins_option(options);
+  const auto vm = parse_command_line("bench", args, options);
+  if (vm.count("help")) return std::cout << options, 0;
+  const std::string db_path = vm["db"].as<std::string>();
+  if (vm.count("show")) return show(db_path);
+
+  const auto lengths = split_positive_integers(vm["lengths"].as<std::string>(), "bench: --lengths");
+  const std::int64_t batch_size = vm["batch-size"].as<std::int64_t>();
+  const std::int64_t steps = vm["steps"].as<std::int64_t>();
+  const std::int64_t warmup = vm["warmup"].as<std::int64_t>();
+  if (batch_size < 1) throw BenchUsageError("bench: --batch-size must be at least 1");
+  if (steps < 1) throw BenchUsageError("bench: --steps must be at least 1");
+  if (warmup < 0) throw BenchUsageError("bench: --warmup must be at least 0");
+  if (vm["seed"].as<std::int64_t>() < 0) throw BenchUsageError("bench: --seed must be at least 0");
+  const std::string device_text = vm["device"].as<std::string>();
+  const c10::Device device = compat::parse_device(device_text);  // refuse a device this machine lacks first
+  const int threads = vm["threads"].as<int>();
+  const std::string cache_dir = vm["cache-dir"].as<std::string>();
+  const auto cli_dirs = plugin_folders(vm);
+  const auto registry = load_plugins(cli_dirs);
+
+  std::optional<Experiment> experiment;
+  std::string config_path;
+  if (vm.count("config")) {
+    config_path = vm["config"].as<std::string>();
+    experiment = load_experiment(config_path, registry);
+  }
+
+  // Methods: --methods, else the experiment's, else every attention plugin (softmax first).
+  std::vector<std::string> methods;
+  const auto found = registry.names(PluginKind::attention);
+  if (vm.count("methods")) {
+    methods = split_list(vm["methods"].as<std::string>(), "bench: --methods");
+    for (const auto& m : methods)
+      if (!registry.find(PluginKind::attention, m))
+        throw BenchUsageError("bench: no attention method named '" + m + "' (found: " + joined(found) + ")");
+  } else if (experiment) {
+    for (const auto& job : experiment->jobs)
+      if (std::find(methods.begin(), methods.end(), job.method) == methods.end()) methods.push_back(job.method);
+  } else {
+    methods = found;
+    std::stable_partition(methods.begin(), methods.end(), [](const std::string& m) { return m == "softmax"; });
+  }
+  if (methods.empty()) throw BenchUsageError("bench: no attention plugin found (searched: " + joined(registry.searched()) + ")");
+
+  std::string dataset = "listops";
+  if (vm.count("dataset")) dataset = vm["dataset"].as<std::string>();
+  else if (experiment && !experiment->jobs.empty()) dataset = experiment->jobs.front().dataset;
+  if (!registry.find(PluginKind::dataset, dataset))
+    throw BenchUsageError("bench: no dataset named '" + dataset + "' (found: " + joined(registry.names(PluginKind::dataset)) + ")");
+
+  // One resolved configuration per method; the lengths differ only in [bench].
+  std::vector<BenchCase> cases;
+  for (const auto& method : methods) {
+    BenchCase c;
+    c.method = method;
+    c.dataset = dataset;
+    c.batch_size = batch_size;
+    c.steps = steps;
+    c.warmup = warmup;
+    c.seed = vm["seed"].as<std::int64_t>();
+    if (experiment) {
+      const JobPlan* plan = nullptr;
+      for (const auto& job : experiment->jobs)
+        if (job.method == method && job.dataset == dataset) plan = plan ? plan : &job;
+      if (!plan)
+        throw BenchUsageError("bench: " + config_path + " has no [methods." + method + "] x [datasets." + dataset +
+                              "] job; name the method and the dataset there, or leave out --config");
+      c.model = plan->model;
+      c.train = plan->train;
+      c.method_params = plan->method_params;
+      c.dataset_params = plan->dataset_params;
+    } else {
+      c.model = ParamValues::defaults(kModelParams, kModelParamCount);
+      c.train = ParamValues::defaults(kTrainParams, kTrainParamCount);
+      c.method_params = registry.find(PluginKind::attention, method)->defaults();
+      c.dataset_params = registry.find(PluginKind::dataset, dataset)->defaults();
+    }
+    apply_model_overrides(c.model, model_overrides);
+    try {
+      model_config_from(c.model);
+    } catch (const ParamError& e) {
+      throw BenchUsageError(std::string("bench: [model] ") + e.what());
+    }
+    // what the measuring process really runs: this batch size, warmup + steps steps
+    set_train(c.train, "batch_size", batch_size, "batch-size");
+    set_train(c.train, "steps", warmup + steps, "steps");
+    cases.push_back(std::move(c));
+  }
+  // The dataset must describe its task with these parameters (a missing folder, say) before
+  // anything is stored.
+  try {
+    registry.find(PluginKind::dataset, dataset)
+        ->make_dataset({dataset_cache_dir(cache_dir)}, cases.front().dataset_params)
+        ->info();
+  } catch (const std::exception& e) {
+    throw BenchUsageError("bench: [datasets." + dataset + "] " + e.what());
+  }
+  struct Planned {
+    BenchCase c;
+    std::string config_toml;
+  };
+  std::vector<Planned> planned;  // lengths outer, methods inner: every method at a length before the next length
+  for (auto length : lengths)
+    for (auto c : cases) {
+      c.seq_len = length;
+      // a dataset that has a max_len parameter is described at the benchmarked length too
+      if (const auto* spec = find_param(registry.find(PluginKind::dataset, dataset)->info->params,
+                                        registry.find(PluginKind::dataset, dataset)->info->param_count, "max_len")) {
+        try {
+          c.dataset_params.set("max_len", check_param(*spec, length));
+        } catch (const ParamError&) {
+        }
+      }
+      std::string text = bench_config_toml(c, registry);
+      planned.push_back({std::move(c), std::move(text)});
+    }
+
+  store::Database db(db_path);
+  std::cout << "bench: " << methods.size() << " method(s) x " << lengths.size() << " length(s) on " << device.str()
+            << ", " << dataset << " task, batch " << batch_size << ", " << warmup << " warm-up + " << steps
+            << " timed step(s), database " << db_path << std::endl;  // flushed: the bench processes share stdout
+
+  std::vector<store::BenchResult> measured;
+  std::size_t index = 0;
+  for (const auto& p : planned) {
+    if (stop_signal()) break;
+    ++index;
+    std::cout << "[" << index << "/" << planned.size() << "] " << p.c.method << " at " << p.c.seq_len << " tokens"
+              << std::endl;
+    const std::size_t before = db.bench_results().size();
+    std::vector<std::string> argv = {self_exe, "bench-one", "--db", db_path, "--config-toml", p.config_toml,
+                                     "--device", device_text, "--threads", std::to_string(threads)};
+    if (!cache_dir.empty()) argv.insert(argv.end(), {"--cache-dir", cache_dir});
+    for (const auto& d : cli_dirs) argv.insert(argv.end(), {"--plugins", d});
+    const ChildExit exit = run_child(argv, "bench process");
+
+    auto rows = db.bench_results();
+    if (rows.size() > before) {  // the process stored its measurement (done, oom or failed)
+      measured.push_back(rows.back());
+      continue;
+    }
+    const bool stopped = exit.signalled && (exit.code == SIGINT || exit.code == SIGTERM) && stop_signal();
+    if (stopped) break;
+    // It died before storing anything: record that, and go on.
+    store::BenchResult r;
+    r.method = p.c.method;
+    r.dataset = p.c.dataset;
+    r.seq_len = p.c.seq_len;
+    r.batch_size = p.c.batch_size;
+    r.device = device.str();
+    r.device_name = compat::device_name(device);
+    r.torch_version = compat::torch_version();
+    r.git_revision = build_info::git_revision();
+    r.threads = compat::configure_threads(threads);
+    r.status = "failed";
+    r.error = "bench process " + exit.describe();
+    if (exit.signalled && exit.code == SIGKILL && device.is_cpu()) r.error += "; on the CPU usually the kernel's out-of-memory killer";
+    r.config_toml = p.config_toml;
+    db.add_bench_result(r);
+    std::cout << "  failed: " << r.error << std::endl;
+    rows = db.bench_results();
+    measured.push_back(rows.back());
+  }
+
+  if (!measured.empty()) std::cout << "\n" << bench_table(measured, /*context=*/false);
+  if (stop_signal()) {
+    std::cerr << "attnlab: bench stopped by signal " << stop_signal() << "\n";
+    return 128 + stop_signal();
+  }
+  return 0;
+}
+
+int cmd_bench_one(const Args& args) {
+  po::options_description options("attnlab bench-one (internal: one bench measurement in this process)");
+  options.add_options()
+      ("db", po::value<std::string>()->required(), "results database")
+      ("config-toml", po::value<std::string>()->required(), "the resolved configuration (TOML text)");
+  add_plugins_option(options);
+  add_device_option(options);
+  add_threads_option(options);
+  add_cache_dir_option(options);
+  const auto vm = parse_command_line("bench-one", args, options);
+  const auto registry = load_plugins(plugin_folders(vm), /*report_refused=*/false);
+  const std::string text = vm["config-toml"].as<std::string>();
+  const BenchCase c = parse_bench_config(text, "bench configuration", registry);
+  const store::BenchResult r = run_bench_case(c, text, registry, vm["device"].as<std::string>(), vm["threads"].as<int>(),
+                                              vm["cache-dir"].as<std::string>());
+  // The database is opened after measuring: nothing of it counts in the peak.
+  store::Database db(vm["db"].as<std::string>());
+  db.add_bench_result(r);
+  if (r.status == "done")
+    std::printf("  done: step %.3g s (min %.3g, max %.3g), peak %s\n", r.step_seconds_median, r.step_seconds_min,
+                r.step_seconds_max, format_bytes(r.peak_memory_bytes).c_str());
+  else
+    std::printf("  %s: %s\n", r.status.c_str(), r.error.c_str());
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace attnlab

@@ -1,0 +1,85 @@
+#pragma once
+// The LRA encoder classifier built around an attention plugin: token embedding + positions,
+// L blocks (attention -> residual -> norm -> FFN -> residual -> norm, pre- or post-norm), mean or
+// CLS pooling, MLP head. Pair tasks (TaskInfo::inputs == 2) encode both inputs with the same
+// encoder and classify [u, v, u*v, u-v] (LRA's two-tower matching model).
+#include <array>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+
+#include "attnlab/attention.hpp"
+#include "attnlab/train/config.hpp"
+#include "attnlab/dataset.hpp"
+
+namespace attnlab {
+
+// Inverted dropout (keep with probability 1 - p, scale kept values by 1 / (1 - p)); identity when
+// not training.
+at::Tensor inverted_dropout(const at::Tensor& x, double p, bool training);
+
+using AttentionMaker = std::function<std::shared_ptr<AttentionMethod>(const AttentionShape&)>;
+
+class EncoderBlockImpl : public torch::nn::Module {
+ public:
+  EncoderBlockImpl(const ModelConfig& config, std::shared_ptr<AttentionMethod> attention);
+  // x: [B, N, dim]; key_valid: [B, N] bool.
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& key_valid);
+  const std::shared_ptr<AttentionMethod>& attention() const { return attention_; }
+  // The q, k, v [B, H, N, Dh] this block hands its attention for input x (after the pre-norm).
+  std::array<at::Tensor, 3> project_qkv(const at::Tensor& x);
+
+ private:
+  at::Tensor attend(const at::Tensor& x, const at::Tensor& key_valid);
+  at::Tensor feed_forward(const at::Tensor& x);
+
+  std::int64_t heads_, head_dim_;
+  bool pre_norm_;
+  double dropout_p_;
+  torch::nn::Linear qkv_{nullptr}, out_{nullptr}, ffn_in_{nullptr}, ffn_out_{nullptr};
+  torch::nn::LayerNorm norm1_{nullptr}, norm2_{nullptr};
+  std::shared_ptr<AttentionMethod> attention_;
+};
+TORCH_MODULE(EncoderBlock);
+
+class EncoderClassifierImpl : public torch::nn::Module {
+ public:
+  EncoderClassifierImpl(const ModelConfig& config, const TaskInfo& task, const AttentionMaker& make_attention);
+  // tokens: [B, inputs, L] int64; lengths: [B, inputs] int64. Returns logits [B, classes].
+  at::Tensor forward(const at::Tensor& tokens, const at::Tensor& lengths);
+  // One input: tokens [B, L], lengths [B] -> pooled embedding [B, dim] (f in the instability score).
+  at::Tensor encode(const at::Tensor& tokens, const at::Tensor& lengths);
+  std::int64_t layers() const { return static_cast<std::int64_t>(blocks_.size()); }
+  std::vector<std::shared_ptr<AttentionMethod>> attention_methods() const;
+  // What layer `layer`'s attention sees for one input (tokens [B, L], lengths [B]): q, k, v
+  // [B, H, N, Dh] and key_valid [B, N]. For studies of attention itself (attnlab approx).
+  struct LayerInputs {
+    at::Tensor q, k, v, key_valid;
+  };
+  LayerInputs layer_inputs(const at::Tensor& tokens, const at::Tensor& lengths, std::int64_t layer);
+  std::int64_t parameter_count() const;
+  // The first layer's input for one input (tokens [B, L], lengths [B]): token + position
+  // embeddings (and the CLS token), dropout; returns x [B, N', dim] and valid [B, N'].
+  std::pair<at::Tensor, at::Tensor> embed(const at::Tensor& tokens, const at::Tensor& lengths);
+
+ private:
+  ModelConfig config_;
+  TaskInfo task_;
+  torch::nn::Embedding tokens_{nullptr};  // ordinary ids
+  at::Tensor feature_embeddings_;          // many-hot tokens: one [dim] row per feature
+  at::Tensor feature_bits_;                // many-hot tokens: [2^F, F], row t = the bits of token t
+  torch::nn::Embedding learned_positions_{nullptr};
+  at::Tensor sinusoid_;     // [L', dim] buffer when positions = sinusoidal
+  at::Tensor cls_;          // [dim] parameter when pooling = cls
+  std::vector<EncoderBlock> blocks_;
+  torch::nn::LayerNorm final_norm_{nullptr};  // pre-norm stacks end with a norm
+  torch::nn::Linear head_in_{nullptr}, head_out_{nullptr};
+};
+TORCH_MODULE(EncoderClassifier);
+
+}  // namespace attnlab

@@ -1,0 +1,138 @@
+#pragma once
+// One training run: seeded model and data order, AdamW with warm-up and decay, periodic
+// validation with the best checkpoint kept, test accuracy at that checkpoint, and the run's
+// measurements. Divergence and out-of-memory end the run with what was measured up to then.
+// A run can be stopped, and resumed from its resume checkpoint with the same numbers as if it had
+// never stopped (core/README.md, "Resume checkpoints").
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/core/Generator.h>
+#include <c10/core/Device.h>
+
+#include "attnlab/attention.hpp"
+#include "attnlab/train/config.hpp"
+#include "attnlab/dataset.hpp"
+#include "attnlab/train/model.hpp"
+#include "attnlab/train/variance.hpp"
+
+namespace attnlab {
+
+// Streams derived from a run's seed (seed ^ stream), so that data order and attention randomness
+// are independent of each other and of the weights, yet all fixed by the one seed.
+inline constexpr std::uint64_t kDataStream = 0x9E3779B97F4A7C15ULL;
+inline constexpr std::uint64_t kAttentionStream = 0xD1B54A32D192ED03ULL;
+
+struct MetricPoint {
+  std::int64_t step;
+  std::string split;  // train | val | test
+  std::string name;   // loss | acc | lr
+  double value;
+  double wall_seconds;  // since the run started
+};
+
+struct Progress {
+  std::int64_t step, total_steps;
+  double train_loss, train_acc;
+  double val_acc;  // NaN before the first validation
+  double steps_per_second;
+  double elapsed_seconds;
+};
+
+// Receives measurements as the run goes: curve points in batches (at each validation and at the
+// end), progress at each logging step. Called on the training thread, outside the timed step.
+class TrainObserver {
+ public:
+  virtual ~TrainObserver() = default;
+  virtual void on_metrics(const std::vector<MetricPoint>& points) = 0;
+  virtual void on_progress(const Progress& progress) = 0;
+  // After a resume checkpoint holding the first `steps_done` steps was written to `path`. Every
+  // curve point up to and including that step was delivered to on_metrics before it.
+  virtual void on_checkpoint(std::int64_t /*steps_done*/, const std::string& /*path*/) {}
+  // After a resume checkpoint holding `steps_done` steps was read, before anything else is
+  // delivered: this attempt's curve continues the one that wrote it after that step. (The file
+  // is the truth: a process killed between writing a checkpoint and recording it elsewhere leaves
+  // a file newer than the record.)
+  virtual void on_resumed(std::int64_t /*steps_done*/, const std::string& /*path*/) {}
+  // After each of the variance passes that follow a stochastic run's test evaluation
+  // ([train] variance_passes; they can take as long as training): `done` of `passes`, and the
+  // seconds since the passes began.
+  virtual void on_variance_pass(std::int64_t /*done*/, std::int64_t /*passes*/, double /*elapsed_seconds*/) {}
+};
+
+struct TrainSplits {
+  SplitData train, val, test;
+};
+
+struct TrainJob {
+  ModelConfig model;
+  TrainConfig train;
+  TaskInfo task;
+  std::uint64_t seed = 0;
+  c10::Device device = c10::Device(c10::kCPU);
+  AttentionMaker make_attention;
+  AttentionMaker reference_attention;  // softmax: the reference of the instability score
+  std::string checkpoint_path;  // best-validation weights are saved here
+
+  // Resume checkpoints: written to resume_path (atomically) every train.checkpoint_every steps
+  // and when `stop` is seen; empty: none at all. With `resume` and an existing file, the run
+  // continues from it; a file that is not this job's (identity, seed, configuration, model
+  // shapes) or is unreadable makes train_and_evaluate throw std::runtime_error naming the file.
+  std::string resume_path;
+  bool resume = false;
+  std::string identity;  // what names the job beyond its model and train config (e.g. its config hash)
+  // Checked once per step (relaxed load): when set, the run checkpoints at the end of that step
+  // and returns status "interrupted" with what it measured so far. May be null.
+  const std::atomic<bool>* stop = nullptr;
+};
+
+struct RunOutcome {
+  std::string status = "done";  // done | diverged | oom | failed | interrupted
+  std::string error;
+  std::vector<std::pair<std::string, double>> results;  // test_acc, best_val_acc, ... (store/README.md)
+};
+
+// The seed fixes weights, data order, dropout and any randomness of the attention method.
+// Throws std::runtime_error only for a resume checkpoint that cannot be resumed from; everything
+// that goes wrong while training ends up in the outcome.
+RunOutcome train_and_evaluate(const TrainJob& job, const TrainSplits& data, TrainObserver& observer);
+
+// Learning rate at `step` (0-based): linear warm-up to lr, then constant, linear, sqrt or cosine decay.
+double learning_rate_at(const TrainConfig& config, std::int64_t step);
+
+// Share of the most frequent label: the accuracy of always guessing the majority class.
+double majority_rate(const at::Tensor& labels, std::int64_t num_classes);
+
+class AttentionDraws;
+// The KL-Transformer's variance metrics of the model as it is (eval mode): `passes` passes over
+// `split`, each after a fresh draw of every stochastic attention method; `after_pass(done)`, if
+// given, after each pass (progress).
+VarianceMetrics measure_variance(EncoderClassifier& model, const SplitData& split, std::int64_t batch_size,
+                                 c10::Device device, std::int64_t passes, AttentionDraws& draws,
+                                 const std::function<void(std::int64_t done)>& after_pass = {});
+
+// The draws of the model's stochastic attention methods, from one generator seeded by the run:
+// once at construction, after every method->redraw_every() training steps, and before each
+// evaluation pass for methods whose fresh_draw_at_eval() is true.
+class AttentionDraws {
+ public:
+  AttentionDraws(std::vector<std::shared_ptr<AttentionMethod>> methods, std::uint64_t seed);
+  void after_step(std::int64_t steps_done);
+  void before_evaluation();
+  void fresh_draw();                        // every stochastic method, now
+  bool any() const { return !methods_.empty(); }
+  // The generator's state, for resume checkpoints (the draws themselves live in the methods).
+  at::Tensor generator_state() const;
+  void set_generator_state(const at::Tensor& state);
+
+ private:
+  at::Generator generator_;
+  std::vector<std::shared_ptr<AttentionMethod>> methods_;
+};
+
+}  // namespace attnlab

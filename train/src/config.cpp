@@ -1,0 +1,92 @@
+#include "attnlab/train/config.hpp"
+
+#include <limits>
+
+namespace attnlab {
+namespace {
+constexpr double kBig = static_cast<double>(std::numeric_limits<std::int32_t>::max());
+}
+
+const ParamSpec kModelParams[] = {
+    {"layers", ParamType::integer, "2", 1, 64, nullptr, "encoder blocks"},
+    {"dim", ParamType::integer, "64", 1, 65536, nullptr, "model (embedding) width"},
+    {"ffn_dim", ParamType::integer, "128", 1, 262144, nullptr, "hidden width of the feed-forward block and of the classifier head"},
+    {"heads", ParamType::integer, "2", 1, 256, nullptr, "attention heads"},
+    {"head_dim", ParamType::integer, "0", 0, 4096, nullptr, "width of one head; 0 means dim / heads"},
+    {"dropout", ParamType::real, "0.1", 0, 0.99, nullptr, "dropout after embeddings, attention output and FFN"},
+    {"pooling", ParamType::string, "mean", 0, 0, "mean|cls", "sequence pooling before the classifier head"},
+    {"norm", ParamType::string, "pre", 0, 0, "pre|post", "layer norm before (pre) or after (post) each residual branch"},
+    {"positions", ParamType::string, "learned", 0, 0, "learned|sinusoidal", "positional encoding"},
+};
+const std::size_t kModelParamCount = sizeof(kModelParams) / sizeof(kModelParams[0]);
+
+const ParamSpec kTrainParams[] = {
+    {"steps", ParamType::integer, "1000", 1, kBig, nullptr, "optimiser steps"},
+    {"batch_size", ParamType::integer, "32", 1, 1 << 20, nullptr, "examples per micro-batch"},
+    {"grad_accum", ParamType::integer, "1", 1, 1024, nullptr, "micro-batches accumulated per optimiser step"},
+    {"lr", ParamType::real, "0.0001", 0, 10, nullptr, "peak learning rate (AdamW)"},
+    {"weight_decay", ParamType::real, "0.0", 0, 10, nullptr, "AdamW decoupled weight decay"},
+    {"beta1", ParamType::real, "0.9", 0, 0.999999, nullptr, "AdamW beta1"},
+    {"beta2", ParamType::real, "0.999", 0, 0.999999, nullptr, "AdamW beta2"},
+    {"eps", ParamType::real, "1e-08", 0, 1, nullptr, "AdamW epsilon"},
+    {"warmup", ParamType::integer, "100", 0, kBig, nullptr, "steps of linear warm-up from 0 to lr"},
+    {"decay", ParamType::string, "linear", 0, 0, "constant|linear|sqrt|cosine", "learning-rate decay after warm-up"},
+    {"clip_norm", ParamType::real, "1.0", 0, 1e9, nullptr, "gradient-norm clipping; 0 turns it off"},
+    {"eval_every", ParamType::integer, "200", 1, kBig, nullptr, "steps between validations (and checkpoint choices)"},
+    {"eval_batches", ParamType::integer, "0", 0, kBig, nullptr, "validation batches per evaluation; 0 = the whole split"},
+    {"log_every", ParamType::integer, "20", 1, kBig, nullptr, "steps between training-curve points"},
+    {"instability_steps", ParamType::integer, "0", 0, 10000, nullptr,
+     "measure Skyformer's instability score (App. F) over this many steps before training, against softmax "
+     "attention from the same weights (20 in the paper); 0 = off"},
+    {"variance_passes", ParamType::integer, "100", 0, 100000, nullptr,
+     "for a stochastic attention method: inference passes at the best checkpoint, each with a fresh draw, for "
+     "the KL-Transformer's RSD, PI, VA and AGV (§4.1; 100 in the paper); 0 = off"},
+    {"variance_split", ParamType::string, "test", 0, 0, "val|test", "the split those passes run over"},
+    {"checkpoint_every", ParamType::integer, "1000", 0, kBig, nullptr,
+     "training steps between resume checkpoints (model, optimiser, RNG states, data position); 0 = never"},
+};
+const std::size_t kTrainParamCount = sizeof(kTrainParams) / sizeof(kTrainParams[0]);
+
+ModelConfig model_config_from(const ParamValues& v) {
+  ModelConfig c;
+  c.layers = v.integer("layers");
+  c.dim = v.integer("dim");
+  c.ffn_dim = v.integer("ffn_dim");
+  c.heads = v.integer("heads");
+  c.head_dim = v.integer("head_dim");
+  if (c.head_dim == 0) {
+    if (c.dim % c.heads != 0) throw ParamError("head_dim: 0 needs dim divisible by heads");
+    c.head_dim = c.dim / c.heads;
+  }
+  c.dropout = v.real("dropout");
+  c.pooling = v.string("pooling");
+  c.norm = v.string("norm");
+  c.positions = v.string("positions");
+  return c;
+}
+
+TrainConfig train_config_from(const ParamValues& v) {
+  TrainConfig c;
+  c.steps = v.integer("steps");
+  c.batch_size = v.integer("batch_size");
+  c.grad_accum = v.integer("grad_accum");
+  c.lr = v.real("lr");
+  c.weight_decay = v.real("weight_decay");
+  c.beta1 = v.real("beta1");
+  c.beta2 = v.real("beta2");
+  c.eps = v.real("eps");
+  c.warmup = v.integer("warmup");
+  c.decay = v.string("decay");
+  c.clip_norm = v.real("clip_norm");
+  c.eval_every = v.integer("eval_every");
+  c.eval_batches = v.integer("eval_batches");
+  c.log_every = v.integer("log_every");
+  c.instability_steps = v.integer("instability_steps");
+  c.variance_passes = v.integer("variance_passes");
+  if (c.variance_passes == 1) throw ParamError("variance_passes: one pass has no variance; 0 turns the passes off, else at least 2");
+  c.variance_split = v.string("variance_split");
+  c.checkpoint_every = v.integer("checkpoint_every");
+  return c;
+}
+
+}  // namespace attnlab

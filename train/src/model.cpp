@@ -1,0 +1,166 @@
+#include "attnlab/train/model.hpp"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include <ATen/ATen.h>
+#include <torch/nn/init.h>
+
+namespace attnlab {
+namespace nn = torch::nn;
+
+EncoderBlockImpl::EncoderBlockImpl(const ModelConfig& c, std::shared_ptr<AttentionMethod> attention)
+    : heads_(c.heads), head_dim_(c.head_dim), pre_norm_(c.norm == "pre"), dropout_p_(c.dropout), attention_(std::move(attention)) {
+  const std::int64_t width = c.heads * c.head_dim;
+  qkv_ = register_module("qkv", nn::Linear(c.dim, 3 * width));
+  out_ = register_module("out", nn::Linear(width, c.dim));
+  ffn_in_ = register_module("ffn_in", nn::Linear(c.dim, c.ffn_dim));
+  ffn_out_ = register_module("ffn_out", nn::Linear(c.ffn_dim, c.dim));
+  norm1_ = register_module("norm1", nn::LayerNorm(nn::LayerNormOptions({c.dim})));
+  norm2_ = register_module("norm2", nn::LayerNorm(nn::LayerNormOptions({c.dim})));
+  register_module("attention", attention_);
+}
+
+namespace {
+// [B, N, 3*H*Dh] -> q, k, v [B, H, N, Dh]. unbind, not three selects: its backward writes the
+// three gradients into one tensor instead of zero-filling a full-size tensor per select.
+std::array<at::Tensor, 3> split_heads(const at::Tensor& qkv, std::int64_t heads, std::int64_t head_dim) {
+  auto parts = qkv.view({qkv.size(0), qkv.size(1), 3, heads, head_dim}).unbind(2);
+  return {parts[0].transpose(1, 2), parts[1].transpose(1, 2), parts[2].transpose(1, 2)};
+}
+}  // namespace
+
+at::Tensor inverted_dropout(const at::Tensor& x, double p, bool training) {
+  if (!training || p == 0) return x;
+  if (!x.is_cpu()) return at::dropout(x, p, true);  // fused kernel
+  // Same distribution as at::dropout (keep with probability 1 - p, scale by 1 / (1 - p)), but
+  // the mask comes from uniform draws, about twice as fast as the CPU's per-element bernoulli_.
+  const double keep = 1.0 - p;
+  return x * at::rand_like(x).lt_(keep).mul_(1.0 / keep);
+}
+
+std::array<at::Tensor, 3> EncoderBlockImpl::project_qkv(const at::Tensor& x) {
+  return split_heads(qkv_->forward(pre_norm_ ? norm1_->forward(x) : x), heads_, head_dim_);
+}
+
+at::Tensor EncoderBlockImpl::attend(const at::Tensor& x, const at::Tensor& key_valid) {
+  const auto b = x.size(0), n = x.size(1);
+  const auto qkv = split_heads(qkv_->forward(x), heads_, head_dim_);
+  auto a = attention_->forward(qkv[0], qkv[1], qkv[2], key_valid);
+  a = a.transpose(1, 2).reshape({b, n, heads_ * head_dim_});
+  return inverted_dropout(out_->forward(a), dropout_p_, is_training());
+}
+
+at::Tensor EncoderBlockImpl::feed_forward(const at::Tensor& x) {
+  auto h = inverted_dropout(at::gelu(ffn_in_->forward(x)), dropout_p_, is_training());
+  return inverted_dropout(ffn_out_->forward(h), dropout_p_, is_training());
+}
+
+at::Tensor EncoderBlockImpl::forward(const at::Tensor& x, const at::Tensor& key_valid) {
+  if (pre_norm_) {
+    auto h = x + attend(norm1_->forward(x), key_valid);
+    return h + feed_forward(norm2_->forward(h));
+  }
+  auto h = norm1_->forward(x + attend(x, key_valid));
+  return norm2_->forward(h + feed_forward(h));
+}
+
+EncoderClassifierImpl::EncoderClassifierImpl(const ModelConfig& c, const TaskInfo& task, const AttentionMaker& make_attention)
+    : config_(c), task_(task) {
+  const bool cls = c.pooling == "cls";
+  const std::int64_t positions = task.max_len + (cls ? 1 : 0);
+  if (task.many_hot > 0) {
+    // A many-hot token embeds as the sum of its features' rows: a bias-free linear map of the
+    // F-bit vector, looked up through the 2^F possible vectors.
+    if (task.many_hot > 16 || task.vocab_size != (std::int64_t{1} << task.many_hot))
+      throw std::invalid_argument("a task with many_hot = " + std::to_string(task.many_hot) +
+                                  " features needs vocab_size = 2^many_hot, not " + std::to_string(task.vocab_size));
+    auto bits = at::empty({task.vocab_size, task.many_hot}, at::kFloat);
+    for (std::int64_t t = 0; t < task.vocab_size; ++t)
+      for (std::int64_t f = 0; f < task.many_hot; ++f) bits[t][f] = static_cast<float>((t >> f) & 1);
+    feature_bits_ = register_buffer("feature_bits", bits);
+    feature_embeddings_ = register_parameter("features", at::randn({task.many_hot, c.dim}) * 0.02);
+  } else {
+    tokens_ = register_module("tokens", nn::Embedding(task.vocab_size, c.dim));
+    nn::init::normal_(tokens_->weight, 0.0, 0.02);
+  }
+  if (c.positions == "learned") {
+    learned_positions_ = register_module("positions", nn::Embedding(positions, c.dim));
+    nn::init::normal_(learned_positions_->weight, 0.0, 0.02);
+  } else {
+    // Vaswani et al. (2017) §3.5: PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...)
+    auto pos = at::arange(positions, at::kFloat).unsqueeze(1);
+    auto freq = at::exp(at::arange(0, c.dim, 2, at::kFloat) * (-std::log(10000.0) / c.dim));
+    auto table = at::zeros({positions, c.dim});
+    table.slice(1, 0, c.dim, 2).copy_(at::sin(pos * freq));
+    table.slice(1, 1, c.dim, 2).copy_(at::cos(pos * freq).slice(1, 0, c.dim / 2));
+    sinusoid_ = register_buffer("sinusoid", table);
+  }
+  if (cls) cls_ = register_parameter("cls", at::randn({c.dim}) * 0.02);
+  const AttentionShape shape{c.heads, c.head_dim, positions};
+  for (std::int64_t i = 0; i < c.layers; ++i)
+    blocks_.push_back(register_module("block" + std::to_string(i), EncoderBlock(c, make_attention(shape))));
+  if (c.norm == "pre") final_norm_ = register_module("final_norm", nn::LayerNorm(nn::LayerNormOptions({c.dim})));
+  head_in_ = register_module("head_in", nn::Linear(c.dim * (task.inputs == 2 ? 4 : 1), c.ffn_dim));
+  head_out_ = register_module("head_out", nn::Linear(c.ffn_dim, task.num_classes));
+}
+
+std::pair<at::Tensor, at::Tensor> EncoderClassifierImpl::embed(const at::Tensor& tokens, const at::Tensor& lengths) {
+  const auto b = tokens.size(0), n = tokens.size(1);
+  auto x = tokens_ ? tokens_->forward(tokens) : at::embedding(feature_bits_.matmul(feature_embeddings_), tokens);
+  auto valid = at::arange(n, lengths.options()).unsqueeze(0) < lengths.unsqueeze(1);  // [B, N]
+  if (cls_.defined()) {
+    x = at::cat({cls_.expand({b, 1, config_.dim}), x}, 1);
+    valid = at::cat({at::ones({b, 1}, valid.options()), valid}, 1);
+  }
+  const auto len = x.size(1);
+  x = x + (learned_positions_ ? learned_positions_->weight.slice(0, 0, len) : sinusoid_.slice(0, 0, len));
+  return {inverted_dropout(x, config_.dropout, is_training()), valid};
+}
+
+EncoderClassifierImpl::LayerInputs EncoderClassifierImpl::layer_inputs(const at::Tensor& tokens, const at::Tensor& lengths,
+                                                                      std::int64_t layer) {
+  auto [x, valid] = embed(tokens, lengths);
+  for (std::int64_t i = 0; i < layer; ++i) x = blocks_.at(i)->forward(x, valid);
+  auto qkv = blocks_.at(layer)->project_qkv(x);
+  return {qkv[0], qkv[1], qkv[2], valid};
+}
+
+at::Tensor EncoderClassifierImpl::encode(const at::Tensor& tokens, const at::Tensor& lengths) {
+  auto [x, valid] = embed(tokens, lengths);
+  for (auto& block : blocks_) x = block->forward(x, valid);
+  if (final_norm_) x = final_norm_->forward(x);
+  if (cls_.defined()) return x.select(1, 0);
+  // mean over real tokens only
+  auto weights = valid.to(x.scalar_type()).unsqueeze(2);
+  return (x * weights).sum(1) / weights.sum(1).clamp_min(1.0);
+}
+
+at::Tensor EncoderClassifierImpl::forward(const at::Tensor& tokens, const at::Tensor& lengths) {
+  at::Tensor features;
+  if (task_.inputs == 2) {
+    // One encoder pass over both towers stacked on the batch axis, then split.
+    const auto b = tokens.size(0);
+    auto both = encode(tokens.transpose(0, 1).reshape({2 * b, tokens.size(2)}), lengths.transpose(0, 1).reshape({2 * b}));
+    auto u = both.slice(0, 0, b), v = both.slice(0, b, 2 * b);
+    features = at::cat({u, v, u * v, u - v}, 1);
+  } else {
+    features = encode(tokens.select(1, 0), lengths.select(1, 0));
+  }
+  return head_out_->forward(at::relu(head_in_->forward(features)));
+}
+
+std::vector<std::shared_ptr<AttentionMethod>> EncoderClassifierImpl::attention_methods() const {
+  std::vector<std::shared_ptr<AttentionMethod>> methods;
+  for (const auto& block : blocks_) methods.push_back(block->attention());
+  return methods;
+}
+
+std::int64_t EncoderClassifierImpl::parameter_count() const {
+  std::int64_t count = 0;
+  for (const auto& p : parameters()) count += p.numel();
+  return count;
+}
+
+}  // namespace attnlab

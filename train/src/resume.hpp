@@ -1,0 +1,66 @@
+#pragma once
+// The resume checkpoint of a training run (private to the trainer; format in core/README.md,
+// "Resume checkpoints"): one LibTorch archive with everything the training loop needs to go on
+// from the end of a step exactly as if it had never stopped.
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+
+#include "attnlab/train/data_loader.hpp"
+#include "attnlab/train/trainer.hpp"
+
+namespace attnlab::resume {
+
+// What the training loop carries from one step to the next, besides the model, the optimiser
+// and the generators.
+struct LoopState {
+  std::int64_t steps_done = 0;
+  // training-curve accumulators since the last log step (on the device)
+  at::Tensor loss_sum, correct;
+  std::int64_t seen = 0, micro_batches = 0;
+  double best_val = -1;
+  std::int64_t best_step = -1;
+  std::vector<at::Tensor> best_state;  // the best-validation weights, parameters then buffers
+  double last_val = std::numeric_limits<double>::quiet_NaN();
+  double last_train_loss = std::numeric_limits<double>::quiet_NaN();
+  double last_train_acc = std::numeric_limits<double>::quiet_NaN();
+  double eval_seconds = 0;
+  double elapsed_seconds = 0;              // wall time of the run so far, as of the checkpoint
+  std::optional<double> instability_ratio;  // measured once, before the first step
+};
+
+// What a checkpoint must match to be resumed from: written into it, compared when read.
+struct JobKey {
+  std::string identity;  // TrainJob::identity
+  std::uint64_t seed = 0;
+  std::string config;    // "section.key=value" lines: model, train (but checkpoint_every), task, data size
+};
+JobKey job_key(const TrainJob& job, std::int64_t train_examples);
+
+// The objects whose state the checkpoint also holds, built for the job as a fresh run builds them.
+struct Parts {
+  torch::nn::Module& model;
+  torch::optim::Optimizer& optimizer;
+  AttentionDraws& draws;
+  BatchIterator& batches;
+  c10::Device device;
+};
+
+// Writes the checkpoint to a temporary file beside `path`, syncs it and renames it over `path`:
+// a crash leaves the previous checkpoint or the new one, never a torn file.
+void save(const std::string& path, const JobKey& key, const LoopState& loop, const Parts& parts);
+
+// Restores `parts` (model, optimiser, every generator, the data position) and returns the loop
+// state. A file that cannot be read, is not a resume checkpoint, or belongs to another job is a
+// std::runtime_error naming the file and what does not match; nothing is half-restored into a
+// run that then goes on.
+LoopState load(const std::string& path, const JobKey& key, const Parts& parts);
+
+}  // namespace attnlab::resume
