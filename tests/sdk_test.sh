@@ -16,7 +16,7 @@ mv "$scratch/installed" "$scratch/prefix"  # relocatable: nothing points into th
 attnlab="$scratch/prefix/bin/attnlab"
 for f in lib/cmake/attnlab/attnlabConfig.cmake lib/cmake/attnlab/attnlabConfigVersion.cmake \
          include/attnlab/attention.hpp include/attnlab/dataset.hpp include/attnlab/dataset_plugin.hpp \
-         include/attnlab/random_features.hpp \
+         include/attnlab/random_features.hpp include/attnlab/fastfood.hpp \
          lib/attnlab/plugins/attn_softmax.so lib/attnlab/datasets/data_listops.so share/attnlab/conf/quickstart.toml; do
   [ -e "prefix/$f" ] || fail "the install lacks $f"
 done
