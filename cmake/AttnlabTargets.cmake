@@ -29,6 +29,17 @@ function(attnlab_plugin target kind)
   install(TARGETS ${target} LIBRARY DESTINATION ${install_dir} COMPONENT runtime)
 endfunction()
 
+# attnlab_dataset_format(T SOURCES... [PUBLIC lib...] [PRIVATE lib...]): a dataset's LibTorch-free
+# static library (parsing, generating), which tests/ unit-tests without loading the plugin. It
+# links attnlab_core for attnlab::DataError and data_util.hpp.
+function(attnlab_dataset_format target)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "SOURCES;PUBLIC;PRIVATE")
+  add_library(${target} STATIC ${arg_SOURCES})
+  target_include_directories(${target} PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
+  target_link_libraries(${target} PUBLIC attnlab_core ${arg_PUBLIC} PRIVATE ${arg_PRIVATE})
+  target_compile_options(${target} PRIVATE -Wall -Wextra)
+endfunction()
+
 # attnlab_torch_test(T SOURCES...): a GoogleTest executable whose sources use LibTorch. They are
 # compiled as a PIC object library so they can reuse the shared PCH (built -fPIC; executables
 # would be compiled -fPIE and could not use it).

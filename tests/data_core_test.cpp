@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <numeric>
 #include <set>
 #include <thread>
@@ -15,8 +16,9 @@
 #include <ATen/ATen.h>
 
 #include "attnlab/data_util.hpp"
-#include "attnlab/train/model.hpp"
+#include "attnlab/dataset_plugin.hpp"
 #include "attnlab/token_cache.hpp"
+#include "attnlab/train/model.hpp"
 
 namespace attnlab {
 namespace {
@@ -54,6 +56,115 @@ TEST(DataUtil, HoldoutIsDisjointCompleteAndSorted) {
 TEST(DataUtil, FnvMatchesItsDefinition) {
   EXPECT_EQ(fnv1a64(""), 0xcbf29ce484222325ull);
   EXPECT_EQ(hex64(fnv1a64("a")), "af63dc4c8601ec8c");  // published FNV-1a 64 test vector
+}
+
+// dataset_plugin.hpp: the plumbing the dataset plugins share.
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(DatasetPlugin, PathsAndTheirErrors) {
+  EXPECT_EQ(split_index(Split::train), 0);
+  EXPECT_EQ(split_index(Split::test), 2);
+  const char* const names[3] = {"a.tsv", "b.tsv", "c.tsv"};
+  EXPECT_EQ(split_file("/d", names, Split::val), "/d/b.tsv");
+  EXPECT_EQ(file_in("/d/", "x"), "/d/x");
+
+  ParamValues params;
+  params.set("path", std::string(""));
+  EXPECT_THROW(required_path(params, "path", "the folder"), ParamError);
+  EXPECT_EQ(error_of([&] { required_path(params, "path", "the folder of X"); }), "path: must name the folder of X");
+  params.set("path", std::string("/tmp"));
+  EXPECT_EQ(required_path(params, "path", "the folder"), "/tmp");
+
+  const std::string tmp = fs::temp_directory_path().string();
+  EXPECT_EQ(existing_folder(tmp, "no such directory"), tmp);
+  const std::string too_long = tmp + "/" + std::string(300, 'a');  // a filesystem_error once
+  EXPECT_EQ(error_of([&] { existing_folder(too_long, "no such folder (x path)"); }), too_long + ": no such folder (x path)");
+  EXPECT_THROW(existing_folder(too_long, "gone"), DataError);
+  EXPECT_THROW(existing_file(tmp, "not a file"), DataError);
+  EXPECT_EQ(error_of([&] { existing_file(too_long, "no such file"); }), too_long + ": no such file");
+
+  EXPECT_EQ(generated_folder("/c", "listops", "0123"), "/c/listops-0123");
+  EXPECT_EQ(error_of([&] { generated_folder("", "toy", "0123"); }), "toy: no cache directory to generate the data into");
+  EXPECT_THROW(generated_folder("", "toy", "0123"), DataError);
+
+  EXPECT_EQ(error_of([] { check_params([] { throw std::invalid_argument("max_depth: too deep"); }); }), "max_depth: too deep");
+  EXPECT_THROW(check_params([] { throw std::invalid_argument("x"); }), ParamError);
+  EXPECT_NO_THROW(check_params([] {}));
+}
+
+TEST(DatasetPlugin, HoldoutIsSeededHoldoutOfTheTrainingRows) {
+  ParamValues params;
+  params.set("val_size", std::int64_t{3});
+  params.set("split_seed", std::int64_t{5});
+  const Holdout holdout = Holdout::from(params);
+  EXPECT_EQ(holdout.size, 3);
+  EXPECT_EQ(holdout.seed, 5u);
+  EXPECT_EQ(holdout.key(), " val_size=3 split_seed=5");
+  const IndexSplit parts = seeded_holdout(10, 3, 5);
+  EXPECT_EQ(holdout.rows(Split::train, 10), parts.first);
+  EXPECT_EQ(holdout.rows(Split::val, 10), parts.second);
+
+  // take: the same rows of every tensor, as gather_rows would pick them
+  std::vector<std::uint8_t> pixels(10 * 4);
+  std::iota(pixels.begin(), pixels.end(), 0);
+  std::vector<std::int64_t> labels(10);
+  std::iota(labels.begin(), labels.end(), 100);
+  const SplitData all = full_length_split(std::vector<std::uint8_t>(pixels), std::vector<std::int64_t>(labels), 4);
+  for (const Split split : {Split::train, Split::val}) {
+    const auto keep = holdout.rows(split, 10);
+    const SplitData part = holdout.take(split, all, "unused");
+    const SplitData expected = full_length_split(gather_rows(pixels, 4, keep), gather_rows(labels, 1, keep), 4);
+    EXPECT_TRUE(at::equal(part.tokens, expected.tokens));
+    EXPECT_TRUE(at::equal(part.lengths, expected.lengths));
+    EXPECT_TRUE(at::equal(part.labels, expected.labels));
+    EXPECT_TRUE(part.tokens.is_contiguous());
+  }
+  EXPECT_EQ(error_of([&] { Holdout{10, 0}.take(Split::train, all, "f holds 10 rows"); }),
+            "val_size: 10 leaves no training examples (f holds 10 rows)");
+  EXPECT_THROW((Holdout{10, 0}.take(Split::val, all, "")), ParamError);
+}
+
+struct ToyRows {
+  std::vector<std::int16_t> tokens;
+  std::vector<std::int64_t> lengths, labels;
+};
+
+TEST(DatasetPlugin, PaddedSplitAdoptsTheReadersRows) {
+  ToyRows rows{{1, 2, 0, 3, 4, 5, 6, 0, 0, 7, 8, 0}, {2, 3, 1, 2}, {0, 1}};  // 2 examples, 2 inputs, 3 tokens
+  const SplitData d = padded_split(std::move(rows), 2, 3);
+  EXPECT_EQ(d.tokens.sizes().vec(), (std::vector<std::int64_t>{2, 2, 3}));
+  EXPECT_EQ(d.tokens.scalar_type(), at::kShort);
+  EXPECT_EQ(d.tokens[1][0][0].item<int>(), 6);
+  EXPECT_EQ(d.lengths.sizes().vec(), (std::vector<std::int64_t>{2, 2}));
+  EXPECT_EQ(d.lengths[0][1].item<std::int64_t>(), 3);
+  EXPECT_EQ(d.labels[1].item<std::int64_t>(), 1);
+  EXPECT_EQ(padded_split(std::vector<std::uint8_t>{1, 2}, {1, 2}, {0, 0}, 1, 1).tokens.scalar_type(), at::kByte);
+  EXPECT_THROW(padded_split(std::vector<std::int32_t>{1, 2, 3}, {1}, {0}, 1, 2), std::invalid_argument);
+}
+
+class ToyDataset final : public Dataset {
+ public:
+  ToyDataset(const DatasetContext& context, const ParamValues& params)
+      : cache_dir(context.cache_dir), length(params.integer("length")) {}
+  TaskInfo info() const override { return {2, 2, length, 1}; }
+  SplitData load(Split) override { return {}; }
+  std::string cache_dir;
+  std::int64_t length;
+};
+
+TEST(DatasetPlugin, FactoryConstructsFromContextAndParameters) {
+  ParamValues params;
+  params.set("length", std::int64_t{7});
+  const auto dataset = dataset_factory<ToyDataset>(DatasetContext{"/cache"}, params);
+  EXPECT_EQ(dataset->info().max_len, 7);
+  EXPECT_EQ(static_cast<ToyDataset&>(*dataset).cache_dir, "/cache");
 }
 
 class TokenCache : public testing::CliTest {

@@ -392,5 +392,103 @@ TEST(RandomFeatures, AutoFeatureCountIsTheAuthorsPow2castOfDLogDCappedAtTheLengt
   EXPECT_EQ(named(*gen_m, "noise").size(0), 32);
 }
 
+// The library's pieces the four methods above are written with.
+TEST(RandomFeatures, PrfNormFactorReadsTheKernelParameter) {
+  ParamValues params;
+  params.set("kernel", std::string("softmax"));
+  EXPECT_EQ(rf::prf_norm_factor(params), 1.0);
+  params.set("kernel", std::string("gaussian"));
+  EXPECT_EQ(rf::prf_norm_factor(params), 2.0);
+  params.set("kernel", std::string("laplace"));
+  try {
+    rf::prf_norm_factor(params);
+    FAIL() << "no error";
+  } catch (const ParamError& e) {
+    EXPECT_EQ(std::string(e.what()), "kernel: expected softmax or gaussian, got 'laplace'");
+  }
+}
+
+TEST(RandomFeatures, ScaledFeatureMapsAreTheMapsOfXOverDQuarter) {
+  at::manual_seed(3);
+  const auto x = at::randn({2, 3, 5, 16}, at::kDouble), w = at::randn({3, 16, 8}, at::kDouble);
+  const auto key_valid = at::tensor({1, 1, 1, 0, 1, 1, 1, 1, 1, 0}, at::kInt).to(at::kBool).view({2, 5});
+  const auto xs = x / 2.0;  // d^¼ = 2 at d = 16
+  EXPECT_TRUE(at::allclose(rf::scaled_rks_features(x, w), rf::rks_features(at::matmul(xs, w))));
+  for (const double factor : {1.0, 2.0}) {
+    const auto queries = rf::stable_prf_features(at::matmul(xs, w), factor * (xs * xs).sum(-1, true), at::Tensor());
+    EXPECT_TRUE(at::allclose(rf::scaled_prf_features(x, w, at::Tensor(), factor), queries));
+    // keys: padded rows zeroed before the offset is taken, so whatever sits there changes nothing on real ones
+    const auto keys = rf::scaled_prf_features(x, w, key_valid, factor);
+    const auto zeroed = rf::zero_padded_keys(xs, key_valid);
+    EXPECT_TRUE(at::allclose(keys, rf::stable_prf_features(at::matmul(zeroed, w), factor * (zeroed * zeroed).sum(-1, true), key_valid)));
+    auto big = x.clone();
+    big.select(2, 3).select(0, 0).fill_(1e4);
+    const auto real = key_valid.unsqueeze(1).unsqueeze(-1);
+    EXPECT_TRUE(at::equal(at::where(real, rf::scaled_prf_features(big, w, key_valid, factor), at::zeros({}, at::kDouble)),
+                          at::where(real, keys, at::zeros({}, at::kDouble))));
+  }
+}
+
+// A bare subclass of each base: what the base registers and draws.
+struct BareMixture : rf::MixtureAttention {
+  using rf::MixtureAttention::MixtureAttention;
+  at::Tensor features(const at::Tensor& x, const at::Tensor&) override { return x; }
+  at::Tensor columns(const at::Tensor& omega) const { return as_columns(omega); }
+};
+struct BareGenerative : rf::GenerativeAttention {
+  using rf::GenerativeAttention::GenerativeAttention;
+  at::Tensor features(const at::Tensor& x, const at::Tensor&) override {
+    seen = frequency_columns();
+    return at::matmul(x, seen);
+  }
+  at::Tensor seen;
+};
+
+ParamValues rf_params(std::int64_t features) {
+  ParamValues params;
+  params.set("features", features);
+  params.set("components", std::int64_t{3});
+  params.set("noise_dim", std::int64_t{0});
+  params.set("hidden", std::int64_t{0});
+  params.set("layers", std::int64_t{2});
+  params.set("redraw_every", std::int64_t{100});
+  params.set("eval_draw", std::string("fixed"));
+  params.set("eps", 1e-6);
+  return params;
+}
+
+TEST(RandomFeatures, MixtureBaseOwnsMeansNoiseAndItsRedraws) {
+  BareMixture m({2, 4, 64}, rf_params(5));
+  EXPECT_EQ(named(m, "mu").sizes().vec(), (std::vector<std::int64_t>{2, 3, 4}));
+  EXPECT_TRUE(named(m, "mu").requires_grad());
+  EXPECT_EQ(named(m, "noise").sizes().vec(), (std::vector<std::int64_t>{2, 3, 5, 4}));
+  auto g = gen(9);
+  m.redraw(g);
+  auto again = gen(9);
+  EXPECT_TRUE(at::equal(named(m, "noise"), at::randn({2, 3, 5, 4}, again, at::kFloat)));
+  // rows ω [H, C, M, d] become the columns of [H, d, C·M], component-major
+  const auto omega = at::arange(2 * 3 * 5 * 4, at::kFloat).view({2, 3, 5, 4});
+  const auto w = m.columns(omega);
+  EXPECT_EQ(w.sizes().vec(), (std::vector<std::int64_t>{2, 4, 15}));
+  EXPECT_TRUE(at::equal(w.select(0, 1).select(1, 5 + 2), omega[1][1][2]));
+}
+
+TEST(RandomFeatures, GenerativeBaseComputesTheFrequenciesOncePerCall) {
+  BareGenerative m({2, 4, 64}, rf_params(1));  // at least 2 frequencies: batch norm
+  EXPECT_EQ(named(m, "noise").sizes().vec(), (std::vector<std::int64_t>{2, 4}));  // noise_dim 0: head dim
+  auto g = gen(4);
+  m.redraw(g);
+  auto again = gen(4);
+  EXPECT_TRUE(at::equal(named(m, "noise"), at::randn({2, 4}, again, at::kFloat)));
+  m.eval();
+  const auto q = at::randn({1, 2, 3, 4}), valid = at::ones({1, 3}, at::kBool);
+  m.forward(q, q, q, valid);
+  EXPECT_EQ(m.seen.sizes().vec(), (std::vector<std::int64_t>{4, 2}));  // ω as columns [d, M]
+  auto* generator = m.named_children().find("generator");
+  ASSERT_NE(generator, nullptr);
+  const auto omega = (*generator)->as<rf::FrequencyGenerator>()->forward(named(m, "noise"));
+  EXPECT_TRUE(at::equal(m.seen, omega.transpose(0, 1)));
+}
+
 }  // namespace
 }  // namespace attnlab

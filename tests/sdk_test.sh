@@ -15,11 +15,12 @@ cmake --install "$build_dir" --prefix "$scratch/installed" > install.log
 mv "$scratch/installed" "$scratch/prefix"  # relocatable: nothing points into the old path
 attnlab="$scratch/prefix/bin/attnlab"
 for f in lib/cmake/attnlab/attnlabConfig.cmake lib/cmake/attnlab/attnlabConfigVersion.cmake \
-         include/attnlab/attention.hpp include/attnlab/dataset.hpp include/attnlab/random_features.hpp \
+         include/attnlab/attention.hpp include/attnlab/dataset.hpp include/attnlab/dataset_plugin.hpp \
+         include/attnlab/random_features.hpp include/attnlab/fastfood.hpp \
          lib/attnlab/plugins/attn_softmax.so lib/attnlab/datasets/data_listops.so share/attnlab/conf/quickstart.toml; do
   [ -e "prefix/$f" ] || fail "the install lacks $f"
 done
-[ ! -e prefix/include/attnlab/trainer.hpp ] || fail "host-only header trainer.hpp installed"
+[ ! -e prefix/include/attnlab/train ] && [ ! -e prefix/include/attnlab/trainer.hpp ] || fail "host-only headers (attnlab/train/) installed"
 
 # `attnlab new`: the folders, and its one-line refusals
 "$attnlab" new attention mine --dir mine > new.log

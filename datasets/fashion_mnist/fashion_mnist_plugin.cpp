@@ -1,22 +1,11 @@
 // The fashion_mnist dataset plugin: Fashion-MNIST as a sequence of 784 pixel intensities, read from
 // the IDX files Debian's package dataset-fashion-mnist installs (or any folder holding them).
-#include <algorithm>
-#include <cstdint>
-#include <filesystem>
-#include <memory>
-#include <stdexcept>
 #include <string>
-#include <system_error>
 #include <utility>
-#include <vector>
 
 #include <torch/version.h>  // TORCH_VERSION_MAJOR/MINOR for ATTNLAB_PLUGIN_INFO
 
-#include "attnlab/data_util.hpp"
-#include "attnlab/dataset.hpp"
-#include "attnlab/params.hpp"
-#include "attnlab/plugin.hpp"
-#include "attnlab/token_cache.hpp"
+#include "attnlab/dataset_plugin.hpp"
 #include "fashion_mnist_format.hpp"
 
 namespace attnlab::fashion_mnist {
@@ -38,59 +27,33 @@ const ParamSpec kParams[] = {
 
 class FashionMnistDataset final : public Dataset {
  public:
-  FashionMnistDataset(const DatasetContext& ctx, const ParamValues& params) : cache_dir_(ctx.cache_dir) {
-    dir_ = params.string("path");
-    val_size_ = params.integer("val_size");
-    split_seed_ = params.integer("split_seed");
-    if (dir_.empty()) throw ParamError("path: must name the folder of the Fashion-MNIST IDX files");
-    std::error_code ec;  // permission denied is a DataError too, not a filesystem_error
-    if (!std::filesystem::is_directory(dir_, ec))
-      throw DataError(dir_ + ": no such directory (fashion_mnist path)" + install_hint(dir_));
+  FashionMnistDataset(const DatasetContext& ctx, const ParamValues& params)
+      : cache_dir_(ctx.cache_dir),
+        dir_(required_path(params, "path", "the folder of the Fashion-MNIST IDX files")),
+        holdout_(Holdout::from(params)) {
+    existing_folder(dir_, "no such directory (fashion_mnist path)" + install_hint(dir_));
   }
 
-  TaskInfo info() const override {
-    TaskInfo t;
-    t.vocab_size = kVocabSize;
-    t.num_classes = kNumClasses;
-    t.max_len = kPixels;
-    t.inputs = 1;
-    return t;
-  }
+  TaskInfo info() const override { return {kVocabSize, kNumClasses, kPixels}; }  // vocabulary, classes, max_len
 
+  // Test: the t10k files; train and val: a seeded holdout of the training files.
   SplitData load(Split split) override {
     const bool test = split == Split::test;
-    TokenCacheKey key;
-    key.dataset = "fashion_mnist";
-    key.split = split;
-    key.params = kTokeniserVersion;
-    if (!test) key.params += " val_size=" + std::to_string(val_size_) + " split_seed=" + std::to_string(split_seed_);
+    TokenCacheKey key{"fashion_mnist", split, kTokeniserVersion, {}};
+    if (!test) key.params += holdout_.key();
     key.sources = {locate(dir_, test ? kTestImages : kTrainImages), locate(dir_, test ? kTestLabels : kTrainLabels)};
-    return cached_split(cache_dir_, key, [&] { return build(split, key.sources[0], key.sources[1]); });
+    return cached_split(cache_dir_, key, [&] {
+      Examples all = read_examples(key.sources[0], key.sources[1]);
+      const std::string holder = key.sources[0] + " holds " + std::to_string(all.size()) + " images";
+      SplitData whole = full_length_split(std::move(all.pixels), std::move(all.labels), kPixels);
+      return test ? whole : holdout_.take(split, whole, holder);
+    });
   }
 
  private:
-  SplitData build(Split split, const std::string& images, const std::string& labels) const {
-    Examples all = read_examples(images, labels);
-    if (split == Split::test) return full_length_split(std::move(all.pixels), std::move(all.labels), kPixels);
-
-    const auto n = static_cast<std::int64_t>(all.size());
-    if (val_size_ >= n)
-      throw ParamError("val_size: " + std::to_string(val_size_) + " leaves no training examples (" + images +
-                       " holds " + std::to_string(n) + " images)");
-    const IndexSplit parts = seeded_holdout(n, val_size_, static_cast<std::uint64_t>(split_seed_));
-    const std::vector<std::int64_t>& keep = split == Split::train ? parts.first : parts.second;
-    return full_length_split(gather_rows(all.pixels, kPixels, keep), gather_rows(all.labels, 1, keep), kPixels);
-  }
-
-  std::string cache_dir_;
-  std::string dir_;
-  std::int64_t val_size_ = 0;
-  std::int64_t split_seed_ = 0;
+  std::string cache_dir_, dir_;
+  Holdout holdout_;
 };
-
-std::shared_ptr<Dataset> create(const DatasetContext& ctx, const ParamValues& params) {
-  return std::make_shared<FashionMnistDataset>(ctx, params);
-}
 
 }  // namespace
 }  // namespace attnlab::fashion_mnist
@@ -100,4 +63,4 @@ ATTNLAB_PLUGIN_INFO(dataset, "fashion_mnist", "1.0",
                     "files of Debian's dataset-fashion-mnist",
                     attnlab::fashion_mnist::kParams);
 
-ATTNLAB_DATASET_FACTORY(attnlab::fashion_mnist::create)
+ATTNLAB_DATASET_FACTORY(attnlab::dataset_factory<attnlab::fashion_mnist::FashionMnistDataset>)

@@ -1,22 +1,12 @@
 // The image dataset plugin: LRA's Image task, CIFAR-10 in grayscale as a sequence of 1024 pixel
 // intensities, read from the binary version of CIFAR-10 (cifar-10-batches-bin).
-#include <algorithm>
 #include <cstdint>
-#include <filesystem>
-#include <memory>
-#include <stdexcept>
 #include <string>
-#include <system_error>
 #include <utility>
-#include <vector>
 
 #include <torch/version.h>  // TORCH_VERSION_MAJOR/MINOR for ATTNLAB_PLUGIN_INFO
 
-#include "attnlab/data_util.hpp"
-#include "attnlab/dataset.hpp"
-#include "attnlab/params.hpp"
-#include "attnlab/plugin.hpp"
-#include "attnlab/token_cache.hpp"
+#include "attnlab/dataset_plugin.hpp"
 #include "image_format.hpp"
 
 namespace attnlab::image {
@@ -37,69 +27,39 @@ const ParamSpec kParams[] = {
 
 class ImageDataset final : public Dataset {
  public:
-  ImageDataset(const DatasetContext& ctx, const ParamValues& params) : cache_dir_(ctx.cache_dir) {
-    dir_ = params.string("path");
-    val_size_ = params.integer("val_size");
-    split_seed_ = params.integer("split_seed");
-    if (dir_.empty())
-      throw ParamError("path: must name the folder of the CIFAR-10 binary version (data_batch_1.bin .. test_batch.bin)");
-    std::error_code ec;  // permission denied is a DataError too, not a filesystem_error
-    if (!std::filesystem::is_directory(dir_, ec)) throw DataError(dir_ + ": no such directory (image path)");
-  }
+  ImageDataset(const DatasetContext& ctx, const ParamValues& params)
+      : cache_dir_(ctx.cache_dir),
+        dir_(existing_folder(required_path(params, "path",
+                                           "the folder of the CIFAR-10 binary version (data_batch_1.bin .. test_batch.bin)"),
+                             "no such directory (image path)")),
+        holdout_(Holdout::from(params)) {}
 
-  TaskInfo info() const override {
-    TaskInfo t;
-    t.vocab_size = kVocabSize;
-    t.num_classes = kNumClasses;
-    t.max_len = kPixels;
-    t.inputs = 1;
-    return t;
-  }
+  TaskInfo info() const override { return {kVocabSize, kNumClasses, kPixels}; }  // vocabulary, classes, max_len
 
+  // Test: test_batch.bin; train and val: a seeded holdout of the five training batches.
   SplitData load(Split split) override {
-    TokenCacheKey key;
-    key.dataset = "image";
-    key.split = split;
-    key.params = kTokeniserVersion;
-    if (split == Split::test) {
-      key.sources.push_back(file(kTestFile));
+    const bool test = split == Split::test;
+    TokenCacheKey key{"image", split, kTokeniserVersion, {}};
+    if (test) {
+      key.sources = {file_in(dir_, kTestFile)};
     } else {
-      for (const char* name : kTrainFiles) key.sources.push_back(file(name));
-      key.params += " val_size=" + std::to_string(val_size_) + " split_seed=" + std::to_string(split_seed_);
+      for (const char* name : kTrainFiles) key.sources.push_back(file_in(dir_, name));
+      key.params += holdout_.key();
     }
-    std::error_code ec;  // permission denied is a DataError too, not a filesystem_error
     for (const auto& f : key.sources)
-      if (!std::filesystem::is_regular_file(f, ec))
-        throw DataError(f + ": no such file (the CIFAR-10 binary version has data_batch_1.bin .. data_batch_5.bin and "
-                            "test_batch.bin)");
-    return cached_split(cache_dir_, key, [&] { return build(split, key.sources); });
+      existing_file(f, "no such file (the CIFAR-10 binary version has data_batch_1.bin .. data_batch_5.bin and test_batch.bin)");
+    return cached_split(cache_dir_, key, [&] {
+      GrayImages all = read_batches(key.sources);
+      const std::string holder = "the training files hold " + std::to_string(all.size()) + " records";
+      SplitData whole = full_length_split(std::move(all.pixels), std::move(all.labels), kPixels);
+      return test ? whole : holdout_.take(split, whole, holder);
+    });
   }
 
  private:
-  std::string file(const char* name) const { return (std::filesystem::path(dir_) / name).string(); }
-
-  SplitData build(Split split, const std::vector<std::string>& sources) const {
-    GrayImages all = read_batches(sources);
-    const auto n = static_cast<std::int64_t>(all.size());
-    if (split == Split::test) return full_length_split(std::move(all.pixels), std::move(all.labels), kPixels);
-
-    if (val_size_ >= n)
-      throw ParamError("val_size: " + std::to_string(val_size_) + " leaves no training examples (the training files hold " +
-                       std::to_string(n) + " records)");
-    const IndexSplit parts = seeded_holdout(n, val_size_, static_cast<std::uint64_t>(split_seed_));
-    const std::vector<std::int64_t>& keep = split == Split::train ? parts.first : parts.second;
-    return full_length_split(gather_rows(all.pixels, kPixels, keep), gather_rows(all.labels, 1, keep), kPixels);
-  }
-
-  std::string cache_dir_;
-  std::string dir_;
-  std::int64_t val_size_ = 0;
-  std::int64_t split_seed_ = 0;
+  std::string cache_dir_, dir_;
+  Holdout holdout_;
 };
-
-std::shared_ptr<Dataset> create(const DatasetContext& ctx, const ParamValues& params) {
-  return std::make_shared<ImageDataset>(ctx, params);
-}
 
 }  // namespace
 }  // namespace attnlab::image
@@ -109,4 +69,4 @@ ATTNLAB_PLUGIN_INFO(dataset, "image", "1.0",
                     "binary version of CIFAR-10",
                     attnlab::image::kParams);
 
-ATTNLAB_DATASET_FACTORY(attnlab::image::create)
+ATTNLAB_DATASET_FACTORY(attnlab::dataset_factory<attnlab::image::ImageDataset>)

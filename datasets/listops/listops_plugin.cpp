@@ -2,22 +2,11 @@
 // generator's rules (then written in the same format and read back by the same reader).
 #include <algorithm>
 #include <cstdint>
-#include <filesystem>
-#include <memory>
-#include <stdexcept>
 #include <string>
-#include <system_error>
-#include <utility>
-#include <vector>
 
-#include <ATen/core/Tensor.h>
 #include <torch/version.h>  // TORCH_VERSION_MAJOR/MINOR for ATTNLAB_PLUGIN_INFO
 
-#include "attnlab/data_util.hpp"
-#include "attnlab/dataset.hpp"
-#include "attnlab/params.hpp"
-#include "attnlab/plugin.hpp"
-#include "attnlab/token_cache.hpp"
+#include "attnlab/dataset_plugin.hpp"
 #include "listops_format.hpp"
 
 namespace attnlab::listops {
@@ -68,38 +57,24 @@ class ListOpsDataset final : public Dataset {
 
     if (source == "files") {
       generate_ = false;
-      dir_ = params.string("path");
-      if (dir_.empty()) throw ParamError("path: must name the directory with the LRA files when source = \"files\"");
-      std::error_code ec;  // permission denied is a DataError too, not a filesystem_error
-      if (!std::filesystem::is_directory(dir_, ec)) throw DataError(dir_ + ": no such directory (listops path)");
+      dir_ = existing_folder(required_path(params, "path", "the directory with the LRA files when source = \"files\""),
+                             "no such directory (listops path)");
     } else if (source == "generate") {
       generate_ = true;
-      try {
-        check_generator_params(spec_.gen);
-      } catch (const std::invalid_argument& e) {
-        throw ParamError(e.what());
-      }
-      if (ctx.cache_dir.empty()) throw DataError("listops: no cache directory to generate the data into");
-      dir_ = (std::filesystem::path(ctx.cache_dir) / ("listops-" + spec_hash(spec_))).string();
+      check_params([&] { check_generator_params(spec_.gen); });
+      dir_ = generated_folder(ctx.cache_dir, "listops", spec_hash(spec_));
     } else {
       throw ParamError("source: '" + source + "' is not one of generate|files");
     }
   }
 
-  TaskInfo info() const override {
-    TaskInfo t;
-    t.vocab_size = kVocabSize;
-    t.num_classes = kNumClasses;
-    t.max_len = max_len_;
-    t.inputs = 1;
-    return t;
-  }
+  TaskInfo info() const override { return {kVocabSize, kNumClasses, max_len_}; }  // vocabulary, classes, max_len
 
   SizeEstimate estimate_size() const override {
     if (generate_) return {spec_.train_size + spec_.val_size + spec_.test_size, 2};
     std::int64_t rows = 0;  // one line per row, after a header line
     for (const char* name : kSplitFiles) {
-      const auto lines = static_cast<std::int64_t>(count_lines((std::filesystem::path(dir_) / name).string()));
+      const auto lines = static_cast<std::int64_t>(count_lines(file_in(dir_, name)));
       rows += std::max<std::int64_t>(lines - 1, 0);
     }
     return {rows, 2};
@@ -110,18 +85,9 @@ class ListOpsDataset final : public Dataset {
       ensure_generated(dir_, spec_);
       generated_ = true;
     }
-    const int index = split == Split::train ? 0 : split == Split::val ? 1 : 2;
-    const std::string file = (std::filesystem::path(dir_) / kSplitFiles[index]).string();
-    TokenCacheKey key{"listops", split, "tokeniser=listops-1 max_len=" + std::to_string(max_len_), {file}};
-    return cached_split(cache_dir_, key, [&] {
-      SplitTokens rows = read_tsv(file, max_len_);
-      const auto n = static_cast<std::int64_t>(rows.size());
-      SplitData out;
-      out.tokens = adopt_vector(std::move(rows.tokens), {n, 1, max_len_}, at::kShort);
-      out.lengths = adopt_vector(std::move(rows.lengths), {n, 1}, at::kLong);
-      out.labels = adopt_vector(std::move(rows.labels), {n}, at::kLong);
-      return out;
-    });
+    const std::string file = split_file(dir_, kSplitFiles, split);
+    const TokenCacheKey key{"listops", split, "tokeniser=listops-1 max_len=" + std::to_string(max_len_), {file}};
+    return cached_split(cache_dir_, key, [&] { return padded_split(read_tsv(file, max_len_), 1, max_len_); });
   }
 
  private:
@@ -133,10 +99,6 @@ class ListOpsDataset final : public Dataset {
   GenerateSpec spec_;
 };
 
-std::shared_ptr<Dataset> create(const DatasetContext& ctx, const ParamValues& params) {
-  return std::make_shared<ListOpsDataset>(ctx, params);
-}
-
 }  // namespace
 }  // namespace attnlab::listops
 
@@ -145,4 +107,4 @@ ATTNLAB_PLUGIN_INFO(dataset, "listops", "1.0",
                     "or generated with the LRA generator's rules",
                     attnlab::listops::kParams);
 
-ATTNLAB_DATASET_FACTORY(attnlab::listops::create)
+ATTNLAB_DATASET_FACTORY(attnlab::dataset_factory<attnlab::listops::ListOpsDataset>)

@@ -137,15 +137,12 @@ Index read_index(const std::string& dir) {
 }
 
 // ---- PNG ----------------------------------------------------------------------------------------
-// libpng reports errors by longjmp to the setjmp in the calling function; the functions below keep
-// no C++ object with a destructor alive across the libpng calls that may jump, and the callbacks
-// write the message into a plain buffer.
+// Reading goes through libpng's simplified API (png_image_*): its errors come back as a return value
+// with the message in png_image::message, so no longjmp crosses our frames. Writing keeps the
+// classic API for its fixed filter and compression level; it reports errors by longjmp to the
+// setjmp in encode_gray, which keeps no C++ object with a destructor alive across the libpng calls
+// that may jump, and its callbacks write the message into a plain buffer.
 namespace {
-
-struct MemoryInput {
-  const std::uint8_t* data;
-  std::size_t size, pos;
-};
 
 struct PngMessage {
   char text[200];
@@ -158,13 +155,6 @@ void on_png_error(png_structp png, png_const_charp msg) {
 }
 void on_png_warning(png_structp, png_const_charp) {}
 
-void read_memory(png_structp png, png_bytep out, png_size_t n) {
-  auto* in = static_cast<MemoryInput*>(png_get_io_ptr(png));
-  if (n > in->size - in->pos) png_error(png, "truncated file");
-  std::memcpy(out, in->data + in->pos, n);
-  in->pos += n;
-}
-
 const char* colour_name(int type) {
   switch (type) {
     case PNG_COLOR_TYPE_GRAY: return "grayscale";
@@ -176,41 +166,38 @@ const char* colour_name(int type) {
   return "unknown colour type";
 }
 
+// What libpng said, as "corrupt PNG (...)"; frees the image (a no-op when libpng already has).
+std::string corrupt(png_image& image) {
+  // libpng's memory reader says this of a file cut short
+  const bool truncated = std::strcmp(image.message, "read beyond end of data") == 0;
+  const std::string problem = std::string("corrupt PNG (") + (truncated ? "truncated file" : image.message) + ")";
+  png_image_free(&image);
+  return problem;
+}
+
 // Decodes into `out` (size*size bytes). Returns an empty string, or what is wrong.
-std::string decode_gray(const std::uint8_t* data, std::size_t bytes, std::int64_t size, std::uint8_t* out,
-                        png_bytep* rows) {
+std::string decode_gray(const std::uint8_t* data, std::size_t bytes, std::int64_t size, std::uint8_t* out) {
   if (bytes < 8 || png_sig_cmp(data, 0, 8) != 0) return "not a PNG file (bad signature)";
-  PngMessage message{};
-  MemoryInput input{data, bytes, 0};
-  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &message, on_png_error, on_png_warning);
-  if (!png) return "libpng: out of memory";
-  png_infop info = png_create_info_struct(png);
-  if (!info) {
-    png_destroy_read_struct(&png, nullptr, nullptr);
-    return "libpng: out of memory";
-  }
+  png_image image{};
+  image.version = PNG_IMAGE_VERSION;
+  if (!png_image_begin_read_from_memory(&image, data, bytes)) return corrupt(image);
+  // Bit depth and colour type as stored, from IHDR (the first chunk, bytes 24 and 25, which
+  // begin_read has just checked): the simplified API would convert any kind to PNG_FORMAT_GRAY.
+  const int depth = data[24], type = data[25];
   char problem[200] = "";
-  if (setjmp(png_jmpbuf(png))) {
-    png_destroy_read_struct(&png, &info, nullptr);
-    return std::string("corrupt PNG (") + message.text + ")";
-  }
-  png_set_read_fn(png, &input, read_memory);
-  png_read_info(png, info);
-  const png_uint_32 width = png_get_image_width(png, info), height = png_get_image_height(png, info);
-  const int depth = png_get_bit_depth(png, info), type = png_get_color_type(png, info);
   if (type != PNG_COLOR_TYPE_GRAY || depth != 8) {
     std::snprintf(problem, sizeof problem, "PNG is %d-bit %s, expected 8-bit grayscale", depth, colour_name(type));
-  } else if (width != static_cast<png_uint_32>(size) || height != static_cast<png_uint_32>(size)) {
-    std::snprintf(problem, sizeof problem, "image is %ux%u, expected %lldx%lld", static_cast<unsigned>(width),
-                  static_cast<unsigned>(height), static_cast<long long>(size), static_cast<long long>(size));
+  } else if (image.width != static_cast<png_uint_32>(size) || image.height != static_cast<png_uint_32>(size)) {
+    std::snprintf(problem, sizeof problem, "image is %ux%u, expected %lldx%lld", static_cast<unsigned>(image.width),
+                  static_cast<unsigned>(image.height), static_cast<long long>(size), static_cast<long long>(size));
   } else {
-    png_set_interlace_handling(png);
-    png_read_update_info(png, info);
-    for (std::int64_t y = 0; y < size; ++y) rows[y] = out + y * size;
-    png_read_image(png, rows);
-    png_read_end(png, nullptr);
+    // 8-bit gray to 8-bit gray is a copy, but for what the simplified API does with a file's own
+    // colour information: a gAMA chunk far from sRGB's would be corrected, a tRNS chunk composed
+    // away. Our writer writes neither (nor, as far as we know, did LRA's).
+    image.format = PNG_FORMAT_GRAY;
+    if (!png_image_finish_read(&image, nullptr, out, static_cast<png_int_32>(size), nullptr)) return corrupt(image);
   }
-  png_destroy_read_struct(&png, &info, nullptr);
+  png_image_free(&image);
   return problem;
 }
 
@@ -232,16 +219,13 @@ std::string read_file(const std::string& path, std::vector<std::uint8_t>& buf) {
 
 // Returns false for an empty file when `skip_empty`; throws DataError for anything else wrong.
 bool read_gray_png_into(const std::string& path, std::int64_t size, std::uint8_t* out, const std::string& context,
-                        std::vector<std::uint8_t>& buf, std::vector<png_bytep>& rows, bool skip_empty) {
+                        std::vector<std::uint8_t>& buf, bool skip_empty) {
   std::string problem = read_file(path, buf);
   if (problem.empty() && buf.empty()) {
     if (skip_empty) return false;
     problem = "empty file";
   }
-  if (problem.empty()) {
-    rows.resize(static_cast<std::size_t>(size));
-    problem = decode_gray(buf.data(), buf.size(), size, out, rows.data());
-  }
+  if (problem.empty()) problem = decode_gray(buf.data(), buf.size(), size, out);
   if (!problem.empty()) throw DataError(path + ": " + problem + context);
   return true;
 }
@@ -250,8 +234,7 @@ bool read_gray_png_into(const std::string& path, std::int64_t size, std::uint8_t
 
 void read_gray_png(const std::string& path, std::int64_t size, std::uint8_t* out, const std::string& context) {
   std::vector<std::uint8_t> buf;
-  std::vector<png_bytep> rows;
-  read_gray_png_into(path, size, out, context, buf, rows, false);
+  read_gray_png_into(path, size, out, context, buf, false);
 }
 
 namespace {
@@ -314,12 +297,11 @@ Images read_images(const Index& index, const std::vector<std::int64_t>& indices,
   auto work = [&](unsigned t) {
     const std::size_t begin = n * t / threads, end = n * (t + 1) / threads;
     std::vector<std::uint8_t> buf;
-    std::vector<png_bytep> rows;
     for (std::size_t i = begin; i < end; ++i) {
       const Example& e = index.examples.at(static_cast<std::size_t>(indices[i]));
       try {
         // An empty file is skipped, as LRA's pipeline drops empty images.
-        empty[i] = !read_gray_png_into(e.image, resolution, out.pixels.data() + i * pixels, "", buf, rows, true);
+        empty[i] = !read_gray_png_into(e.image, resolution, out.pixels.data() + i * pixels, "", buf, true);
       } catch (const DataError& err) {
         errors[t] = std::string(err.what()) + " (listed in " + index.where(e) + ")";
         return;

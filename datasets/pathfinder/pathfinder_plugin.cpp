@@ -3,21 +3,12 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
-#include <stdexcept>
 #include <string>
-#include <system_error>
 #include <utility>
-#include <vector>
 
-#include <ATen/core/Tensor.h>
-#include <ATen/ops/full.h>
 #include <torch/version.h>  // TORCH_VERSION_MAJOR/MINOR for ATTNLAB_PLUGIN_INFO
 
-#include "attnlab/data_util.hpp"
-#include "attnlab/dataset.hpp"
-#include "attnlab/params.hpp"
-#include "attnlab/plugin.hpp"
-#include "attnlab/token_cache.hpp"
+#include "attnlab/dataset_plugin.hpp"
 #include "pathfinder_format.hpp"
 
 namespace attnlab::pathfinder {
@@ -60,14 +51,12 @@ class PathfinderDataset final : public Dataset {
       throw ParamError("difficulty: '" + difficulty + "' is not one of easy|medium|hard");
     split_seed_ = static_cast<std::uint64_t>(params.integer("split_seed"));
 
-    std::string root;
     if (source == "files") {
-      const std::string& path = params.string("path");
-      if (path.empty()) throw ParamError("path: must name the folder with the LRA files when source = \"files\"");
-      root = std::filesystem::absolute(path).lexically_normal().string();  // cache keys name absolute files
-      dir_ = difficulty_dir(root, resolution_, difficulty);
-      std::error_code ec;  // permission denied is a DataError too, not a filesystem_error
-      if (!std::filesystem::is_directory(dir_, ec)) throw DataError(dir_ + ": no such directory (pathfinder path)");
+      // cache keys name absolute files
+      root_ = std::filesystem::absolute(required_path(params, "path", "the folder with the LRA files when source = \"files\""))
+                  .lexically_normal()
+                  .string();
+      dir_ = existing_folder(difficulty_dir(root_, resolution_, difficulty), "no such directory (pathfinder path)");
     } else if (source == "generate") {
       generate_ = true;
       spec_.difficulty = difficulty;
@@ -77,28 +66,16 @@ class PathfinderDataset final : public Dataset {
       spec_.gen.contour_length = contour == 0 ? default_contour_length(difficulty) : contour;
       spec_.gen.distractors = params.integer("distractors");
       spec_.gen.seed = static_cast<std::uint64_t>(params.integer("generator_seed"));
-      try {
-        check_generator_params(spec_.gen);
-      } catch (const std::invalid_argument& e) {
-        throw ParamError(e.what());
-      }
-      if (cache_dir_.empty()) throw DataError("pathfinder: no cache directory to generate the data into");
-      root = (std::filesystem::absolute(cache_dir_) / ("pathfinder-" + spec_hash(spec_))).lexically_normal().string();
-      dir_ = difficulty_dir(root, resolution_, difficulty);
+      check_params([&] { check_generator_params(spec_.gen); });
+      root_ = std::filesystem::absolute(generated_folder(cache_dir_, "pathfinder", spec_hash(spec_))).lexically_normal().string();
+      dir_ = difficulty_dir(root_, resolution_, difficulty);
     } else {
       throw ParamError("source: '" + source + "' is not one of generate|files");
     }
-    root_ = root;
   }
 
-  TaskInfo info() const override {
-    TaskInfo t;
-    t.vocab_size = kVocabSize;
-    t.num_classes = kNumClasses;
-    t.max_len = resolution_ * resolution_;
-    t.inputs = 1;
-    return t;
-  }
+  // vocabulary, classes, max_len: N*N pixels
+  TaskInfo info() const override { return {kVocabSize, kNumClasses, resolution_ * resolution_}; }
 
   // Generated: the count asked for; official files: unknown without reading their metadata.
   SizeEstimate estimate_size() const override { return generate_ ? SizeEstimate{spec_.count, 1} : SizeEstimate{}; }
@@ -109,11 +86,10 @@ class PathfinderDataset final : public Dataset {
       generated_ = true;
     }
     if (!index_) index_ = std::make_unique<Index>(read_index(dir_));
-    TokenCacheKey key;
-    key.dataset = "pathfinder";
-    key.split = split;
-    key.params = "pathfinder-tokens-v1 resolution=" + std::to_string(resolution_) +
-                 " split=80/10/10 split_seed=" + std::to_string(split_seed_);
+    TokenCacheKey key{"pathfinder", split,
+                      "pathfinder-tokens-v1 resolution=" + std::to_string(resolution_) +
+                          " split=80/10/10 split_seed=" + std::to_string(split_seed_),
+                      {}};
     // The metadata files and the image folders: a PNG added, removed or renamed changes its
     // folder's modification time; one edited in place under the same name is not noticed.
     key.sources = index_->metadata;
@@ -135,10 +111,6 @@ class PathfinderDataset final : public Dataset {
   std::unique_ptr<Index> index_;
 };
 
-std::shared_ptr<Dataset> create(const DatasetContext& ctx, const ParamValues& params) {
-  return std::make_shared<PathfinderDataset>(ctx, params);
-}
-
 }  // namespace
 }  // namespace attnlab::pathfinder
 
@@ -147,4 +119,4 @@ ATTNLAB_PLUGIN_INFO(dataset, "pathfinder", "1.0",
                     "official PNG files or generated in the same layout",
                     attnlab::pathfinder::kParams);
 
-ATTNLAB_DATASET_FACTORY(attnlab::pathfinder::create)
+ATTNLAB_DATASET_FACTORY(attnlab::dataset_factory<attnlab::pathfinder::PathfinderDataset>)

@@ -1,19 +1,11 @@
 // The sparse_sum dataset plugin: the KL-Transformer paper's sparsity task, generated in memory and
 // routed through the token cache (so repeated runs map the same bytes instead of drawing again).
-#include <cstdint>
-#include <memory>
-#include <stdexcept>
 #include <string>
 #include <utility>
-#include <vector>
 
-#include <ATen/core/Tensor.h>
 #include <torch/version.h>  // TORCH_VERSION_MAJOR/MINOR for ATTNLAB_PLUGIN_INFO
 
-#include "attnlab/dataset.hpp"
-#include "attnlab/params.hpp"
-#include "attnlab/plugin.hpp"
-#include "attnlab/token_cache.hpp"
+#include "attnlab/dataset_plugin.hpp"
 #include "sparse_sum_format.hpp"
 
 namespace attnlab::sparse_sum {
@@ -45,32 +37,18 @@ class SparseSumDataset final : public Dataset {
     spec_.val_size = params.integer("val_size");
     spec_.test_size = params.integer("test_size");
     spec_.gen.seed = static_cast<std::uint64_t>(params.integer("generator_seed"));
-    try {
-      check_spec(spec_);
-    } catch (const std::invalid_argument& e) {
-      throw ParamError(e.what());
-    }
+    check_params([&] { check_spec(spec_); });
   }
 
-  TaskInfo info() const override {
-    TaskInfo t;
-    t.vocab_size = kVocabSize;
-    t.num_classes = kNumClasses;
-    t.max_len = spec_.gen.length;
-    t.inputs = 1;
-    t.many_hot = kFeatures;
-    return t;
-  }
+  // vocabulary, classes, max_len, inputs, many_hot: a token is the bit mask of kFeatures features
+  TaskInfo info() const override { return {kVocabSize, kNumClasses, spec_.gen.length, 1, kFeatures}; }
 
   SizeEstimate estimate_size() const override { return {spec_.train_size + spec_.val_size + spec_.test_size, 1}; }
 
   SplitData load(Split split) override {
-    const int index = split == Split::train ? 0 : split == Split::val ? 1 : 2;
-    TokenCacheKey key;
-    key.dataset = "sparse_sum";
-    key.split = split;
-    key.params = describe_split(spec_, index);  // no source files: the parameters are the whole key
-    return cached_split(cache_dir_, key, [&] {
+    const int index = split_index(split);
+    // no source files: the parameters are the whole key
+    return cached_split(cache_dir_, {"sparse_sum", split, describe_split(spec_, index), {}}, [&] {
       SplitTokens rows = generate(spec_, index);
       return full_length_split(std::move(rows.tokens), std::move(rows.labels), rows.length);
     });
@@ -81,10 +59,6 @@ class SparseSumDataset final : public Dataset {
   GenerateSpec spec_;
 };
 
-std::shared_ptr<Dataset> create(const DatasetContext& ctx, const ParamValues& params) {
-  return std::make_shared<SparseSumDataset>(ctx, params);
-}
-
 }  // namespace
 }  // namespace attnlab::sparse_sum
 
@@ -93,4 +67,4 @@ ATTNLAB_PLUGIN_INFO(dataset, "sparse_sum", "1.0",
                     "many-hot positions (v in {-1, 1}, a ~ Bernoulli(sparsity)), 9 balanced classes -4..4",
                     attnlab::sparse_sum::kParams);
 
-ATTNLAB_DATASET_FACTORY(attnlab::sparse_sum::create)
+ATTNLAB_DATASET_FACTORY(attnlab::dataset_factory<attnlab::sparse_sum::SparseSumDataset>)

@@ -1,21 +1,13 @@
 // The text dataset plugin: LRA Text, IMDB sentiment at byte level, from the official aclImdb
 // folders. Validation is either the test set (as LRA did) or a seeded holdout of train.
 #include <cstdint>
-#include <filesystem>
-#include <memory>
 #include <string>
-#include <system_error>
 #include <utility>
 #include <vector>
 
-#include <ATen/core/Tensor.h>
 #include <torch/version.h>  // TORCH_VERSION_MAJOR/MINOR for ATTNLAB_PLUGIN_INFO
 
-#include "attnlab/data_util.hpp"
-#include "attnlab/dataset.hpp"
-#include "attnlab/params.hpp"
-#include "attnlab/plugin.hpp"
-#include "attnlab/token_cache.hpp"
+#include "attnlab/dataset_plugin.hpp"
 #include "text_format.hpp"
 
 namespace attnlab::text {
@@ -35,25 +27,15 @@ const ParamSpec kParams[] = {
 
 class TextDataset final : public Dataset {
  public:
-  TextDataset(const DatasetContext& ctx, const ParamValues& params) : cache_dir_(ctx.cache_dir) {
-    root_ = params.string("path");
-    max_len_ = params.integer("max_len");
-    holdout_ = params.string("val") == "holdout";
-    val_size_ = params.integer("val_size");
-    split_seed_ = static_cast<std::uint64_t>(params.integer("split_seed"));
-    if (root_.empty()) throw ParamError("path: must name the aclImdb folder (with train/ and test/)");
-    std::error_code ec;  // permission denied is a DataError too, not a filesystem_error
-    if (!std::filesystem::is_directory(root_, ec)) throw DataError(root_ + ": no such folder (text path)");
-  }
+  TextDataset(const DatasetContext& ctx, const ParamValues& params)
+      : cache_dir_(ctx.cache_dir),
+        root_(existing_folder(required_path(params, "path", "the aclImdb folder (with train/ and test/)"),
+                              "no such folder (text path)")),
+        max_len_(params.integer("max_len")),
+        val_is_holdout_(params.string("val") == "holdout"),
+        holdout_(Holdout::from(params)) {}
 
-  TaskInfo info() const override {
-    TaskInfo t;
-    t.vocab_size = kVocabSize;
-    t.num_classes = kNumClasses;
-    t.max_len = max_len_;
-    t.inputs = 1;
-    return t;
-  }
+  TaskInfo info() const override { return {kVocabSize, kNumClasses, max_len_}; }  // vocabulary, classes, max_len
 
   SizeEstimate estimate_size() const override {
     return {static_cast<std::int64_t>(list_reviews(root_, "train").size() + list_reviews(root_, "test").size()), 2};
@@ -61,59 +43,35 @@ class TextDataset final : public Dataset {
 
   SplitData load(Split split) override {
     // With val = test the val split is the test split, cached once under the test key.
-    if (split == Split::test || (split == Split::val && !holdout_)) return load_files(Split::test, list_reviews(root_, "test"), {});
+    if (split == Split::test || (split == Split::val && !val_is_holdout_))
+      return load_files(Split::test, list_reviews(root_, "test"), {});
     auto reviews = list_reviews(root_, "train");
-    if (!holdout_) return load_files(Split::train, std::move(reviews), {});
+    if (!val_is_holdout_) return load_files(Split::train, std::move(reviews), {});
     const auto n = static_cast<std::int64_t>(reviews.size());
-    if (val_size_ >= n)
-      throw ParamError("val_size: " + std::to_string(val_size_) + " held out of " + std::to_string(n) +
+    if (holdout_.size >= n)  // in text's own words, older than Holdout::take's
+      throw ParamError("val_size: " + std::to_string(holdout_.size) + " held out of " + std::to_string(n) +
                        " training reviews leaves none to train on");
-    const IndexSplit parts = seeded_holdout(n, val_size_, split_seed_);
-    return load_files(split, std::move(reviews), split == Split::train ? parts.first : parts.second);
+    return load_files(split, std::move(reviews), holdout_.rows(split, n));
   }
 
  private:
   // The reviews `pick` selects (all when empty), through the token cache. The key's sources are
   // every file listed, since the holdout drawn depends on all of them.
   SplitData load_files(Split split, std::vector<Review> reviews, const std::vector<std::int64_t>& pick) {
-    TokenCacheKey key;
-    key.dataset = "text";
-    key.split = split;
-    key.params = std::string(kTokeniserVersion) + " max_len=" + std::to_string(max_len_);
-    if (holdout_ && split != Split::test)
-      key.params += " holdout val_size=" + std::to_string(val_size_) + " split_seed=" + std::to_string(split_seed_);
+    TokenCacheKey key{"text", split, std::string(kTokeniserVersion) + " max_len=" + std::to_string(max_len_), {}};
+    if (val_is_holdout_ && split != Split::test) key.params += " holdout" + holdout_.key();
     key.sources.reserve(reviews.size());
     for (const auto& r : reviews) key.sources.push_back(r.path);
-
     return cached_split(cache_dir_, key, [&] {
-      std::vector<Review> chosen;
-      if (pick.empty()) {
-        chosen = reviews;
-      } else {
-        chosen.reserve(pick.size());
-        for (const auto i : pick) chosen.push_back(reviews[static_cast<std::size_t>(i)]);
-      }
-      ByteRows rows = read_reviews(chosen, max_len_);
-      const auto count = static_cast<std::int64_t>(rows.size());
-      SplitData out;
-      out.tokens = adopt_vector(std::move(rows.tokens), {count, 1, max_len_}, at::kShort);
-      out.lengths = adopt_vector(std::move(rows.lengths), {count, 1}, at::kLong);
-      out.labels = adopt_vector(std::move(rows.labels), {count}, at::kLong);
-      return out;
+      return padded_split(read_reviews(pick.empty() ? reviews : gather_rows(reviews, 1, pick), max_len_), 1, max_len_);
     });
   }
 
-  std::string cache_dir_;
-  std::string root_;
+  std::string cache_dir_, root_;
   std::int64_t max_len_ = 0;
-  bool holdout_ = false;
-  std::int64_t val_size_ = 0;
-  std::uint64_t split_seed_ = 0;
+  bool val_is_holdout_ = false;
+  Holdout holdout_;
 };
-
-std::shared_ptr<Dataset> create(const DatasetContext& ctx, const ParamValues& params) {
-  return std::make_shared<TextDataset>(ctx, params);
-}
 
 }  // namespace
 }  // namespace attnlab::text
@@ -122,4 +80,4 @@ ATTNLAB_PLUGIN_INFO(dataset, "text", "1.0",
                     "LRA Text: IMDB review sentiment at byte level (ids byte + 1), 2 classes, from the aclImdb folders",
                     attnlab::text::kParams);
 
-ATTNLAB_DATASET_FACTORY(attnlab::text::create)
+ATTNLAB_DATASET_FACTORY(attnlab::dataset_factory<attnlab::text::TextDataset>)

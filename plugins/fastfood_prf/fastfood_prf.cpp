@@ -1,5 +1,5 @@
 // Fastfood positive random features (KL-Transformer, Chowdhury et al. 2022, §2.1, "FastFood-PRF"):
-// u = V x with the Fastfood projection V of ../fastfood_rks/fastfood.hpp, x = q / d^¼, and
+// u = V x with the Fastfood projection V of fastfood.hpp (random_features), x = q / d^¼, and
 //   φ(x) = exp(u − ‖x‖²/2 − offset) / √M,   φ(x)ᵀφ(y) ≈ exp(xᵀy) = exp(qᵀk / √d)
 // (rf::prf_features; the offset from rf::prf_offset: each query row's maximum, and one maximum per
 // (batch, head) over the real keys), then linear attention. Stochastic like fastfood_rks.

@@ -1,5 +1,5 @@
 // Fastfood random kitchen sinks (KL-Transformer, Chowdhury et al. 2022, §2.1; Le et al. 2013):
-// u = V x with the Fastfood projection V of fastfood.hpp, x = q / d^¼, and
+// u = V x with the Fastfood projection V of fastfood.hpp (random_features), x = q / d^¼, and
 //   φ(x) = [cos u, sin u] / √M,   φ(x)ᵀφ(y) ≈ exp(−‖x − y‖² / 2) = exp(−‖q − k‖² / (2√d)),
 // then linear attention (rf::linear_attention). Stochastic: Π (and the fixed diagonals) redrawn.
 #include "fastfood.hpp"

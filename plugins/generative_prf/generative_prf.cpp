@@ -11,16 +11,6 @@
 //
 // Numerical range: each query row's features are divided by their largest value, the keys' by the
 // largest over the real keys of the (batch, head); both factors cancel in the attention's ratio.
-#include <cmath>
-#include <cstdint>
-#include <limits>
-#include <stdexcept>
-#include <string>
-#include <vector>
-
-#include <ATen/ATen.h>
-#include <ATen/core/grad_mode.h>
-
 #include "random_features.hpp"
 
 namespace attnlab::generative_prf {
@@ -37,46 +27,20 @@ const ParamSpec kParams[] = {
     ATTNLAB_RF_COMMON_PARAMS,
 };
 
-class GenerativePrfAttention : public rf::RandomFeatureAttention {
+// The generator, its noise and the redraws: rf::GenerativeAttention.
+class GenerativePrfAttention : public rf::GenerativeAttention {
  public:
   GenerativePrfAttention(const AttentionShape& shape, const ParamValues& params)
-      : rf::RandomFeatureAttention(params), dim_(shape.head_dim), features_(rf::resolve_feature_count(params, shape, 2)) {
-    const auto& kernel = params.string("kernel");
-    if (kernel != "softmax" && kernel != "gaussian") throw ParamError("kernel: expected softmax or gaussian, got '" + kernel + "'");
-    norm_factor_ = kernel == "softmax" ? 1.0 : 2.0;
-    noise_dim_ = params.integer("noise_dim") > 0 ? params.integer("noise_dim") : dim_;
-    const auto hidden = params.integer("hidden") > 0 ? params.integer("hidden") : 4 * dim_;
-    generator_ = register_module("generator", std::make_shared<rf::FrequencyGenerator>(noise_dim_, hidden, params.integer("layers"), dim_));
-    noise_ = register_buffer("noise", at::zeros({features_, noise_dim_}, at::TensorOptions().dtype(at::kFloat)));
-  }
-
-  // The frequencies once per call (queries and keys share them; batch norm sees the noise once).
-  at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& key_valid) override {
-    omega_ = generator_->forward(noise_).to(q.scalar_type());  // [M, d]
-    auto out = rf::RandomFeatureAttention::forward(q, k, v, key_valid);
-    omega_ = at::Tensor();
-    return out;
-  }
+      : rf::GenerativeAttention(shape, params), norm_factor_(rf::prf_norm_factor(params)) {}
 
  protected:
-  void draw(at::Generator& generator) override {
-    at::NoGradGuard no_grad;
-    noise_.copy_(at::randn({features_, noise_dim_}, generator, at::TensorOptions().dtype(at::kFloat)));
-  }
-
-  at::Tensor features(const at::Tensor& x_in, const at::Tensor& key_valid) override {
-    auto x = x_in * std::pow(static_cast<double>(dim_), -0.25);
-    if (key_valid.defined()) x = rf::zero_padded_keys(x, key_valid);  // the keys' offset sees real keys only
-    const auto u = at::matmul(x, omega_.transpose(0, 1));                 // [B, H, N, M]
-    const auto sq = norm_factor_ * (x * x).sum(-1, /*keepdim=*/true);    // [B, H, N, 1]
-    return rf::stable_prf_features(u, sq, key_valid);  // offsets: rf::prf_offset
+  // offsets: rf::prf_offset, over the real keys only
+  at::Tensor features(const at::Tensor& x, const at::Tensor& key_valid) override {
+    return rf::scaled_prf_features(x, frequency_columns(), key_valid, norm_factor_);
   }
 
  private:
-  std::int64_t dim_, features_, noise_dim_;
-  double norm_factor_ = 1.0;
-  std::shared_ptr<rf::FrequencyGenerator> generator_;
-  at::Tensor noise_, omega_;
+  double norm_factor_;
 };
 
 std::shared_ptr<AttentionMethod> create(const AttentionShape& shape, const ParamValues& params) {

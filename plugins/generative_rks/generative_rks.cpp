@@ -7,14 +7,6 @@
 // g: `layers` × (fully connected → batch norm → LeakyReLU(0.01)), then fully connected → tanh.
 // Batch norm normalises over the M noise samples (training) or uses its running statistics
 // (evaluation), following the module's train/eval mode. Queries and keys are scaled by d^-¼.
-#include <cmath>
-#include <cstdint>
-#include <string>
-#include <vector>
-
-#include <ATen/ATen.h>
-#include <ATen/core/grad_mode.h>
-
 #include "random_features.hpp"
 
 namespace attnlab::generative_rks {
@@ -29,39 +21,15 @@ const ParamSpec kParams[] = {
     ATTNLAB_RF_COMMON_PARAMS,
 };
 
-class GenerativeRksAttention : public rf::RandomFeatureAttention {
+// The generator, its noise and the redraws: rf::GenerativeAttention.
+class GenerativeRksAttention : public rf::GenerativeAttention {
  public:
-  GenerativeRksAttention(const AttentionShape& shape, const ParamValues& params)
-      : rf::RandomFeatureAttention(params), dim_(shape.head_dim), features_(rf::resolve_feature_count(params, shape, 2)) {
-    noise_dim_ = params.integer("noise_dim") > 0 ? params.integer("noise_dim") : dim_;
-    const auto hidden = params.integer("hidden") > 0 ? params.integer("hidden") : 4 * dim_;
-    generator_ = register_module("generator", std::make_shared<rf::FrequencyGenerator>(noise_dim_, hidden, params.integer("layers"), dim_));
-    noise_ = register_buffer("noise", at::zeros({features_, noise_dim_}, at::TensorOptions().dtype(at::kFloat)));
-  }
-
-  // The frequencies once per call (queries and keys share them; batch norm sees the noise once).
-  at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& key_valid) override {
-    omega_ = generator_->forward(noise_).to(q.scalar_type());  // [M, d]
-    auto out = rf::RandomFeatureAttention::forward(q, k, v, key_valid);
-    omega_ = at::Tensor();
-    return out;
-  }
+  using rf::GenerativeAttention::GenerativeAttention;
 
  protected:
-  void draw(at::Generator& generator) override {
-    at::NoGradGuard no_grad;
-    noise_.copy_(at::randn({features_, noise_dim_}, generator, at::TensorOptions().dtype(at::kFloat)));
-  }
-
   at::Tensor features(const at::Tensor& x, const at::Tensor& /*key_valid*/) override {
-    const auto u = at::matmul(x * std::pow(static_cast<double>(dim_), -0.25), omega_.transpose(0, 1));  // [B, H, N, M]
-    return rf::rks_features(u);
+    return rf::scaled_rks_features(x, frequency_columns());
   }
-
- private:
-  std::int64_t dim_, features_, noise_dim_;
-  std::shared_ptr<rf::FrequencyGenerator> generator_;
-  at::Tensor noise_, omega_;
 };
 
 std::shared_ptr<AttentionMethod> create(const AttentionShape& shape, const ParamValues& params) {

@@ -10,13 +10,7 @@
 //
 // Numerical range: each query row's features are divided by their largest value, the keys' by the
 // largest over the real keys of the (batch, head); both factors cancel in the attention's ratio.
-#include <cmath>
-#include <limits>
-#include <cstdint>
-#include <stdexcept>
-
 #include <ATen/ATen.h>
-#include <ATen/core/grad_mode.h>
 
 #include "random_features.hpp"
 
@@ -32,45 +26,27 @@ const ParamSpec kParams[] = {
     ATTNLAB_RF_COMMON_PARAMS,
 };
 
-class GmmPrfAttention : public rf::RandomFeatureAttention {
+// μ, the noise and the redraws: rf::MixtureAttention.
+class GmmPrfAttention : public rf::MixtureAttention {
  public:
   GmmPrfAttention(const AttentionShape& shape, const ParamValues& params)
-      : rf::RandomFeatureAttention(params),
-        heads_(shape.heads),
-        dim_(shape.head_dim),
-        components_(params.integer("components")),
-        features_(rf::resolve_feature_count(params, shape)) {
-    const auto& kernel = params.string("kernel");
-    if (kernel != "softmax" && kernel != "gaussian") throw ParamError("kernel: expected softmax or gaussian, got '" + kernel + "'");
-    norm_factor_ = kernel == "softmax" ? 1.0 : 2.0;
-    const auto opts = at::TensorOptions().dtype(at::kFloat);
-    mu_ = register_parameter("mu", at::zeros({heads_, components_, dim_}, opts));
-    sigma_ = register_parameter("sigma", at::ones({heads_, components_, dim_}, opts));  // standard deviations
-    noise_ = register_buffer("noise", at::zeros({heads_, components_, features_, dim_}, opts));
+      : rf::MixtureAttention(shape, params), norm_factor_(rf::prf_norm_factor(params)) {
+    // standard deviations, 1 (and μ = 0): the softmax kernel to start with
+    sigma_ = register_parameter("sigma", at::ones({heads_, components_, dim_}, at::TensorOptions().dtype(at::kFloat)));
   }
 
  protected:
-  void draw(at::Generator& generator) override {
-    at::NoGradGuard no_grad;
-    noise_.copy_(at::randn({heads_, components_, features_, dim_}, generator, at::TensorOptions().dtype(at::kFloat)));
-  }
-
-  at::Tensor features(const at::Tensor& x_in, const at::Tensor& key_valid) override {
-    const auto dtype = x_in.scalar_type();
-    auto x = x_in * std::pow(static_cast<double>(dim_), -0.25);
-    if (key_valid.defined()) x = rf::zero_padded_keys(x, key_valid);  // the keys' offset sees real keys only
+  // offsets: rf::prf_offset, over the real keys only
+  at::Tensor features(const at::Tensor& x, const at::Tensor& key_valid) override {
+    const auto dtype = x.scalar_type();
     // ω_{h,c,m} = σ_{h,c} ⊙ n_{h,c,m} + μ_{h,c}, as rows: [H, C, M, d]
     const auto omega = noise_.to(dtype) * sigma_.to(dtype).unsqueeze(-2) + mu_.to(dtype).unsqueeze(-2);
-    const auto w = omega.reshape({heads_, components_ * features_, dim_}).transpose(-2, -1);  // [H, d, C·M]
-    const auto u = at::matmul(x, w);                                                           // [B, H, N, C·M]
-    const auto sq = norm_factor_ * (x * x).sum(-1, /*keepdim=*/true);                          // [B, H, N, 1]
-    return rf::stable_prf_features(u, sq, key_valid);  // offsets: rf::prf_offset
+    return rf::scaled_prf_features(x, as_columns(omega), key_valid, norm_factor_);
   }
 
  private:
-  std::int64_t heads_, dim_, components_, features_;
-  double norm_factor_ = 1.0;
-  at::Tensor mu_, sigma_, noise_;
+  double norm_factor_;
+  at::Tensor sigma_;
 };
 
 std::shared_ptr<AttentionMethod> create(const AttentionShape& shape, const ParamValues& params) {

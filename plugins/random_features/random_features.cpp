@@ -7,6 +7,7 @@
 #include <string>
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/nn/init.h>
 
@@ -50,6 +51,24 @@ at::Tensor stable_prf_features(const at::Tensor& u, const at::Tensor& x_sq_norm,
   if (!key_valid.defined()) return prf_features(u, x_sq_norm, offset);
   const auto real = key_valid.unsqueeze(1).unsqueeze(-1);  // [B, 1, N, 1]
   return prf_features(at::where(real, u, offset + 0.5 * x_sq_norm), x_sq_norm, offset);
+}
+
+double prf_norm_factor(const ParamValues& params) {
+  const auto& kernel = params.string("kernel");
+  if (kernel != "softmax" && kernel != "gaussian") throw ParamError("kernel: expected softmax or gaussian, got '" + kernel + "'");
+  return kernel == "softmax" ? 1.0 : 2.0;
+}
+
+at::Tensor scaled_rks_features(const at::Tensor& x, const at::Tensor& w) {
+  return rks_features(at::matmul(x * std::pow(static_cast<double>(x.size(-1)), -0.25), w));
+}
+
+at::Tensor scaled_prf_features(const at::Tensor& x_in, const at::Tensor& w, const at::Tensor& key_valid, double norm_factor) {
+  auto x = x_in * std::pow(static_cast<double>(x_in.size(-1)), -0.25);
+  if (key_valid.defined()) x = zero_padded_keys(x, key_valid);
+  const auto u = at::matmul(x, w);                                  // [B, H, N, M]
+  const auto sq = norm_factor * (x * x).sum(-1, /*keepdim=*/true);  // [B, H, N, 1]
+  return stable_prf_features(u, sq, key_valid);
 }
 
 at::Tensor zero_padded_keys(const at::Tensor& x, const at::Tensor& key_valid) {
@@ -132,6 +151,49 @@ RandomFeatureAttention::RandomFeatureAttention(const ParamValues& params)
 at::Tensor RandomFeatureAttention::forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                            const at::Tensor& key_valid) {
   return linear_attention(features(q, at::Tensor()), features(k, key_valid), v, key_valid, eps_);
+}
+
+GenerativeAttention::GenerativeAttention(const AttentionShape& shape, const ParamValues& params)
+    : RandomFeatureAttention(params),
+      features_(resolve_feature_count(params, shape, 2)),
+      noise_dim_(params.integer("noise_dim") > 0 ? params.integer("noise_dim") : shape.head_dim) {
+  const auto hidden = params.integer("hidden") > 0 ? params.integer("hidden") : 4 * shape.head_dim;
+  generator_ = register_module("generator",
+                               std::make_shared<FrequencyGenerator>(noise_dim_, hidden, params.integer("layers"), shape.head_dim));
+  noise_ = register_buffer("noise", at::zeros({features_, noise_dim_}, at::TensorOptions().dtype(at::kFloat)));
+}
+
+at::Tensor GenerativeAttention::forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                        const at::Tensor& key_valid) {
+  omega_ = generator_->forward(noise_).to(q.scalar_type());  // [M, d]
+  auto out = RandomFeatureAttention::forward(q, k, v, key_valid);
+  omega_ = at::Tensor();
+  return out;
+}
+
+void GenerativeAttention::draw(at::Generator& generator) {
+  at::NoGradGuard no_grad;
+  noise_.copy_(at::randn({features_, noise_dim_}, generator, at::TensorOptions().dtype(at::kFloat)));
+}
+
+MixtureAttention::MixtureAttention(const AttentionShape& shape, const ParamValues& params)
+    : RandomFeatureAttention(params),
+      heads_(shape.heads),
+      dim_(shape.head_dim),
+      components_(params.integer("components")),
+      features_(resolve_feature_count(params, shape)) {
+  const auto opts = at::TensorOptions().dtype(at::kFloat);
+  mu_ = register_parameter("mu", at::zeros({heads_, components_, dim_}, opts));
+  noise_ = register_buffer("noise", at::zeros({heads_, components_, features_, dim_}, opts));
+}
+
+void MixtureAttention::draw(at::Generator& generator) {
+  at::NoGradGuard no_grad;
+  noise_.copy_(at::randn({heads_, components_, features_, dim_}, generator, at::TensorOptions().dtype(at::kFloat)));
+}
+
+at::Tensor MixtureAttention::as_columns(const at::Tensor& omega) const {
+  return omega.reshape({heads_, components_ * features_, dim_}).transpose(-2, -1);
 }
 
 }  // namespace attnlab::rf

@@ -4,6 +4,7 @@
 // positive random features), the fast Walsh-Hadamard transform, and a base class that owns the
 // redraw schedule. Each method is its own plugin folder; this is a static library they link.
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include <ATen/core/Generator.h>
@@ -52,6 +53,19 @@ at::Tensor stable_prf_features(const at::Tensor& u, const at::Tensor& x_sq_norm,
 std::int64_t kl_feature_count(std::int64_t head_dim, std::int64_t max_len);
 // `features` as configured, or kl_feature_count for 0, never below `minimum`.
 std::int64_t resolve_feature_count(const ParamValues& params, const AttentionShape& shape, std::int64_t minimum = 1);
+
+// The `kernel` parameter of the positive-feature methods (softmax|gaussian) as the factor of ‖x‖²
+// in their exponent: 1 for exp(ωᵀx − ‖x‖²/2) (exp(xᵀy) at ω ~ N(0, I)), 2 for exp(ωᵀx − ‖x‖²)
+// (the KL-Transformer authors' code). ParamError for any other value.
+double prf_norm_factor(const ParamValues& params);
+
+// The two feature maps on x [B, H, N, d] scaled by d^-¼ (the authors' softmax_temp = 1/√d, x · √temp),
+// through frequencies given as columns w: [d, M], or [H, d, M] for one set per head.
+// RKS: rks_features(u), u = (x / d^¼) w.
+at::Tensor scaled_rks_features(const at::Tensor& x, const at::Tensor& w);
+// Positive: stable_prf_features(u, norm_factor · ‖x / d^¼‖², key_valid) with, for keys (key_valid
+// defined), the padded rows zeroed first so that the keys' offset sees real keys only.
+at::Tensor scaled_prf_features(const at::Tensor& x, const at::Tensor& w, const at::Tensor& key_valid, double norm_factor);
 
 // x [B, H, N, D] with the rows of padded keys (key_valid [B, N] false) set to zero, so that
 // whatever sits there can neither overflow nor reach a statistic over the keys.
@@ -114,6 +128,45 @@ class RandomFeatureAttention : public AttentionMethod {
   std::int64_t redraw_every_;
   bool fresh_at_eval_;
   double eps_;
+};
+
+// The KL-Transformer's generative methods: M frequencies ω_m = g(n_m), g a FrequencyGenerator
+// (module "generator", widths from the parameters noise_dim, hidden, layers; 0 = the authors' d and
+// 4d) on Gaussian noise n [M, noise_dim] (buffer "noise", redrawn); M from `features`, at least 2
+// for batch norm. ω is computed once per forward call: queries and keys share it, and batch norm
+// sees the noise once. A subclass is its feature map on frequency_columns().
+class GenerativeAttention : public RandomFeatureAttention {
+ public:
+  GenerativeAttention(const AttentionShape& shape, const ParamValues& params);
+  at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                     const at::Tensor& key_valid) override;
+
+ protected:
+  void draw(at::Generator& generator) override;
+  // ω as columns [d, M], during a forward call.
+  at::Tensor frequency_columns() const { return omega_.transpose(0, 1); }
+
+ private:
+  std::int64_t features_, noise_dim_;
+  std::shared_ptr<FrequencyGenerator> generator_;
+  at::Tensor noise_, omega_;
+};
+
+// The KL-Transformer's Gaussian-mixture methods, one mixture per head: C components of equal
+// weight (`components`), M frequencies each (`features`), learnable means μ [H, C, d] (parameter
+// "mu", starting at 0) and noise n [H, C, M, d] (buffer "noise", redrawn). The spread (parameter
+// "sigma") and how it maps the noise to ω are the subclass's: its equation.
+class MixtureAttention : public RandomFeatureAttention {
+ public:
+  MixtureAttention(const AttentionShape& shape, const ParamValues& params);
+
+ protected:
+  void draw(at::Generator& generator) override;
+  // The frequencies ω [H, C, M, d] (rows) as columns per head: [H, d, C·M].
+  at::Tensor as_columns(const at::Tensor& omega) const;
+
+  std::int64_t heads_, dim_, components_, features_;
+  at::Tensor mu_, noise_;
 };
 
 }  // namespace attnlab::rf

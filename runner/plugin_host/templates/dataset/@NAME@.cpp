@@ -4,13 +4,12 @@
 // `length` random bits, labelled 1 when more than half of them are 1 (majority). Replace the
 // generator with your reader; a file that cannot be read is a DataError naming the file and line.
 #include <cstdint>
-#include <memory>
 #include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "attnlab/dataset.hpp"
+#include "attnlab/dataset_plugin.hpp"  // the dataset interface, and what dataset plugins share
 
 namespace @NAME@_plugin {
 using namespace attnlab;
@@ -27,7 +26,7 @@ const ParamSpec kParams[] = {
 
 class Majority final : public Dataset {
  public:
-  explicit Majority(const ParamValues& params)
+  Majority(const DatasetContext& /*context: cache_dir, for data worth caching*/, const ParamValues& params)
       : length_(params.integer("length")),
         sizes_{params.integer("train_size"), params.integer("val_size"), params.integer("test_size")},
         seed_(static_cast<std::uint64_t>(params.integer("generator_seed"))) {}
@@ -44,7 +43,7 @@ class Majority final : public Dataset {
   SizeEstimate estimate_size() const override { return {sizes_[0] + sizes_[1] + sizes_[2], 1}; }
 
   SplitData load(Split split) override {
-    const int index = static_cast<int>(split);
+    const int index = split_index(split);  // 0, 1, 2: train, val, test
     // std::mt19937_64 is specified to the bit: the same seed gives the same data on every machine
     std::mt19937_64 rng(seed_ * 3 + static_cast<std::uint64_t>(index));
     const std::int64_t n = sizes_[index];
@@ -66,14 +65,11 @@ class Majority final : public Dataset {
   std::uint64_t seed_;
 };
 
-std::shared_ptr<Dataset> create(const DatasetContext& /*context*/, const ParamValues& params) {
-  return std::make_shared<Majority>(params);
-}
-
 }  // namespace @NAME@_plugin
 
 // The plugin's name (what an experiment file's [datasets.NAME] says), its version, one line
 // describing it, and its parameters.
 ATTNLAB_PLUGIN_INFO(dataset, "@NAME@", "0.1", "@NAME@ (as written: majority of random bits, 2 classes)",
                     @NAME@_plugin::kParams);
-ATTNLAB_DATASET_FACTORY(@NAME@_plugin::create)
+// The factory the host calls: a Majority made from the context and the [datasets.@NAME@] table.
+ATTNLAB_DATASET_FACTORY(attnlab::dataset_factory<@NAME@_plugin::Majority>)

@@ -1,8 +1,8 @@
 #pragma once
 // The Fastfood projection (Le, Sarlós & Smola, 2013; KL-Transformer, Chowdhury et al. 2022, §2.1)
-// shared by the fastfood_rks and fastfood_prf plugins (header-only; fastfood_prf includes it from
-// here). With D the head dimension d rounded up to a power of two (inputs zero-padded to D), one
-// block is the D × D matrix
+// shared by the fastfood_rks and fastfood_prf plugins (header-only, part of attnlab::random_features).
+// With D the head dimension d rounded up to a power of two (inputs zero-padded to D), one block is
+// the D × D matrix
 //   V = (1/√D) · diag(S / ‖G‖) · H · diag(G) · Π · H · diag(B),
 // H the unnormalised Walsh–Hadamard transform (rf::fwht, never a dense matrix), Π a random
 // permutation ((Πz)_i = z_{π(i)}), G ~ N(0, I), B random ±1, S ~ chi(D). Row i of H diag(G) Π H
