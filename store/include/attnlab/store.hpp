@@ -354,7 +354,7 @@ class Database {
   std::int64_t add_approx_results(const std::vector<ApproxResult>& results);  // returns how many
   std::vector<ApproxResult> approx_results();
 
-  sqlite3* handle() { return db_; }
+  sqlite3* handle() { return db_; }  // for tests that query the views; the runner uses the API above
 
  private:
   void open(Open mode, const std::string& uri_query);  // sqlite3_open_v2 + configure; db_ null on failure
