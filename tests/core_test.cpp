@@ -202,7 +202,7 @@ double result(const RunOutcome& o, const std::string& name) {
 TEST(Training, SameSeedSameNumbersOnCpu) {
   Recorder a, b, c;
   const auto first = short_run(7, a), second = short_run(7, b), other = short_run(8, c);
-  ASSERT_EQ(first.status, "done") << first.error;
+  ASSERT_EQ(first.status, TrainStatus::done) << first.error;
   ASSERT_EQ(a.points.size(), b.points.size());
   for (std::size_t i = 0; i < a.points.size(); ++i) {
     EXPECT_EQ(a.points[i].step, b.points[i].step);
@@ -237,7 +237,7 @@ TEST(Training, DivergenceEndsTheRunWithWhatWasMeasured) {
   job.make_attention = [](const AttentionShape&) { return make_softmax(); };
   TrainSplits splits{toy_split(64, 12, 1), toy_split(16, 12, 2), toy_split(16, 12, 3)};
   const auto outcome = train_and_evaluate(job, splits, r);
-  EXPECT_EQ(outcome.status, "diverged");
+  EXPECT_EQ(outcome.status, TrainStatus::diverged);
   EXPECT_NE(outcome.error.find("training loss became"), std::string::npos);
   EXPECT_LT(result(outcome, "steps_done"), 30);
   EXPECT_FALSE(r.points.empty());  // the curve up to the divergence is kept
@@ -283,7 +283,7 @@ std::shared_ptr<DrawRecorder> run_with_draws(std::int64_t every, bool fresh, std
   TrainSplits splits{toy_split(64, 12, 11), toy_split(16, 12, 12), toy_split(8, 12, 13)};
   Recorder observer;
   RunOutcome result = train_and_evaluate(job, splits, observer);
-  EXPECT_EQ(result.status, "done");
+  EXPECT_EQ(result.status, TrainStatus::done);
   if (outcome) *outcome = result;
   return recorder;
 }

@@ -100,7 +100,7 @@ TEST(Instability, StoredWithARunWhenAsked) {
   job.train.instability_steps = 3;
   Recorder recorder;
   const auto outcome = train_and_evaluate(job, {toy(64, 12), toy(16, 12), toy(16, 12)}, recorder);
-  ASSERT_EQ(outcome.status, "done") << outcome.error;
+  ASSERT_EQ(outcome.status, TrainStatus::done) << outcome.error;
   bool found = false;
   for (const auto& [name, value] : outcome.results) found |= name == "instability_ratio" && value == 1.0;
   EXPECT_TRUE(found);

@@ -251,12 +251,12 @@ TEST_F(Query, CountingRunsAndStates) {
   s.metrics = {"test_acc"};
   const auto rows = store::select_jobs(db, s);
   ASSERT_EQ(rows.size(), 3u);
-  EXPECT_EQ(rows[0].state, "failed");
+  EXPECT_EQ(rows[0].state, store::JobState::failed);
   EXPECT_NE(rows[0].run_id, 0);                   // its newest (third) attempt
   EXPECT_FALSE(rows[0].metrics[0].has_value());   // a failed attempt stored no results
-  EXPECT_EQ(rows[1].state, "queued");
+  EXPECT_EQ(rows[1].state, store::JobState::queued);
   EXPECT_EQ(rows[1].run_id, 0);
-  EXPECT_EQ(rows[2].state, "diverged");
+  EXPECT_EQ(rows[2].state, store::JobState::diverged);
   ASSERT_TRUE(rows[2].metrics[0].has_value());
   EXPECT_TRUE(std::isnan(*rows[2].metrics[0]));  // stored NaN (NULL) is not "missing"
   EXPECT_EQ(column(db, "SELECT attempts FROM job_outcomes WHERE state = 'failed'"), std::vector<std::string>{"3"});

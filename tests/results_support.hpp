@@ -65,10 +65,11 @@ inline std::pair<std::int64_t, std::int64_t> add_job(store::Database& db, const 
     run = lease->run_id;
     if (!f.curve.empty()) db.append_curve(run, f.curve);
     if (f.outcome == "running") return {job, 0};
-    const std::string status = f.outcome;
-    db.finish_run(run, status, status == "failed" ? std::vector<std::pair<std::string, double>>{} : f.results,
-                  status == "failed" ? "synthetic failure" : "", "");
-  } while (db.job(job).state == "queued");  // a failed attempt is retried until the cap
+    const store::RunStatus status = store::parse_run_status(f.outcome);
+    const bool failed = status == store::RunStatus::failed;
+    db.finish_run(run, status, failed ? std::vector<std::pair<std::string, double>>{} : f.results,
+                  failed ? "synthetic failure" : "", "");
+  } while (db.job(job).state == store::JobState::queued);  // a failed attempt is retried until the cap
   return {job, run};
 }
 

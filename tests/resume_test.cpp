@@ -257,14 +257,14 @@ class ResumeMethod : public Resume, public ::testing::WithParamInterface<std::st
 TEST_P(ResumeMethod, StoppedMidStepThenResumedMatchesAnUninterruptedRun) {
   const auto base = job(GetParam());
   const Attempt reference = run(base);
-  ASSERT_EQ(reference.outcome.status, "done") << reference.outcome.error;
+  ASSERT_EQ(reference.outcome.status, TrainStatus::done) << reference.outcome.error;
 
   // stopped during step 33: after the draws of step 32, with 3 steps of training curve and 13 of
   // validation not yet logged, in the middle of the third epoch
   auto stopped_job = base;
   stopped_job.resume_path = path("resume.pt");
   const Attempt stopped = run(stopped_job, 33);
-  EXPECT_EQ(stopped.outcome.status, "interrupted");
+  EXPECT_EQ(stopped.outcome.status, TrainStatus::interrupted);
   EXPECT_EQ(result(stopped.outcome, "steps_done"), 33);
   EXPECT_TRUE(std::isnan(result(stopped.outcome, "test_acc")));
   EXPECT_EQ(stopped.log.checkpoint_steps, (std::vector<std::int64_t>{33}));
@@ -274,7 +274,7 @@ TEST_P(ResumeMethod, StoppedMidStepThenResumedMatchesAnUninterruptedRun) {
   auto resumed_job = stopped_job;
   resumed_job.resume = true;
   const Attempt resumed = run(resumed_job);
-  ASSERT_EQ(resumed.outcome.status, "done") << resumed.outcome.error;
+  ASSERT_EQ(resumed.outcome.status, TrainStatus::done) << resumed.outcome.error;
   ASSERT_FALSE(resumed.log.points.empty());
   EXPECT_GT(resumed.log.points.front().step, 33);  // nothing delivered twice
   EXPECT_EQ(resumed.log.resumed_at, (std::vector<std::int64_t>{33}));
@@ -295,11 +295,11 @@ TEST_F(Resume, StoppedAfterTheLastStepResumesIntoTheTestEvaluation) {
   auto stopped_job = base;
   stopped_job.resume_path = path("resume.pt");
   const Attempt stopped = run(stopped_job, 60);
-  EXPECT_EQ(stopped.outcome.status, "interrupted");
+  EXPECT_EQ(stopped.outcome.status, TrainStatus::interrupted);
   EXPECT_EQ(stopped.log.checkpoint_steps, (std::vector<std::int64_t>{60}));
   stopped_job.resume = true;
   const Attempt resumed = run(stopped_job);
-  ASSERT_EQ(resumed.outcome.status, "done") << resumed.outcome.error;
+  ASSERT_EQ(resumed.outcome.status, TrainStatus::done) << resumed.outcome.error;
   expect_same_points(reference.log.points, concat(stopped.log.points, resumed.log.points));
   expect_same_results(reference.outcome, resumed.outcome);
 }
@@ -314,7 +314,7 @@ TEST_F(Resume, CrashAfterAPeriodicCheckpointResumesFromIt) {
   periodic_job.train.checkpoint_every = 25;
   periodic_job.resume_path = path("resume.pt");
   const Attempt periodic = run(periodic_job);
-  ASSERT_EQ(periodic.outcome.status, "done") << periodic.outcome.error;
+  ASSERT_EQ(periodic.outcome.status, TrainStatus::done) << periodic.outcome.error;
   EXPECT_EQ(periodic.log.checkpoint_steps, (std::vector<std::int64_t>{25, 50}));
   // checkpointing changes nothing, and every point up to a checkpoint's step came before it
   expect_same_points(reference.log.points, periodic.log.points);
@@ -329,7 +329,7 @@ TEST_F(Resume, CrashAfterAPeriodicCheckpointResumesFromIt) {
 
   periodic_job.resume = true;
   const Attempt resumed = run(periodic_job);
-  ASSERT_EQ(resumed.outcome.status, "done") << resumed.outcome.error;
+  ASSERT_EQ(resumed.outcome.status, TrainStatus::done) << resumed.outcome.error;
   std::vector<MetricPoint> after_checkpoint;  // the reference's points a resumed attempt must give
   for (const auto& p : reference.log.points)
     if (p.split == "test" || (p.step > 50 && p.name.rfind("tau", 0) != 0)) after_checkpoint.push_back(p);
@@ -344,7 +344,7 @@ TEST_F(Resume, CheckpointsOfAnotherJobOrUnreadableFilesAreRefused) {
   base.train.steps = 20;
   base.train.eval_every = 5;  // a best-weights file by the stop
   base.resume_path = path("resume.pt");
-  ASSERT_EQ(run(base, 12).outcome.status, "interrupted");
+  ASSERT_EQ(run(base, 12).outcome.status, TrainStatus::interrupted);
   const auto file = path("resume.pt");
   auto refused = [&](TrainJob j, const std::string& why) {
     j.resume = true;
@@ -409,14 +409,14 @@ TEST_F(Resume, ResumingPutsTheBestWeightsFileBackToTheCheckpointsBest) {
   base.train.steps = 20;
   base.train.eval_every = 5;
   base.resume_path = path("resume.pt");
-  ASSERT_EQ(run(base, 12).outcome.status, "interrupted");
+  ASSERT_EQ(run(base, 12).outcome.status, TrainStatus::interrupted);
   const auto best_at_checkpoint = tensors_in(path("best.pt"));
   ASSERT_GT(best_at_checkpoint.size(), 5u);
   // as if the stopped attempt had found a better model after its checkpoint
   std::ofstream(path("best.pt"), std::ios::binary | std::ios::trunc) << "weights of a later step";
   base.resume = true;
   const Attempt resumed = run(base, 1);  // stops again at the end of step 13, before any validation
-  EXPECT_EQ(resumed.outcome.status, "interrupted");
+  EXPECT_EQ(resumed.outcome.status, TrainStatus::interrupted);
   EXPECT_EQ(resumed.log.checkpoint_steps, (std::vector<std::int64_t>{13}));
   const auto best_now = tensors_in(path("best.pt"));
   ASSERT_EQ(best_now.size(), best_at_checkpoint.size());
@@ -440,7 +440,7 @@ TEST_F(Resume, WithoutAFileOrAPathTheRunStartsOrStopsPlainly) {
   expect_same_results(reference.outcome, fresh.outcome);
   // stopped without a resume path: interrupted, nothing written, measurements so far returned
   const Attempt stopped = run(base, 7);
-  EXPECT_EQ(stopped.outcome.status, "interrupted");
+  EXPECT_EQ(stopped.outcome.status, TrainStatus::interrupted);
   EXPECT_EQ(result(stopped.outcome, "steps_done"), 7);
   EXPECT_TRUE(stopped.log.checkpoint_steps.empty());
   EXPECT_FALSE(fs::exists(path("resume.pt")));

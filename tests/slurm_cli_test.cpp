@@ -276,7 +276,7 @@ TEST_F(SlurmCli, CollectCountsAFailedJobWithItsError) {
   {  // task 0's job failed every attempt it was allowed
     attnlab::store::Database shard(folder + "/shards/task-0.db", attnlab::store::Database::Open::existing);
     while (const auto lease = shard.claim_next_job({"node:1:cpu", "node", "cpu", 1}, 60.0))
-      shard.finish_run(lease->run_id, "failed", {}, "boom " + std::to_string(lease->attempt), "");
+      shard.finish_run(lease->run_id, attnlab::store::RunStatus::failed, {}, "boom " + std::to_string(lease->attempt), "");
   }
   fake_squeue("");
   ASSERT_EQ(run(env, "slurm collect --db " + db(), out), 0) << out;

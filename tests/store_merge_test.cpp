@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,7 +15,9 @@
 
 using attnlab::store::Database;
 using attnlab::store::JobSpec;
+using attnlab::store::JobState;
 using attnlab::store::MergeReport;
+using attnlab::store::RunStatus;
 using attnlab::store::StoreError;
 using attnlab::store::testing::dump_tables;
 namespace fs = std::filesystem;
@@ -37,7 +40,7 @@ class Merge : public StoreTest {
     const auto exp = main_->add_experiment("sweep", "sweep.toml", kExperimentText);
     for (int i = 0; i < 3; ++i) main_jobs_.push_back(main_->add_job(spec(exp, "h" + std::to_string(i), i)).job_id);
     const auto local = main_->claim_next_job(claimer("local"), 30, {main_jobs_[0]});
-    main_->finish_run(local->run_id, "failed", {}, "local crash", "");
+    main_->finish_run(local->run_id, RunStatus::failed, {}, "local crash", "");
     main_->mark_submitted(main_jobs_);
   }
 
@@ -51,19 +54,19 @@ class Merge : public StoreTest {
     return path;
   }
 
-  // One attempt in a shard: claim, environment, a curve, and the given end ("" leaves it running).
-  static std::int64_t attempt(const std::string& shard_path, const std::string& end, double test_acc = 0.5) {
+  // One attempt in a shard: claim, environment, a curve, and the given end (nullopt leaves it running).
+  static std::int64_t attempt(const std::string& shard_path, std::optional<RunStatus> end, double test_acc = 0.5) {
     Database db(shard_path, Database::Open::existing);
     const auto lease = db.claim_next_job(claimer("node3:77:cuda:0"), 30);
     EXPECT_TRUE(lease.has_value());
     if (!lease) return 0;
     db.set_run_environment(lease->run_id, env());
     db.append_curve(lease->run_id, {{10, "train", "loss", 1.25, 1.0}, {20, "val", "acc", 0.5, 2.0}});
-    if (end == "done") {
+    if (end == RunStatus::done) {
       db.set_variance_examples(lease->run_id, "test", 10, {0.5, 0.25}, {1, 0}, {2, 3}, {2, 3});
-      db.finish_run(lease->run_id, "done", {{"test_acc", test_acc}, {"steps_done", 20}}, "", "/shared/run.pt");
-    } else if (!end.empty()) {
-      db.finish_run(lease->run_id, end, {}, "task crash", "");
+      db.finish_run(lease->run_id, RunStatus::done, {{"test_acc", test_acc}, {"steps_done", 20}}, "", "/shared/run.pt");
+    } else if (end) {
+      db.finish_run(lease->run_id, *end, {}, "task crash", "");
     }
     return lease->run_id;
   }
@@ -76,8 +79,8 @@ class Merge : public StoreTest {
 
 TEST_F(Merge, AddsFinishedRunsOnceWithEverythingTheyWrote) {
   const std::string a = shard("task-0.db", "h0", 0);
-  attempt(a, "failed");
-  attempt(a, "done", 0.875);
+  attempt(a, RunStatus::failed);
+  attempt(a, RunStatus::done, 0.875);
 
   const MergeReport first = main_->merge_shard(a);
   EXPECT_EQ(first.runs_added, 2);
@@ -104,7 +107,7 @@ TEST_F(Merge, AddsFinishedRunsOnceWithEverythingTheyWrote) {
             "NVIDIA H100 80GB HBM3|/shared/run.pt");
   // the job takes the shard's outcome and bookkeeping
   const auto merged = main_->list_jobs({{}, {}, {}, {main_jobs_[0]}}).at(0);
-  EXPECT_EQ(merged.job.state, "done");
+  EXPECT_EQ(merged.job.state, JobState::done);
   EXPECT_EQ(merged.attempts, 3);
   EXPECT_EQ(merged.failures, 1);
   EXPECT_EQ(main_one("PRAGMA integrity_check"), "ok");
@@ -127,14 +130,14 @@ TEST_F(Merge, AddsFinishedRunsOnceWithEverythingTheyWrote) {
 
 TEST_F(Merge, ARunStillRunningWaitsForALaterMerge) {
   const std::string b = shard("task-1.db", "h1", 1);
-  const std::int64_t run = attempt(b, "");
+  const std::int64_t run = attempt(b, std::nullopt);
   MergeReport report = main_->merge_shard(b);
   EXPECT_EQ(report.runs_added, 0);
   EXPECT_EQ(report.runs_unfinished, 1);
   EXPECT_EQ(main_one("SELECT state FROM jobs WHERE id = " + std::to_string(main_jobs_[1])), "submitted");
   {
     Database db(b, Database::Open::existing);
-    db.finish_run(run, "done", {{"test_acc", 0.25}}, "", "");
+    db.finish_run(run, RunStatus::done, {{"test_acc", 0.25}}, "", "");
   }
   report = main_->merge_shard(b);
   EXPECT_EQ(report.runs_added, 1);
@@ -151,7 +154,7 @@ TEST_F(Merge, AJobOrExperimentMissingHereIsAdded) {
     s.params = {{"train.lr", "0.5"}};
     db.add_job(s);
   }
-  attempt(c, "oom");
+  attempt(c, RunStatus::oom);
   const MergeReport report = main_->merge_shard(c);
   EXPECT_EQ(report.jobs_added, 1);
   EXPECT_EQ(report.runs_added, 1);
@@ -167,7 +170,7 @@ TEST_F(Merge, AJobOrExperimentMissingHereIsAdded) {
 
 TEST_F(Merge, ADamagedOrForeignShardIsRefusedWhole) {
   const std::string good = shard("task-0.db", "h0", 0);
-  for (int i = 0; i < 3; ++i) attempt(good, i < 2 ? "failed" : "done");
+  for (int i = 0; i < 3; ++i) attempt(good, i < 2 ? RunStatus::failed : RunStatus::done);
   {
     Database checkpointed(good, Database::Open::existing);
     raw_exec(good, "PRAGMA wal_checkpoint(TRUNCATE)");  // every row in the main file, so truncation cuts rows
@@ -221,7 +224,7 @@ TEST_F(Merge, AShardPathWithOddCharactersIsOpenedAsItself) {
     const auto exp = db.add_experiment("sweep", "sweep.toml", kExperimentText);
     db.add_job(spec(exp, "h2", 2));
   }
-  attempt(odd, "done");
+  attempt(odd, RunStatus::done);
   EXPECT_EQ(main_->merge_shard(odd).runs_added, 1);
   EXPECT_FALSE(fs::exists(dir_ / "a dir"));  // no file made at a misread path
 }

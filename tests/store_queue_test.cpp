@@ -26,8 +26,10 @@ using attnlab::store::Claimer;
 using attnlab::store::CurvePoint;
 using attnlab::store::Database;
 using attnlab::store::JobFilter;
+using attnlab::store::JobState;
 using attnlab::store::LeaseLost;
 using attnlab::store::QueuedJob;
+using attnlab::store::RunStatus;
 using attnlab::store::StoreError;
 namespace fs = std::filesystem;
 using attnlab::store::testing::query;
@@ -78,7 +80,7 @@ TEST_F(Queue, ClaimsTheLowestQueuedJobOnceWithALease) {
     EXPECT_GE(lease->expires_at, before + 30);
     EXPECT_LE(lease->expires_at, now_seconds() + 30);
     const QueuedJob q = queued(lease->job_id);
-    EXPECT_EQ(q.job.state, "running");
+    EXPECT_EQ(q.job.state, JobState::running);
     EXPECT_EQ(q.attempts, 1);
     EXPECT_EQ(q.lease_run_id, lease->run_id);
     EXPECT_EQ(q.lease_owner, "w1");
@@ -112,7 +114,7 @@ TEST_F(Queue, ConcurrentClaimersNeverShareAJob) {
       while (auto lease = db.claim_next_job(me, 30)) {
         taken[t].push_back(lease->job_id);
         sleep_s(0.001);  // the job: others claim meanwhile
-        db.finish_run(lease->run_id, "done", {{"noop", 1}}, "", "");
+        db.finish_run(lease->run_id, RunStatus::done, {{"noop", 1}}, "", "");
       }
     });
   }
@@ -149,14 +151,14 @@ TEST_F(Queue, AnExpiredLeaseReturnsTheJob) {
   EXPECT_EQ(q.lease_owner, "other");
 
   // expire_leases does the same without claiming
-  db.finish_run(second->run_id, "failed", {}, "boom", "");
+  db.finish_run(second->run_id, RunStatus::failed, {}, "boom", "");
   const auto third = db.claim_next_job(claimer("slow"), 0.05);
   ASSERT_TRUE(third);
   EXPECT_EQ(db.expire_leases(), 0);
   sleep_s(0.1);
   EXPECT_EQ(db.expire_leases(), 1);
   // one crash and two lost leases: the job is queued again (lost attempts have their own cap)
-  EXPECT_EQ(queued(third->job_id).job.state, "queued");
+  EXPECT_EQ(queued(third->job_id).job.state, JobState::queued);
   EXPECT_EQ(queued(third->job_id).failures, 1);
   EXPECT_EQ(queued(third->job_id).infra_failures, 2);
   EXPECT_EQ(queued(third->job_id).error, "lease expired: worker slow stopped renewing it");
@@ -196,12 +198,12 @@ TEST_F(Queue, ALostLeaseRefusesEveryRunLevelWriteAndWritesNothing) {
   EXPECT_THROW(db.append_curve(run, {{2, "train", "loss", 1.0, 0.2}}), LeaseLost);
   EXPECT_THROW(db.set_resume_checkpoint(run, "/x/resume.pt", 2), LeaseLost);
   EXPECT_THROW(db.copy_curve(now->run_id, run, 10), LeaseLost);
-  EXPECT_THROW(db.finish_run(run, "done", {{"test_acc", 1.0}}, "", "/x/best.pt"), LeaseLost);
-  EXPECT_FALSE(db.fail_run_if_unfinished(run, "failed", "late"));
+  EXPECT_THROW(db.finish_run(run, RunStatus::done, {{"test_acc", 1.0}}, "", "/x/best.pt"), LeaseLost);
+  EXPECT_FALSE(db.fail_run_if_unfinished(run, RunStatus::failed, "late"));
   EXPECT_FALSE(db.renew_lease(run, 30));
   EXPECT_EQ(attnlab::store::testing::dump_tables(db.handle()), before);  // not one byte written
   try {
-    db.finish_run(run, "done", {}, "", "");
+    db.finish_run(run, RunStatus::done, {}, "", "");
   } catch (const LeaseLost& e) {
     EXPECT_EQ(std::string(e.what()), db.path() + ": run " + std::to_string(run) + " no longer holds the lease of job " +
                                          std::to_string(old->job_id) + " (the run is 'lost'); nothing written");
@@ -209,11 +211,11 @@ TEST_F(Queue, ALostLeaseRefusesEveryRunLevelWriteAndWritesNothing) {
 
   // the holder writes as usual, and may continue the old attempt's curve
   db.copy_curve(run, now->run_id, 10);
-  db.finish_run(now->run_id, "done", {{"test_acc", 0.5}}, "", "");
+  db.finish_run(now->run_id, RunStatus::done, {{"test_acc", 0.5}}, "", "");
   EXPECT_EQ(query_one(db.handle(), "SELECT count(*) FROM results WHERE run_id = " + std::to_string(run)), "0");
   EXPECT_EQ(query_one(db.handle(), "SELECT count(*) FROM curves WHERE run_id = " + std::to_string(now->run_id)), "1");
-  EXPECT_EQ(queued(now->job_id).job.state, "done");
-  EXPECT_THROW(db.finish_run(now->run_id, "done", {}, "", ""), LeaseLost);  // once only
+  EXPECT_EQ(queued(now->job_id).job.state, JobState::done);
+  EXPECT_THROW(db.finish_run(now->run_id, RunStatus::done, {}, "", ""), LeaseLost);  // once only
 }
 
 TEST_F(Queue, FailuresAreCappedAndInterruptionsAreNot) {
@@ -222,22 +224,22 @@ TEST_F(Queue, FailuresAreCappedAndInterruptionsAreNot) {
   for (int i = 0; i < 5; ++i) {  // interrupted: released, never counted
     const auto lease = db.claim_next_job(claimer(), 30, {jobs[1]});
     ASSERT_TRUE(lease);
-    db.finish_run(lease->run_id, "interrupted", {}, "SIGTERM", "");
+    db.finish_run(lease->run_id, RunStatus::interrupted, {}, "SIGTERM", "");
   }
-  EXPECT_EQ(queued(jobs[1]).job.state, "queued");
+  EXPECT_EQ(queued(jobs[1]).job.state, JobState::queued);
   EXPECT_EQ(queued(jobs[1]).failures, 0);
   EXPECT_EQ(queued(jobs[1]).attempts, 5);
 
   auto lease = db.claim_next_job(claimer(), 30, {jobs[0]});
   ASSERT_TRUE(lease);
-  EXPECT_TRUE(db.fail_run_if_unfinished(lease->run_id, "failed", "job process killed by signal 11"));
-  EXPECT_EQ(queued(jobs[0]).job.state, "queued");
+  EXPECT_TRUE(db.fail_run_if_unfinished(lease->run_id, RunStatus::failed, "job process killed by signal 11"));
+  EXPECT_EQ(queued(jobs[0]).job.state, JobState::queued);
   EXPECT_EQ(queued(jobs[0]).error, "job process killed by signal 11");
   lease = db.claim_next_job(claimer(), 30, {jobs[0]});
   ASSERT_TRUE(lease);
-  db.finish_run(lease->run_id, "failed", {}, "exited with status 3", "");
+  db.finish_run(lease->run_id, RunStatus::failed, {}, "exited with status 3", "");
   const QueuedJob q = queued(jobs[0]);
-  EXPECT_EQ(q.job.state, "failed");
+  EXPECT_EQ(q.job.state, JobState::failed);
   EXPECT_EQ(q.failures, 2);
   EXPECT_EQ(q.error, "2 attempts failed; last: exited with status 3");
   EXPECT_EQ(q.lease_run_id, 0);
@@ -249,11 +251,12 @@ TEST_F(Queue, FailuresAreCappedAndInterruptionsAreNot) {
   // done, diverged and oom are final at once
   Database& same = db;
   const auto exp = same.add_experiment("e2", "", "c");
-  for (const std::string status : {"diverged", "oom"}) {
-    const auto job = same.add_job(spec(exp, "final-" + status)).job_id;
+  for (const auto& [status, state] :
+       {std::pair{RunStatus::diverged, JobState::diverged}, std::pair{RunStatus::oom, JobState::oom}}) {
+    const auto job = same.add_job(spec(exp, std::string("final-") + to_string(status))).job_id;
     const auto l = same.claim_next_job(claimer(), 30, {job});
     same.finish_run(l->run_id, status, {}, "loss is nan", "");
-    EXPECT_EQ(queued(job).job.state, status);
+    EXPECT_EQ(queued(job).job.state, state);
     EXPECT_EQ(queued(job).failures, 0);
   }
 }
@@ -263,62 +266,63 @@ TEST_F(Queue, CancelTakesTheLeaseAwayAndRetryQueuesAgain) {
   const auto running = db.claim_next_job(claimer("holder"), 30, {jobs[0]});
   ASSERT_TRUE(running);
   const auto done = db.claim_next_job(claimer(), 30, {jobs[3]});
-  db.finish_run(done->run_id, "done", {}, "", "");
+  db.finish_run(done->run_id, RunStatus::done, {}, "", "");
   db.mark_submitted({jobs[2]});
 
   EXPECT_EQ(db.cancel_jobs({jobs[0], jobs[1], jobs[2], jobs[3], 999, jobs[1]}),
             (std::vector<std::int64_t>{jobs[0], jobs[1], jobs[2]}));
-  for (int i : {0, 1, 2}) EXPECT_EQ(queued(jobs[i]).job.state, "cancelled");
-  EXPECT_EQ(queued(jobs[3]).job.state, "done");
+  for (int i : {0, 1, 2}) EXPECT_EQ(queued(jobs[i]).job.state, JobState::cancelled);
+  EXPECT_EQ(queued(jobs[3]).job.state, JobState::done);
   EXPECT_EQ(run_column(running->run_id, "status || '|' || error"), "'interrupted|cancelled'");
   EXPECT_EQ(queued(jobs[0]).lease_run_id, 0);
   // the holder finds out at its next write or heartbeat
   EXPECT_FALSE(db.renew_lease(running->run_id, 30));
   EXPECT_THROW(db.append_curve(running->run_id, {{1, "train", "loss", 1.0, 1.0}}), LeaseLost);
-  EXPECT_THROW(db.finish_run(running->run_id, "done", {{"test_acc", 1}}, "", ""), LeaseLost);
+  EXPECT_THROW(db.finish_run(running->run_id, RunStatus::done, {{"test_acc", 1}}, "", ""), LeaseLost);
   EXPECT_EQ(query_one(db.handle(), "SELECT count(*) FROM results"), "0");
   EXPECT_EQ(db.claim_next_job(claimer(), 30), std::nullopt);  // cancelled jobs are not claimed
 
   EXPECT_EQ(db.retry_jobs({jobs[0], jobs[3], 999}), std::vector<std::int64_t>{jobs[0]});
-  EXPECT_EQ(queued(jobs[0]).job.state, "queued");
-  EXPECT_EQ(queued(jobs[3]).job.state, "done");  // retry leaves done jobs alone (requeue_job runs them again)
+  EXPECT_EQ(queued(jobs[0]).job.state, JobState::queued);
+  EXPECT_EQ(queued(jobs[3]).job.state, JobState::done);  // retry leaves done jobs alone (requeue_job runs them again)
   EXPECT_EQ(db.claim_next_job(claimer(), 30)->job_id, jobs[0]);
 }
 
 TEST_F(Queue, RetryResetsTheFailureCount) {
   Database& db = fill(1);
-  for (int i = 0; i < 3; ++i) db.finish_run(db.claim_next_job(claimer(), 30)->run_id, "failed", {}, "boom", "");
-  EXPECT_EQ(queued(jobs[0]).job.state, "failed");
+  for (int i = 0; i < 3; ++i) db.finish_run(db.claim_next_job(claimer(), 30)->run_id, RunStatus::failed, {}, "boom", "");
+  EXPECT_EQ(queued(jobs[0]).job.state, JobState::failed);
   EXPECT_EQ(db.retry_jobs({jobs[0]}), std::vector<std::int64_t>{jobs[0]});
   EXPECT_EQ(queued(jobs[0]).failures, 0);
   EXPECT_EQ(queued(jobs[0]).attempts, 3);
   const auto lease = db.claim_next_job(claimer(), 30);
   ASSERT_TRUE(lease);
   EXPECT_EQ(lease->attempt, 4);
-  db.finish_run(lease->run_id, "failed", {}, "boom", "");
-  EXPECT_EQ(queued(jobs[0]).job.state, "queued");  // three more tries after a retry
+  db.finish_run(lease->run_id, RunStatus::failed, {}, "boom", "");
+  EXPECT_EQ(queued(jobs[0]).job.state, JobState::queued);  // three more tries after a retry
 }
 
 // A job handed to a SLURM array whose task died goes back to the queue as it was: its failures stay.
 TEST_F(Queue, RetryOfASubmittedJobKeepsItsFailures) {
   Database& db = fill(1);
-  db.finish_run(db.claim_next_job(claimer(), 30)->run_id, "failed", {}, "boom", "");
+  db.finish_run(db.claim_next_job(claimer(), 30)->run_id, RunStatus::failed, {}, "boom", "");
   EXPECT_EQ(db.mark_submitted({jobs[0]}), std::vector<std::int64_t>{jobs[0]});
   EXPECT_EQ(db.claim_next_job(claimer(), 30), std::nullopt);  // submitted jobs are the array's
   EXPECT_EQ(db.retry_jobs({jobs[0]}), std::vector<std::int64_t>{jobs[0]});
-  EXPECT_EQ(queued(jobs[0]).job.state, "queued");
+  EXPECT_EQ(queued(jobs[0]).job.state, JobState::queued);
   EXPECT_EQ(queued(jobs[0]).failures, 1);
 }
 
 TEST_F(Queue, CountsListsAndSubmits) {
   Database& db = fill(5);
-  db.finish_run(db.claim_next_job(claimer(), 30, {jobs[0]})->run_id, "done", {}, "", "");
+  db.finish_run(db.claim_next_job(claimer(), 30, {jobs[0]})->run_id, RunStatus::done, {}, "", "");
   db.claim_next_job(claimer(), 30, {jobs[1]});
   EXPECT_EQ(db.mark_submitted({jobs[1], jobs[2], jobs[3]}), (std::vector<std::int64_t>{jobs[2], jobs[3]}));
   db.cancel_jobs({jobs[3]});
-  const std::vector<std::pair<std::string, std::int64_t>> want = {
-      {"queued", 1}, {"running", 1}, {"submitted", 1}, {"done", 1},
-      {"failed", 0}, {"diverged", 0}, {"oom", 0},       {"blocked", 0}, {"cancelled", 1}};
+  const std::vector<std::pair<JobState, std::int64_t>> want = {
+      {JobState::queued, 1}, {JobState::running, 1}, {JobState::submitted, 1},
+      {JobState::done, 1},   {JobState::failed, 0},  {JobState::diverged, 0},
+      {JobState::oom, 0},    {JobState::blocked, 0}, {JobState::cancelled, 1}};
   EXPECT_EQ(db.queue_counts(), want);
 
   auto ids = [](const std::vector<QueuedJob>& rows) {
@@ -327,11 +331,11 @@ TEST_F(Queue, CountsListsAndSubmits) {
     return out;
   };
   EXPECT_EQ(ids(db.list_jobs({})), jobs);
-  EXPECT_EQ(ids(db.list_jobs({{"done", "cancelled"}, {}, {}, {}})), (std::vector<std::int64_t>{jobs[0], jobs[3]}));
+  EXPECT_EQ(ids(db.list_jobs({{JobState::done, JobState::cancelled}, {}, {}, {}})), (std::vector<std::int64_t>{jobs[0], jobs[3]}));
   EXPECT_EQ(ids(db.list_jobs({{}, {"softmax"}, {"listops"}, {jobs[4], jobs[2]}})),
             (std::vector<std::int64_t>{jobs[2], jobs[4]}));
   EXPECT_TRUE(db.list_jobs({{}, {"linear"}, {}, {}}).empty());
-  EXPECT_TRUE(db.list_jobs({{"it's \"odd\"\n"}, {}, {}, {}}).empty());  // quoted through JSON, not spliced
+  EXPECT_TRUE(db.list_jobs({{}, {"it's \"odd\"\n"}, {}, {}}).empty());  // quoted through JSON, not spliced
   const QueuedJob first = db.list_jobs({}).at(0);
   EXPECT_EQ(first.job.config_hash, "h0");
   EXPECT_EQ(first.max_attempts, 3);
@@ -345,7 +349,7 @@ TEST_F(Queue, AbandonLeasesEndsEveryRunningRunWhateverItsExpiry) {
   EXPECT_EQ(db.abandon_leases("requeued array task"), 2);
   for (const auto& lease : {a, b}) {
     EXPECT_EQ(run_column(lease->run_id, "status || '|' || error"), "'lost|requeued array task'");
-    EXPECT_EQ(queued(lease->job_id).job.state, "queued");
+    EXPECT_EQ(queued(lease->job_id).job.state, JobState::queued);
     EXPECT_EQ(queued(lease->job_id).failures, 0);
     EXPECT_EQ(queued(lease->job_id).infra_failures, 1);
   }
@@ -361,7 +365,7 @@ TEST_F(Queue, ResumePointIsTheNewestCheckpointSinceTheLastFinish) {
                                   {20, "train", "tau", 0.5, 0}});  // instability points: before training, any step
   db.set_resume_checkpoint(first->run_id, "/ck/job.resume.pt", 5);
   db.set_resume_checkpoint(first->run_id, "/ck/job.resume.pt", 10);
-  db.fail_run_if_unfinished(first->run_id, "failed", "killed by signal 9");
+  db.fail_run_if_unfinished(first->run_id, RunStatus::failed, "killed by signal 9");
 
   const auto second = db.claim_next_job(claimer(), 30, {jobs[0]});
   EXPECT_EQ(db.resume_point(jobs[0]), (std::pair<std::string, std::int64_t>{"/ck/job.resume.pt", first->run_id}));
@@ -381,7 +385,7 @@ TEST_F(Queue, ResumePointIsTheNewestCheckpointSinceTheLastFinish) {
   const auto other = db.claim_next_job(claimer(), 30, {jobs[1]});
   EXPECT_THROW(db.copy_curve(other->run_id, second->run_id, 10), StoreError);  // another job's curve
 
-  db.finish_run(second->run_id, "done", {}, "", "");
+  db.finish_run(second->run_id, RunStatus::done, {}, "", "");
   db.requeue_job(jobs[0]);  // run again (--rerun): from the start, not from an old checkpoint
   EXPECT_EQ(db.resume_point(jobs[0]).first, "");
 }
@@ -397,7 +401,7 @@ TEST_F(Queue, AttemptsOfAJobOldestFirst) {
   ASSERT_EQ(attempts.size(), 2u);
   EXPECT_EQ(attempts[0].run_id, first->run_id);
   EXPECT_EQ(attempts[0].attempt, 1);
-  EXPECT_EQ(attempts[0].status, "lost");
+  EXPECT_EQ(attempts[0].status, RunStatus::lost);
   EXPECT_EQ(attempts[0].worker + "|" + attempts[0].host + "|" + attempts[0].device, "n1:5:cpu|n1|cpu");
   EXPECT_EQ(attempts[0].pid, 5);
   EXPECT_EQ(attempts[0].error, "lease expired: worker n1:5:cpu stopped renewing it");
@@ -406,7 +410,7 @@ TEST_F(Queue, AttemptsOfAJobOldestFirst) {
   EXPECT_FALSE(attempts[0].finished_at.empty());
   EXPECT_LE(attempts[0].started_at, attempts[0].heartbeat_at);
   EXPECT_EQ(attempts[1].run_id, second->run_id);
-  EXPECT_EQ(attempts[1].status, "running");
+  EXPECT_EQ(attempts[1].status, RunStatus::running);
   EXPECT_EQ(attempts[1].finished_at, "");
   EXPECT_EQ(attempts[1].resume_step, 0);
   // the experiment an enqueue finds again
@@ -510,17 +514,17 @@ TEST_F(Queue, MigratesAVersion3FileWithDataKeepingEveryRow) {
     EXPECT_EQ(rows.size(), 1u);
     return rows.at(0);
   };
-  EXPECT_EQ(job(1).job.state, "done");
+  EXPECT_EQ(job(1).job.state, JobState::done);
   EXPECT_EQ(job(1).attempts, 2);
   EXPECT_EQ(job(1).failures, 0);
-  EXPECT_EQ(job(2).job.state, "failed");
+  EXPECT_EQ(job(2).job.state, JobState::failed);
   EXPECT_EQ(job(2).failures, 1);
   EXPECT_EQ(job(2).error, "boom");
-  EXPECT_EQ(job(3).job.state, "running");  // with an expired lease held by its newest run
+  EXPECT_EQ(job(3).job.state, JobState::running);  // with an expired lease held by its newest run
   EXPECT_EQ(job(3).lease_run_id, 14);
   EXPECT_EQ(job(3).lease_expires_at, 0);
-  EXPECT_EQ(job(4).job.state, "queued");
-  EXPECT_EQ(job(5).job.state, "queued");  // 'running' with no run: nothing holds it
+  EXPECT_EQ(job(4).job.state, JobState::queued);
+  EXPECT_EQ(job(5).job.state, JobState::queued);  // 'running' with no run: nothing holds it
   EXPECT_EQ(job(4).max_attempts, 3);
 
   // The first claim ends the stale lease (job 3 queued again, a failure counted) and takes job 3.
@@ -533,7 +537,7 @@ TEST_F(Queue, MigratesAVersion3FileWithDataKeepingEveryRow) {
   EXPECT_EQ(job(3).infra_failures, 1);
   // and the new states are allowed now
   db.cancel_jobs({4});
-  EXPECT_EQ(job(4).job.state, "cancelled");
+  EXPECT_EQ(job(4).job.state, JobState::cancelled);
 }
 
 // Schema 6: what ended an attempt decides what it costs the job.
@@ -545,17 +549,17 @@ TEST_F(Queue, AttemptsEndedFromOutsideHaveTheirOwnLargerCap) {
   for (int i = 1; i <= 9; ++i) {
     const auto lease = db.claim_next_job(claimer(), 30);
     ASSERT_TRUE(lease);
-    EXPECT_TRUE(db.fail_run_if_unfinished(lease->run_id, "lost", "job process killed by signal 9 (Killed), not by its own code"));
-    EXPECT_EQ(queued(jobs[0]).job.state, "queued") << i;
+    EXPECT_TRUE(db.fail_run_if_unfinished(lease->run_id, RunStatus::lost, "job process killed by signal 9 (Killed), not by its own code"));
+    EXPECT_EQ(queued(jobs[0]).job.state, JobState::queued) << i;
   }
   // the method's own crashes still have their three
-  for (int i = 1; i <= 2; ++i) db.finish_run(db.claim_next_job(claimer(), 30)->run_id, "failed", {}, "segv", "");
-  EXPECT_EQ(queued(jobs[0]).job.state, "queued");
+  for (int i = 1; i <= 2; ++i) db.finish_run(db.claim_next_job(claimer(), 30)->run_id, RunStatus::failed, {}, "segv", "");
+  EXPECT_EQ(queued(jobs[0]).job.state, JobState::queued);
   EXPECT_EQ(queued(jobs[0]).failures, 2);
   EXPECT_EQ(queued(jobs[0]).infra_failures, 9);
-  EXPECT_TRUE(db.fail_run_if_unfinished(db.claim_next_job(claimer(), 30)->run_id, "lost", "lease expired"));
+  EXPECT_TRUE(db.fail_run_if_unfinished(db.claim_next_job(claimer(), 30)->run_id, RunStatus::lost, "lease expired"));
   const QueuedJob q = queued(jobs[0]);
-  EXPECT_EQ(q.job.state, "failed");
+  EXPECT_EQ(q.job.state, JobState::failed);
   EXPECT_EQ(q.infra_failures, 10);
   EXPECT_EQ(q.error, "10 attempts ended by the infrastructure (killed from outside, lease expired); last: lease expired");
   // every attempt keeps its own reason
@@ -571,9 +575,9 @@ TEST_F(Queue, ARejectedAttemptBlocksTheJobWithoutCountingAFailure) {
   Database& db = fill(2);
   const auto lease = db.claim_next_job(claimer(), 30);
   ASSERT_TRUE(lease);
-  db.finish_run(lease->run_id, "rejected", {}, "e.toml:3: [methods.x]: no attention plugin named 'x'", "");
+  db.finish_run(lease->run_id, RunStatus::rejected, {}, "e.toml:3: [methods.x]: no attention plugin named 'x'", "");
   QueuedJob q = queued(jobs[0]);
-  EXPECT_EQ(q.job.state, "blocked");
+  EXPECT_EQ(q.job.state, JobState::blocked);
   EXPECT_EQ(q.failures, 0);
   EXPECT_EQ(q.infra_failures, 0);
   EXPECT_EQ(q.error, "e.toml:3: [methods.x]: no attention plugin named 'x'");
@@ -590,10 +594,10 @@ TEST_F(Queue, ARejectedAttemptBlocksTheJobWithoutCountingAFailure) {
   EXPECT_EQ(db.counting_run(jobs[1]), std::nullopt);  // running: nothing counts yet
   // retried by hand once fixed; cancellable too
   EXPECT_EQ(db.retry_jobs({jobs[0]}), std::vector<std::int64_t>{jobs[0]});
-  EXPECT_EQ(queued(jobs[0]).job.state, "queued");
-  db.finish_run(db.claim_next_job(claimer(), 30, {jobs[0]})->run_id, "rejected", {}, "again", "");
+  EXPECT_EQ(queued(jobs[0]).job.state, JobState::queued);
+  db.finish_run(db.claim_next_job(claimer(), 30, {jobs[0]})->run_id, RunStatus::rejected, {}, "again", "");
   EXPECT_EQ(db.cancel_jobs({jobs[0]}), std::vector<std::int64_t>{jobs[0]});
-  EXPECT_EQ(queued(jobs[0]).job.state, "cancelled");
+  EXPECT_EQ(queued(jobs[0]).job.state, JobState::cancelled);
 }
 
 TEST_F(Queue, AJobKeepsThePluginFoldersItWasQueuedWith) {
@@ -611,7 +615,7 @@ TEST_F(Queue, AJobKeepsThePluginFoldersItWasQueuedWith) {
   std::int64_t job = 0;
   const auto attempt = db_->run_attempt(lease->run_id, &job);
   EXPECT_EQ(job, lease->job_id);
-  EXPECT_EQ(attempt.status, "running");
+  EXPECT_EQ(attempt.status, RunStatus::running);
   EXPECT_EQ(attempt.worker, "w");
   EXPECT_THROW(db_->run_attempt(999), StoreError);
 }

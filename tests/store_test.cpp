@@ -15,6 +15,7 @@
 #include <limits>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -27,9 +28,11 @@ using attnlab::store::ApproxResult;
 using attnlab::store::BenchResult;
 using attnlab::store::CurvePoint;
 using attnlab::store::Database;
+using attnlab::store::JobState;
 using attnlab::store::JobSpec;
 using attnlab::store::PluginFile;
 using attnlab::store::RunEnvironment;
+using attnlab::store::RunStatus;
 using attnlab::store::RunSummary;
 using attnlab::store::StoreError;
 using attnlab::store::testing::query;
@@ -121,7 +124,7 @@ TEST_F(StoreTest, LateResultsAndPerExampleVarianceRoundTrip) {
   Database db(file("variance.db"));
   const auto experiment = db.add_experiment("e", "e.toml", "[experiment]");
   const auto run = start_attempt(db, db.add_job(spec(experiment, "h")).job_id);
-  db.finish_run(run, "done", {{"test_acc", 0.5}, {"rsd", 9.0}}, "", "");
+  db.finish_run(run, RunStatus::done, {{"test_acc", 0.5}, {"rsd", 9.0}}, "", "");
   db.set_results(run, {{"rsd", 0.25}, {"agv", 1.5}});
   EXPECT_EQ(query_one(db.handle(), "SELECT group_concat(name || '=' || value, ' ') FROM (SELECT * FROM results ORDER BY name)"),
             "agv=1.5 rsd=0.25 test_acc=0.5");
@@ -333,7 +336,7 @@ TEST_F(StoreTest, FullRoundTrip) {
 
   const AddedJob added = db.add_job(spec(exp, "hash-1", 3));
   EXPECT_FALSE(added.existed);
-  EXPECT_EQ(added.state, "queued");
+  EXPECT_EQ(added.state, JobState::queued);
   auto job = db.job(added.job_id);
   EXPECT_EQ(job.id, added.job_id);
   EXPECT_EQ(job.experiment_id, exp);
@@ -342,13 +345,13 @@ TEST_F(StoreTest, FullRoundTrip) {
   EXPECT_EQ(job.seed, 3);
   EXPECT_EQ(job.config_toml, "[train]\nlr = 0.0001\n");
   EXPECT_EQ(job.config_hash, "hash-1");
-  EXPECT_EQ(job.state, "queued");
+  EXPECT_EQ(job.state, JobState::queued);
   EXPECT_EQ(query(db.handle(), "SELECT key || '=' || value FROM job_params ORDER BY key"),
             (std::vector<std::string>{"model.layers=2", "train.lr=0.0001"}));
   EXPECT_TRUE(is_timestamp(query_one(db.handle(), "SELECT created_at FROM jobs")));
 
   const auto run = start_attempt(db, added.job_id, env(), 4242);
-  EXPECT_EQ(db.job(added.job_id).state, "running");
+  EXPECT_EQ(db.job(added.job_id).state, JobState::running);
   EXPECT_EQ(query_one(db.handle(),
                       "SELECT host || '|' || device || '|' || device_name || '|' || torch_version || '|' || "
                       "attnlab_version || '|' || git_revision || '|' || threads || '|' || pid FROM runs"),
@@ -365,8 +368,8 @@ TEST_F(StoreTest, FullRoundTrip) {
 
   const std::vector<std::pair<std::string, double>> results = {
       {"test_acc", 0.8125}, {"best_val_acc", 0.75}, {"test_loss", kNaN}, {"peak_memory_bytes", 123456789.0}};
-  db.finish_run(run, "done", results, "", "ckpt/run1.pt");
-  EXPECT_EQ(db.job(added.job_id).state, "done");
+  db.finish_run(run, RunStatus::done, results, "", "ckpt/run1.pt");
+  EXPECT_EQ(db.job(added.job_id).state, JobState::done);
 
   auto summaries = db.run_summaries();
   ASSERT_EQ(summaries.size(), 1u);
@@ -378,7 +381,7 @@ TEST_F(StoreTest, FullRoundTrip) {
   EXPECT_EQ(s.dataset, "listops");
   EXPECT_EQ(s.seed, 3);
   EXPECT_EQ(s.attempt, 1);
-  EXPECT_EQ(s.status, "done");
+  EXPECT_EQ(s.status, RunStatus::done);
   EXPECT_EQ(s.device, "cuda:0");
   EXPECT_EQ(s.error, "");
   EXPECT_TRUE(is_timestamp(s.started_at)) << s.started_at;
@@ -453,7 +456,7 @@ TEST_F(StoreTest, AddJobTwiceWithSameHashReturnsExisting) {
   const AddedJob second = db.add_job(other);
   EXPECT_TRUE(second.existed);
   EXPECT_EQ(second.job_id, first.job_id);
-  EXPECT_EQ(second.state, "running");
+  EXPECT_EQ(second.state, JobState::running);
   EXPECT_EQ(query_one(db.handle(), "SELECT count(*) FROM jobs"), "1");
   EXPECT_EQ(query_one(db.handle(), "SELECT count(*) FROM job_params"), "2");
   EXPECT_EQ(db.job(first.job_id).method, "softmax");
@@ -484,11 +487,11 @@ TEST_F(StoreTest, AttemptsCountUp) {
   const auto job = db.add_job(spec(db.add_experiment("e", "", "c"), "h")).job_id;
   EXPECT_EQ(db.latest_run_of_job(job), std::nullopt);
   const auto r1 = start_attempt(db, job);
-  db.finish_run(r1, "failed", {}, "boom", "");
-  EXPECT_EQ(db.job(job).state, "queued");  // one failure of three allowed
+  db.finish_run(r1, RunStatus::failed, {}, "boom", "");
+  EXPECT_EQ(db.job(job).state, JobState::queued);  // one failure of three allowed
   const auto r2 = start_attempt(db, job);
-  db.finish_run(r2, "interrupted", {}, "SIGINT", "");
-  EXPECT_EQ(db.job(job).state, "queued");
+  db.finish_run(r2, RunStatus::interrupted, {}, "SIGINT", "");
+  EXPECT_EQ(db.job(job).state, JobState::queued);
   const auto r3 = start_attempt(db, job);
   EXPECT_EQ(db.latest_run_of_job(job), r3);
   auto s = db.run_summaries();
@@ -497,8 +500,8 @@ TEST_F(StoreTest, AttemptsCountUp) {
   EXPECT_EQ(s[1].attempt, 2);
   EXPECT_EQ(s[2].attempt, 3);
   EXPECT_EQ(s[0].error, "boom");
-  EXPECT_EQ(s[1].status, "interrupted");
-  EXPECT_EQ(s[2].status, "running");
+  EXPECT_EQ(s[1].status, RunStatus::interrupted);
+  EXPECT_EQ(s[2].status, RunStatus::running);
   const auto listed = db.list_jobs({});
   ASSERT_EQ(listed.size(), 1u);
   EXPECT_EQ(listed[0].attempts, 3);
@@ -510,22 +513,61 @@ TEST_F(StoreTest, RequeueAndStatusMapping) {
   Database db(file("requeue.db"));
   const auto exp = db.add_experiment("e", "", "c");
   // done, diverged and oom are the method's own outcome: final, taken by the job
-  for (const std::string status : {"done", "diverged", "oom"}) {
-    const auto job = db.add_job(spec(exp, "h-" + status)).job_id;
+  for (const auto& [status, state] : {std::pair{RunStatus::done, JobState::done},
+                                      std::pair{RunStatus::diverged, JobState::diverged},
+                                      std::pair{RunStatus::oom, JobState::oom}}) {
+    const auto job = db.add_job(spec(exp, std::string("h-") + to_string(status))).job_id;
     db.finish_run(start_attempt(db, job), status, {}, "", "");
-    EXPECT_EQ(db.job(job).state, status);
+    EXPECT_EQ(db.job(job).state, state);
     db.requeue_job(job);
-    EXPECT_EQ(db.job(job).state, "queued");
+    EXPECT_EQ(db.job(job).state, JobState::queued);
     db.requeue_job(job);  // queued already: nothing to do
-    EXPECT_EQ(db.job(job).state, "queued");
+    EXPECT_EQ(db.job(job).state, JobState::queued);
   }
   const auto job = db.add_job(spec(exp, "h-failed")).job_id;
-  db.finish_run(start_attempt(db, job), "failed", {}, "boom", "");
-  EXPECT_EQ(db.job(job).state, "queued");
+  db.finish_run(start_attempt(db, job), RunStatus::failed, {}, "boom", "");
+  EXPECT_EQ(db.job(job).state, JobState::queued);
   // a running job is its lease holder's: requeueing it would let two attempts write
   start_attempt(db, job);
   EXPECT_THROW(db.requeue_job(job), StoreError);
-  EXPECT_EQ(db.job(job).state, "running");
+  EXPECT_EQ(db.job(job).state, JobState::running);
+}
+
+// The names are what the database stores (its CHECK constraints list them): each value has its
+// own, and parsing gives it back; any other text is a one-line error naming every state.
+TEST(StoreStates, NamesParseBackAndUnknownNamesAreRefused) {
+  std::set<std::string> names;
+  for (const JobState state : attnlab::store::kJobStates) {
+    names.insert(to_string(state));
+    EXPECT_EQ(attnlab::store::parse_job_state(to_string(state)), state);
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"queued", "running", "done", "failed", "diverged", "oom", "blocked",
+                                          "cancelled", "submitted"}));
+  names.clear();
+  for (const RunStatus status : attnlab::store::kRunStatuses) {
+    names.insert(to_string(status));
+    EXPECT_EQ(attnlab::store::parse_run_status(to_string(status)), status);
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"running", "done", "failed", "diverged", "oom", "interrupted", "lost",
+                                          "rejected"}));
+  std::ostringstream printed;
+  printed << JobState::blocked << " " << RunStatus::lost;
+  EXPECT_EQ(printed.str(), "blocked lost");
+
+  try {
+    attnlab::store::parse_job_state("Done");
+    ADD_FAILURE() << "no error";
+  } catch (const StoreError& e) {
+    EXPECT_STREQ(e.what(), "unknown job state 'Done' (one of queued, running, submitted, done, failed, diverged, oom, "
+                           "blocked, cancelled)");
+  }
+  try {
+    attnlab::store::parse_run_status("cancelled");  // a job state, not a run status
+    ADD_FAILURE() << "no error";
+  } catch (const StoreError& e) {
+    EXPECT_STREQ(e.what(), "unknown run status 'cancelled' (one of running, done, failed, diverged, oom, interrupted, "
+                           "lost, rejected)");
+  }
 }
 
 TEST_F(StoreTest, RejectsBadInput) {
@@ -533,11 +575,10 @@ TEST_F(StoreTest, RejectsBadInput) {
   const auto exp = db.add_experiment("e", "", "c");
   const auto job = db.add_job(spec(exp, "h")).job_id;
   const auto run = start_attempt(db, job);
-  EXPECT_THROW(db.finish_run(run, "running", {}, "", ""), StoreError);
-  EXPECT_THROW(db.finish_run(run, "lost", {}, "", ""), StoreError);  // only expiry ends a run as lost
-  EXPECT_THROW(db.finish_run(run, "bogus", {}, "", ""), StoreError);
-  EXPECT_THROW(db.fail_run_if_unfinished(run, "bogus", ""), StoreError);
-  EXPECT_THROW(db.finish_run(run + 100, "done", {}, "", ""), StoreError);
+  EXPECT_THROW(db.finish_run(run, RunStatus::running, {}, "", ""), StoreError);
+  EXPECT_THROW(db.finish_run(run, RunStatus::lost, {}, "", ""), StoreError);  // only expiry ends a run as lost
+  EXPECT_THROW(db.fail_run_if_unfinished(run, RunStatus::running, ""), StoreError);
+  EXPECT_THROW(db.finish_run(run + 100, RunStatus::done, {}, "", ""), StoreError);
   EXPECT_THROW(db.job(job + 100), StoreError);
   EXPECT_THROW(db.requeue_job(job + 100), StoreError);
   EXPECT_EQ(db.claim_next_job(claimer(), 60, {job + 100}), std::nullopt);
@@ -554,7 +595,7 @@ TEST_F(StoreTest, RejectsBadInput) {
   }
   auto s = db.run_summaries();
   ASSERT_EQ(s.size(), 1u);
-  EXPECT_EQ(s[0].status, "running");
+  EXPECT_EQ(s[0].status, RunStatus::running);
   EXPECT_EQ(query_one(db.handle(), "SELECT count(*) FROM curves"), "0");
 }
 
@@ -565,28 +606,28 @@ TEST_F(StoreTest, FailRunIfUnfinished) {
   const auto job_b = db.add_job(spec(exp, "b")).job_id;
   const auto running = start_attempt(db, job_a);
   const auto finished = start_attempt(db, job_b, env(), 2);
-  db.finish_run(finished, "done", {{"test_acc", 0.9}}, "", "");
+  db.finish_run(finished, RunStatus::done, {{"test_acc", 0.9}}, "", "");
 
-  EXPECT_TRUE(db.fail_run_if_unfinished(running, "failed", "exit code 139"));
-  EXPECT_FALSE(db.fail_run_if_unfinished(running, "failed", "again"));
-  EXPECT_FALSE(db.fail_run_if_unfinished(finished, "failed", "should not stick"));
+  EXPECT_TRUE(db.fail_run_if_unfinished(running, RunStatus::failed, "exit code 139"));
+  EXPECT_FALSE(db.fail_run_if_unfinished(running, RunStatus::failed, "again"));
+  EXPECT_FALSE(db.fail_run_if_unfinished(finished, RunStatus::failed, "should not stick"));
 
   auto s = db.run_summaries();
   ASSERT_EQ(s.size(), 2u);
-  EXPECT_EQ(s[0].status, "failed");
+  EXPECT_EQ(s[0].status, RunStatus::failed);
   EXPECT_EQ(s[0].error, "exit code 139");
   EXPECT_TRUE(is_timestamp(s[0].finished_at));
-  EXPECT_EQ(db.job(job_a).state, "queued");  // to be tried again
+  EXPECT_EQ(db.job(job_a).state, JobState::queued);  // to be tried again
   EXPECT_EQ(db.list_jobs({{}, {}, {}, {job_a}}).at(0).error, "exit code 139");
-  EXPECT_EQ(s[1].status, "done");
+  EXPECT_EQ(s[1].status, RunStatus::done);
   EXPECT_EQ(s[1].error, "");
   EXPECT_EQ(s[1].result("test_acc"), 0.9);
-  EXPECT_EQ(db.job(job_b).state, "done");
+  EXPECT_EQ(db.job(job_b).state, JobState::done);
 
   // An interrupted crash puts the job back in the queue.
   const auto again = start_attempt(db, job_a, env(), 3);
-  EXPECT_TRUE(db.fail_run_if_unfinished(again, "interrupted", "SIGTERM"));
-  EXPECT_EQ(db.job(job_a).state, "queued");
+  EXPECT_TRUE(db.fail_run_if_unfinished(again, RunStatus::interrupted, "SIGTERM"));
+  EXPECT_EQ(db.job(job_a).state, JobState::queued);
 }
 
 TEST_F(StoreTest, UnfinishedRunSurvivesCloseAndReopen) {
@@ -601,11 +642,11 @@ TEST_F(StoreTest, UnfinishedRunSurvivesCloseAndReopen) {
   Database db(path);
   auto s = db.run_summaries();
   ASSERT_EQ(s.size(), 1u);
-  EXPECT_EQ(s[0].status, "running");
+  EXPECT_EQ(s[0].status, RunStatus::running);
   EXPECT_EQ(s[0].finished_at, "");
   EXPECT_TRUE(s[0].results.empty());
   EXPECT_EQ(db.curve(run).size(), 1u);
-  EXPECT_EQ(db.job(job).state, "running");
+  EXPECT_EQ(db.job(job).state, JobState::running);
   EXPECT_EQ(query_one(db.handle(), "PRAGMA integrity_check"), "ok");
 }
 
@@ -641,11 +682,11 @@ TEST_F(StoreTest, RunOfKilledProcessSurvives) {
   ASSERT_TRUE(run.has_value());
   auto s = db.run_summaries();
   ASSERT_EQ(s.size(), 1u);
-  EXPECT_EQ(s[0].status, "running");
+  EXPECT_EQ(s[0].status, RunStatus::running);
   EXPECT_EQ(s[0].finished_at, "");
   EXPECT_EQ(db.curve(*run).size(), 2u);
-  EXPECT_TRUE(db.fail_run_if_unfinished(*run, "failed", "killed by signal 9"));
-  EXPECT_EQ(db.job(job).state, "queued");
+  EXPECT_TRUE(db.fail_run_if_unfinished(*run, RunStatus::failed, "killed by signal 9"));
+  EXPECT_EQ(db.job(job).state, JobState::queued);
 }
 
 TEST_F(StoreTest, ConcurrentProcessesCreateOneDatabase) {
@@ -697,7 +738,7 @@ TEST_F(StoreTest, TextWithQuotesIsBoundNotSpliced) {
   e.plugins = {{"attention", evil, evil, evil, evil}};
   const auto run = start_attempt(db, job, e);
   db.append_curve(run, {{1, evil, evil, 1.0, 1.0}});
-  db.finish_run(run, "failed", {{evil, 1.0}}, evil, evil);
+  db.finish_run(run, RunStatus::failed, {{evil, 1.0}}, evil, evil);
 
   EXPECT_EQ(query(db.handle(), "SELECT name FROM sqlite_master WHERE name = 'runs'"),
             std::vector<std::string>{"runs"});

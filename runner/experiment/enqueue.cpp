@@ -46,7 +46,7 @@ void refuse_changed_plugins(const Experiment& experiment, const PluginRegistry& 
   std::int64_t changed = 0;
   for (const auto& job : experiment.jobs) {
     const auto stored = db.job_by_hash(job.config_hash);
-    if (!stored || stored->state != "done") continue;
+    if (!stored || stored->state != store::JobState::done) continue;
     const auto run = db.counting_run(stored->id);
     if (!run) continue;
     for (const auto& before : db.run_plugins(*run)) {
@@ -104,12 +104,13 @@ EnqueueReport enqueue_checked(const Experiment& experiment, const PluginRegistry
     report.job_ids.push_back(added.job_id);
     if (!added.existed) {
       ++report.added;
-    } else if (added.state == "queued" || added.state == "running" || added.state == "submitted") {
+    } else if (added.state == store::JobState::queued || added.state == store::JobState::running ||
+               added.state == store::JobState::submitted) {
       ++report.already_queued;
     } else if (rerun) {
       db.requeue_job(added.job_id);
       ++report.requeued;
-    } else if (added.state == "done") {
+    } else if (added.state == store::JobState::done) {
       ++report.already_done;
     } else {
       ++report.left_alone;

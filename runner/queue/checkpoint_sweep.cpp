@@ -14,10 +14,15 @@ namespace {
 const std::regex kBestFile(R"(run-(\d+)\.pt(\.partial)?)");
 const std::regex kResumeFile(R"(job-(\d+)\.run-(\d+)\.resume\.pt(\.partial\.\d+)?)");
 
-bool ended_with_result(const std::string& status) { return status == "done" || status == "diverged" || status == "oom"; }
+bool ended_with_result(store::RunStatus status) {
+  return status == store::RunStatus::done || status == store::RunStatus::diverged || status == store::RunStatus::oom;
+}
+bool ended_with_result(store::JobState state) {
+  return state == store::JobState::done || state == store::JobState::diverged || state == store::JobState::oom;
+}
 
 struct JobFiles {
-  std::string state;
+  store::JobState state = store::JobState::queued;
   std::set<std::string> keep;  // file names of use
 };
 
@@ -81,7 +86,7 @@ CheckpointSweep sweep_checkpoints(store::Database& db, const std::string& dir, s
     const auto& [owner, attempt] = *run;
     if (job_id && owner != *job_id) continue;
     const JobFiles& files = job_of(owner);
-    if (files.state == "running" || attempt.status == "running" || files.keep.count(name)) {
+    if (files.state == store::JobState::running || attempt.status == store::RunStatus::running || files.keep.count(name)) {
       ++sweep.kept;
       continue;
     }

@@ -33,16 +33,15 @@ void add_db_option(po::options_description& options) {
   options.add_options()("db", po::value<std::string>()->default_value("attnlab.db"), "results database");
 }
 
-std::vector<std::string> checked_states(store::Database& db, const std::vector<std::string>& states) {
-  const auto counts = db.queue_counts();  // names every state
-  for (const auto& s : states) {
-    bool known = false;
-    std::string all;
-    for (const auto& [name, n] : counts) {
-      known |= name == s;
-      all += (all.empty() ? "" : ", ") + name;
+// The --state values: "queue: unknown job state 'x' (one of queued, running, ...)" for a typo.
+std::vector<store::JobState> checked_states(const std::vector<std::string>& names) {
+  std::vector<store::JobState> states;
+  for (const auto& name : names) {
+    try {
+      states.push_back(store::parse_job_state(name));
+    } catch (const store::StoreError& e) {
+      throw std::runtime_error(std::string("queue: ") + e.what());
     }
-    if (!known) throw std::runtime_error("queue: unknown job state '" + s + "' (one of " + all + ")");
   }
   return states;
 }
@@ -98,10 +97,10 @@ std::string csv_field(const std::string& s) {
 }
 
 // "3 queued, 1 running": the states that have jobs.
-std::string counts_line(const std::vector<std::pair<std::string, std::int64_t>>& counts) {
+std::string counts_line(const std::vector<std::pair<store::JobState, std::int64_t>>& counts) {
   std::string line;
   for (const auto& [state, n] : counts)
-    if (n) line += (line.empty() ? "" : ", ") + std::to_string(n) + " " + state;
+    if (n) line += (line.empty() ? "" : ", ") + std::to_string(n) + " " + to_string(state);
   return line.empty() ? "no jobs" : line;
 }
 
@@ -148,7 +147,7 @@ int queue_list(const Args& args) {
 
   store::Database db(vm["db"].as<std::string>(), store::Database::Open::read_only);
   store::JobFilter filter;
-  filter.states = checked_states(db, split_list(option_values(vm, "state"), "queue list: --state"));
+  filter.states = checked_states(split_list(option_values(vm, "state"), "queue list: --state"));
   filter.methods = split_list(option_values(vm, "method"), "queue list: --method");
   filter.datasets = split_list(option_values(vm, "dataset"), "queue list: --dataset");
   const auto jobs = db.list_jobs(filter);
@@ -168,14 +167,14 @@ int queue_list(const Args& args) {
     return 0;
   }
   TextTable table({"job", "method", "dataset", "seed", "state", "attempts", "failures", "lease", "error"});
-  std::vector<std::pair<std::string, std::int64_t>> counts = db.queue_counts();
+  std::vector<std::pair<store::JobState, std::int64_t>> counts = db.queue_counts();
   for (auto& [state, n] : counts) n = 0;
   for (const auto& q : jobs) {
     const std::string lease =
         q.lease_run_id ? "run " + std::to_string(q.lease_run_id) + (q.lease_owner.empty() ? "" : " " + q.lease_owner) + ", " +
                              seconds_from_now(q.lease_expires_at)
                        : "";
-    table.add({std::to_string(q.job.id), q.job.method, q.job.dataset, std::to_string(q.job.seed), q.job.state,
+    table.add({std::to_string(q.job.id), q.job.method, q.job.dataset, std::to_string(q.job.seed), to_string(q.job.state),
                std::to_string(q.attempts), failures_cell(q), lease, short_cell(q.error)});
     for (auto& [state, n] : counts) n += state == q.job.state;
   }
@@ -218,7 +217,7 @@ int queue_show(const Args& args) {
   TextTable table({"run", "attempt", "status", "worker", "host", "device", "pid", "started", "finished", "resume step",
                    "error"});
   for (const auto& a : attempts)
-    table.add({std::to_string(a.run_id), std::to_string(a.attempt), a.status, a.worker, a.host, a.device,
+    table.add({std::to_string(a.run_id), std::to_string(a.attempt), to_string(a.status), a.worker, a.host, a.device,
                a.pid ? std::to_string(a.pid) : "", a.started_at, a.finished_at,
                a.resume_checkpoint.empty() ? "" : std::to_string(a.resume_step), a.error});
   std::cout << "attempts:\n" << table.str();
@@ -241,7 +240,7 @@ int queue_change(const std::string& command, const Args& args) {
 
   store::Database db(vm["db"].as<std::string>(), store::Database::Open::existing);
   std::vector<std::int64_t> ids = job_ids(command, option_values(vm, "job"));
-  const auto states = checked_states(db, split_list(option_values(vm, "state"), "queue " + command + ": --state"));
+  const auto states = checked_states(split_list(option_values(vm, "state"), "queue " + command + ": --state"));
   if (ids.empty() && states.empty()) throw std::runtime_error("queue " + command + ": name the jobs (or --state)");
   // Every named job must exist before anything changes.
   if (!ids.empty()) {

@@ -80,7 +80,7 @@ int cmd_run(const Args& args, const std::string& self_exe) {
   if (!vm.count("rerun")) {
     store::JobFilter done;
     done.ids = report.job_ids;
-    done.states = {"done"};
+    done.states = {store::JobState::done};
     for (const auto& q : db.list_jobs(done))
       std::cout << "job " << q.job.id << " (" << q.job.method << "/" << q.job.dataset << " seed " << q.job.seed
                 << ") is already done; --rerun runs it again\n";
@@ -91,7 +91,7 @@ int cmd_run(const Args& args, const std::string& self_exe) {
   workers.only_jobs = report.job_ids;
   store::JobFilter pending;
   pending.ids = report.job_ids;
-  pending.states = {"queued", "running"};
+  pending.states = {store::JobState::queued, store::JobState::running};
   const int status = db.list_jobs(pending).empty() ? 0 : run_supervisor(workers, self_exe);
 
   // the newest run of each job, read back from the database
@@ -108,12 +108,12 @@ int cmd_run(const Args& args, const std::string& self_exe) {
   }
   if (status != 0 && status != kExitJobsNotDone) return status;  // a device worker could not run or was given up
   // Any state but done counts against the run, whatever its name: the exit status says it.
-  std::map<std::string, std::int64_t> not_done;
+  std::map<std::string, std::int64_t> not_done;  // by state name: the message lists them in name order
   if (report.job_ids.empty()) return 0;  // (an empty id filter would select every job)
   store::JobFilter of_experiment;
   of_experiment.ids = report.job_ids;
   for (const auto& q : db.list_jobs(of_experiment))
-    if (q.job.state != "done") ++not_done[q.job.state];
+    if (q.job.state != store::JobState::done) ++not_done[to_string(q.job.state)];
   if (not_done.empty()) return 0;
   std::int64_t count = 0;
   std::string states;
@@ -145,7 +145,7 @@ int cmd_exec_job(const Args& args) {
   o.threads = vm["threads"].as<int>();
   o.cache_dir = vm["cache-dir"].as<std::string>();
   o.checkpoint_dir = vm["checkpoint-dir"].as<std::string>();
-  return execute_job(o, plugin_folders(vm)) == "lost" ? kExitLeaseLost : 0;
+  return execute_job(o, plugin_folders(vm)) == store::RunStatus::lost ? kExitLeaseLost : 0;
 }
 
 }  // namespace attnlab

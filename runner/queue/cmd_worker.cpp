@@ -153,7 +153,7 @@ int cmd_bench_queue(const Args& args, const std::string& self_exe) {
     double first = 0, last = 0;
     std::int64_t done = 0;
     for (const auto& r : runs) {
-      if (r.status != "done") continue;
+      if (r.status != store::RunStatus::done) continue;
       ++done;
       const double begin = unix_seconds(r.started_at), end = unix_seconds(r.finished_at);
       first = done == 1 ? begin : std::min(first, begin);

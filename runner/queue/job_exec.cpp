@@ -90,7 +90,21 @@ void share_file(const std::string& from, const std::string& to) {
   if (link_error) fs::copy_file(from, to, fs::copy_options::overwrite_existing);
 }
 
-bool is_final(const std::string& status) { return status == "done" || status == "diverged" || status == "oom"; }
+bool is_final(store::RunStatus status) {
+  return status == store::RunStatus::done || status == store::RunStatus::diverged || status == store::RunStatus::oom;
+}
+
+// The run's status for how its training ended (the same names).
+store::RunStatus run_status(TrainStatus status) {
+  switch (status) {
+    case TrainStatus::done: return store::RunStatus::done;
+    case TrainStatus::diverged: return store::RunStatus::diverged;
+    case TrainStatus::oom: return store::RunStatus::oom;
+    case TrainStatus::failed: return store::RunStatus::failed;
+    case TrainStatus::interrupted: return store::RunStatus::interrupted;
+  }
+  return store::RunStatus::failed;
+}
 
 // The job cannot run as configured, here or anywhere, until someone changes something: its plugin
 // is not found, its configuration or a parameter is refused, its data is missing or malformed.
@@ -123,7 +137,7 @@ std::string resume_checkpoint_path(const std::string& checkpoint_dir, std::int64
   return checkpoint_dir + "/job-" + std::to_string(job_id) + ".run-" + std::to_string(run_id) + ".resume.pt";
 }
 
-std::string execute_job(const JobExecOptions& options, const std::vector<std::string>& plugin_dirs) {
+store::RunStatus execute_job(const JobExecOptions& options, const std::vector<std::string>& plugin_dirs) {
   store::Database db(options.db_path, store::Database::Open::existing);
   store::JobFilter this_job;
   this_job.ids = {options.job_id};
@@ -137,13 +151,14 @@ std::string execute_job(const JobExecOptions& options, const std::vector<std::st
   if (found.front().lease_run_id != run_id) {
     observer.lost("job " + std::to_string(stored.id) + " is not leased to run " + std::to_string(run_id));
     std::cerr << "attnlab: " << label << " " << observer.lost_reason() << "; nothing written\n";
-    return "lost";
+    return store::RunStatus::lost;
   }
 
   const PluginRegistry registry = job_registry(found.front().plugin_dirs, plugin_dirs);
   const std::string checkpoint_dir = options.checkpoint_dir.empty() ? options.db_path + ".ckpt" : options.checkpoint_dir;
   TrainJob job;
-  RunOutcome outcome;
+  RunOutcome outcome;  // its status is the trainer's; `status` is what the run ends as
+  store::RunStatus status = store::RunStatus::done;
   try {
     const JobPlan plan = parse_job_config(stored.config_toml, "job " + std::to_string(stored.id) + " config", registry);
     const auto* method = registry.find(PluginKind::attention, plan.method);
@@ -205,17 +220,20 @@ std::string execute_job(const JobExecOptions& options, const std::vector<std::st
 
     if (stop_flag().load()) {
       // stopped before the first step: nothing to checkpoint; the earlier attempt's file stays the resume point
-      outcome.status = "interrupted";
+      status = store::RunStatus::interrupted;
       std::error_code ignored;
       if (job.resume) fs::remove(job.resume_path, ignored);
     } else {
       outcome = train_and_evaluate(job, splits, observer);
+      status = run_status(outcome.status);
     }
   } catch (const store::LeaseLost& e) {
     observer.lost(e.what());
   } catch (const std::exception& e) {
     std::string what = e.what();
-    outcome.status = compat::is_out_of_memory(e) ? "oom" : is_deterministic_refusal(e) ? "rejected" : "failed";
+    status = compat::is_out_of_memory(e)  ? store::RunStatus::oom
+             : is_deterministic_refusal(e) ? store::RunStatus::rejected
+                                           : store::RunStatus::failed;
     outcome.error = what.substr(0, what.find('\n'));  // c10 errors append a backtrace
   }
 
@@ -223,30 +241,30 @@ std::string execute_job(const JobExecOptions& options, const std::vector<std::st
     try {
       // a run that ended early may still have saved a best-validation checkpoint
       const bool saved = !job.checkpoint_path.empty() && fs::exists(job.checkpoint_path);
-      db.finish_run(run_id, outcome.status, outcome.results, outcome.error, saved ? job.checkpoint_path : "");
+      db.finish_run(run_id, status, outcome.results, outcome.error, saved ? job.checkpoint_path : "");
     } catch (const store::LeaseLost& e) {
       observer.lost(e.what());
     }
   }
   if (observer.lease_lost()) {
     observer.printer().finish("lost its lease (" + observer.lost_reason() + "); this attempt wrote nothing more");
-    return "lost";
+    return store::RunStatus::lost;
   }
-  if (is_final(outcome.status)) {  // nothing will resume this job again
+  if (is_final(status)) {  // nothing will resume this job again
     std::error_code ignored;
     if (!job.resume_path.empty()) fs::remove(job.resume_path, ignored);
     if (!observer.superseded().empty()) fs::remove(observer.superseded(), ignored);
   }
 
-  std::string summary = outcome.status;
+  std::string summary = to_string(status);
   for (const auto& [name, value] : outcome.results)
     if (name == "test_acc") summary += "  test acc " + std::to_string(value).substr(0, 6);
   if (!outcome.error.empty()) summary += ": " + outcome.error;
-  if (outcome.status == "rejected")
+  if (status == store::RunStatus::rejected)
     summary += " (not retried: job " + std::to_string(stored.id) + " is blocked until `attnlab queue retry " +
                std::to_string(stored.id) + "`)";
   observer.printer().finish(summary);
-  return outcome.status;
+  return status;
 }
 
 }  // namespace attnlab

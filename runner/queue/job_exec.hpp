@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "attnlab/store.hpp"
 #include "plugin_host/plugin_host.hpp"
 
 namespace attnlab {
@@ -29,13 +30,13 @@ struct JobExecOptions {
   const std::atomic<bool>* stop = nullptr;  // set by a signal: checkpoint, end 'interrupted'
 };
 
-// Returns the run's status (done, failed, diverged, oom, interrupted, rejected), or "lost" when
+// Returns the run's status (done, failed, diverged, oom, interrupted, rejected), or lost when
 // the lease was lost (nothing more was written). Plugins are searched in the job's own folders
 // (jobs.plugin_dirs) first, then `plugin_dirs` and the usual search path. A ConfigError,
 // ParamError or DataError (plugin not found, configuration or data refused) ends the attempt
 // 'rejected' and blocks the job: trying again cannot help. Errors before the run could be
 // recorded (an unreadable database) throw.
-std::string execute_job(const JobExecOptions& options, const std::vector<std::string>& plugin_dirs);
+store::RunStatus execute_job(const JobExecOptions& options, const std::vector<std::string>& plugin_dirs);
 
 // Where a run's resume checkpoint goes: one file per attempt, so an attempt that lost its lease
 // can never overwrite the checkpoint of the attempt that holds it.

@@ -28,7 +28,7 @@ std::string runs_table(const std::vector<store::RunSummary>& runs) {
   for (const auto& r : runs) {
     auto wall = r.result("wall_seconds");
     auto peak = r.result("peak_memory_bytes");
-    table.add({std::to_string(r.run_id), r.method, r.dataset, std::to_string(r.seed), r.status, fixed(r.result("test_acc")),
+    table.add({std::to_string(r.run_id), r.method, r.dataset, std::to_string(r.seed), to_string(r.status), fixed(r.result("test_acc")),
                fixed(r.result("majority_rate")), fixed(r.result("best_val_acc")), wall ? format_duration(*wall) : "-",
                fixed(r.result("steps_per_second"), "%.2f"), peak ? format_bytes(*peak) : "-"});
   }

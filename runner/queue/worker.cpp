@@ -39,11 +39,11 @@ double lease_lost_grace(double lease_seconds) { return std::clamp(lease_seconds 
 bool nothing_left(store::Database& db, const std::vector<std::int64_t>& only) {
   if (only.empty()) {
     for (const auto& [state, count] : db.queue_counts())
-      if ((state == "queued" || state == "running") && count > 0) return false;
+      if ((state == store::JobState::queued || state == store::JobState::running) && count > 0) return false;
     return true;
   }
   store::JobFilter filter;
-  filter.states = {"queued", "running"};
+  filter.states = {store::JobState::queued, store::JobState::running};
   filter.ids = only;
   return db.list_jobs(filter).empty();
 }
@@ -93,7 +93,7 @@ class DeviceWorker {
     store::JobFilter filter;
     filter.ids = ran_;
     for (const auto& q : db_.list_jobs(filter))
-      if (q.job.state != "done") return kDeviceWorkerJobsNotDone;
+      if (q.job.state != store::JobState::done) return kDeviceWorkerJobsNotDone;
     return kDeviceWorkerDone;
   }
 
@@ -101,7 +101,7 @@ class DeviceWorker {
 
   void release_interrupted(const store::Lease& lease, const std::string& why) {
     try {
-      db_.finish_run(lease.run_id, "interrupted", {}, why, "");
+      db_.finish_run(lease.run_id, store::RunStatus::interrupted, {}, why, "");
     } catch (const store::LeaseLost&) {
     }
   }
@@ -126,7 +126,7 @@ class DeviceWorker {
       if (!heartbeat(lease)) return;  // taken from us: write nothing
     }
     try {
-      db_.finish_run(lease.run_id, "done", {{"noop", 1.0}}, "", "");
+      db_.finish_run(lease.run_id, store::RunStatus::done, {{"noop", 1.0}}, "", "");
     } catch (const store::LeaseLost&) {
     }
   }
@@ -203,10 +203,13 @@ class DeviceWorker {
     // is counted against the job's infrastructure cap instead.
     const bool stopped = stop_requests() > 0 && (exit.stopped_by_request() || exit.ok());
     const bool from_outside = exit.signalled && !exit.crashed_itself();
-    const std::string status = stopped ? "interrupted" : from_outside ? "lost" : "failed";
-    const std::string error = "job process " + exit.describe() + (status == "lost" ? ", not by its own code" : "");
+    const store::RunStatus status = stopped        ? store::RunStatus::interrupted
+                                    : from_outside ? store::RunStatus::lost
+                                                   : store::RunStatus::failed;
+    const std::string error =
+        "job process " + exit.describe() + (status == store::RunStatus::lost ? ", not by its own code" : "");
     try {
-      if (db_.fail_run_if_unfinished(lease.run_id, status, error)) say(what + " " + status + ": " + error);
+      if (db_.fail_run_if_unfinished(lease.run_id, status, error)) say(what + " " + to_string(status) + ": " + error);
     } catch (const store::LeaseLost&) {
       say(what + " is no longer ours (lease lost); nothing more written");
     }
@@ -218,9 +221,10 @@ class DeviceWorker {
   std::string taken_from_us(const store::Lease& lease) {
     try {
       const store::RunAttempt run = db_.run_attempt(lease.run_id);
-      if (run.status == "lost") return "lost its lease (" + run.error + ")";
-      if (run.status == "interrupted" && db_.job(lease.job_id).state == "cancelled") return "was cancelled";
-      if (run.status == "running") return "lost its lease (run " + std::to_string(lease.run_id) + " holds it no more)";
+      if (run.status == store::RunStatus::lost) return "lost its lease (" + run.error + ")";
+      if (run.status == store::RunStatus::interrupted && db_.job(lease.job_id).state == store::JobState::cancelled)
+        return "was cancelled";
+      if (run.status == store::RunStatus::running) return "lost its lease (run " + std::to_string(lease.run_id) + " holds it no more)";
       return "";
     } catch (const store::StoreError& e) {
       return std::string("lost its lease (") + e.what() + ")";

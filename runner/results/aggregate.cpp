@@ -47,11 +47,13 @@ SeedStats seed_stats(const std::vector<double>& values) {
   return s;
 }
 
-bool is_failed_state(const std::string& state) {
-  return state == "failed" || state == "diverged" || state == "oom" || state == "blocked";
+bool is_failed_state(store::JobState state) {
+  using S = store::JobState;
+  return state == S::failed || state == S::diverged || state == S::oom || state == S::blocked;
 }
-bool is_unfinished_state(const std::string& state) {
-  return state == "queued" || state == "running" || state == "submitted" || state == "cancelled";
+bool is_unfinished_state(store::JobState state) {
+  using S = store::JobState;
+  return state == S::queued || state == S::running || state == S::submitted || state == S::cancelled;
 }
 
 void GroupOrder::see(const std::vector<std::string>& key) {
@@ -91,7 +93,7 @@ std::vector<GroupSummary> summarize(const std::vector<store::JobRow>& rows, std:
     g.jobs = jobs.size();
     std::vector<std::vector<double>> values(metric_count);
     for (const auto* r : jobs) {
-      if (r->state == "done") {
+      if (r->state == store::JobState::done) {
         ++g.done;
         for (std::size_t m = 0; m < metric_count && m < r->metrics.size(); ++m)
           if (r->metrics[m]) values[m].push_back(*r->metrics[m]);
@@ -147,7 +149,7 @@ Grid results_grid(const store::Selection& selection, const std::vector<store::Jo
     for (const auto& r : rows) {
       std::vector<Cell> row = {Cell::of_integer(r.job_id), r.run_id ? Cell::of_integer(r.run_id) : Cell::none(),
                                Cell::of_text(r.experiment), Cell::of_text(r.method), Cell::of_text(r.dataset),
-                               Cell::of_integer(r.seed), Cell::of_text(r.state)};
+                               Cell::of_integer(r.seed), Cell::of_text(to_string(r.state))};
       for (std::size_t g = 0; g < r.group.size(); ++g)
         if (shown_group[g]) row.push_back(Cell::of_text(r.group[g]));
       for (std::size_t m = 0; m < selection.metrics.size(); ++m)

@@ -27,8 +27,8 @@ struct GroupSummary {
   std::vector<SeedStats> metrics;  // one per metric of the rows
 };
 
-bool is_failed_state(const std::string& state);      // failed | diverged | oom
-bool is_unfinished_state(const std::string& state);  // queued | running | submitted | cancelled
+bool is_failed_state(store::JobState state);      // failed | diverged | oom | blocked
+bool is_unfinished_state(store::JobState state);  // queued | running | submitted | cancelled
 
 // The order groups are listed in, key by key: numbers (seeds, learning rates, sizes) by value,
 // before text; text (methods, datasets) in the order the rows first name it, which is the

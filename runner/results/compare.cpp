@@ -57,7 +57,7 @@ std::map<GroupKey, SideGroup, GroupOrder> by_group(const Side& side, const std::
   for (const auto& job : side.jobs) {
     SideGroup& g = groups[job.group];
     const auto& value = job.metrics.front();
-    if (job.state != "done") ++g.left_out[job.state];
+    if (job.state != store::JobState::done) ++g.left_out[to_string(job.state)];
     else if (!value) ++g.left_out["no " + metric];
     else if (std::isnan(*value)) ++g.left_out[metric + " NaN"];
     else g.values.push_back(*value);

@@ -54,7 +54,7 @@ std::vector<RunCurve> read_run_curves(store::Database& db, const std::vector<std
     if (run.points.empty()) {
       const std::string has = curves_of(db, id);
       throw std::runtime_error("run " + std::to_string(id) + " (" + run.method + "/" + run.dataset + " seed " +
-                               std::to_string(run.seed) + ", " + run.status + ") has no " + split + "/" + name +
+                               std::to_string(run.seed) + ", " + to_string(run.status) + ") has no " + split + "/" + name +
                                " points; " + (has.empty() ? "it has no curve points at all" : "it has " + has));
     }
     runs.push_back(std::move(run));

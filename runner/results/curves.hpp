@@ -21,7 +21,8 @@ struct CurveSample {
 // One run's curve of one (split, name), by step.
 struct RunCurve {
   std::int64_t run_id = 0, job_id = 0;
-  std::string method, dataset, status;
+  std::string method, dataset;
+  store::RunStatus status = store::RunStatus::running;
   std::int64_t seed = 0;
   std::vector<CurveSample> points;
 };

@@ -91,7 +91,7 @@ Grid paper_table(store::Database& db, PaperTable which, const PaperTableOptions&
     c.values.resize(qs.size());
     ++c.jobs;
     if (is_failed_state(r.state)) ++c.failed;
-    else if (r.state != "done") ++c.unfinished;
+    else if (r.state != store::JobState::done) ++c.unfinished;
     else {
       c.runs.push_back(r.run_id);
       for (std::size_t q = 0; q < qs.size() && q < selection.metrics.size(); ++q)

@@ -159,7 +159,7 @@ int slurm_submit(const Args& args, const std::string& self_exe) {
   // This experiment's jobs still waiting in the queue, in id order; each becomes one array task.
   std::map<std::string, const JobPlan*> plan_of;
   for (const auto& plan : experiment.jobs) plan_of[plan.config_hash] = &plan;
-  std::map<std::string, std::int64_t> other_states;
+  std::map<std::string, std::int64_t> other_states;  // by state name
   std::vector<store::QueuedJob> chosen;
   if (dry_run) {
     for (const auto& plan : experiment.jobs) {
@@ -170,8 +170,8 @@ int slurm_submit(const Args& args, const std::string& self_exe) {
     store::JobFilter of_experiment;
     of_experiment.ids = job_ids;
     for (const auto& q : db->list_jobs(of_experiment)) {
-      if (q.job.state == "queued" && plan_of.count(q.job.config_hash)) chosen.push_back(q);
-      else ++other_states[q.job.state];
+      if (q.job.state == store::JobState::queued && plan_of.count(q.job.config_hash)) chosen.push_back(q);
+      else ++other_states[to_string(q.job.state)];
     }
   }
   std::stable_sort(chosen.begin(), chosen.end(), [](const auto& a, const auto& b) { return a.job.id < b.job.id; });
@@ -179,7 +179,7 @@ int slurm_submit(const Args& args, const std::string& self_exe) {
     std::string states;
     for (const auto& [state, n] : other_states) states += (states.empty() ? "" : ", ") + std::to_string(n) + " " + state;
     throw SlurmError("slurm submit: nothing queued to submit for experiment '" + experiment.name + "' in " + db_path +
-                     " (" + (states.empty() ? "no jobs" : states) + (other_states.count("done") ? "; --rerun runs done jobs again" : "") + ")");
+                     " (" + (states.empty() ? "no jobs" : states) + (other_states.count(to_string(store::JobState::done)) ? "; --rerun runs done jobs again" : "") + ")");
   }
 
   // Mark first, so that a local worker on this database cannot claim a job the array will run;
@@ -355,12 +355,15 @@ int slurm_collect(const Args& args) {
     for (const auto& task : manifest.tasks) {
       if (unreadable.count(task.index)) continue;
       const auto found = jobs.find(task.job_id);
-      const std::string state = found == jobs.end() ? "missing from the database" : found->second.job.state;
-      if (state == "done") {
+      const store::QueuedJob* job = found == jobs.end() ? nullptr : &found->second;
+      const std::string state = job ? to_string(job->job.state) : "missing from the database";
+      const auto is = [job](store::JobState s) { return job && job->job.state == s; };
+      if (is(store::JobState::done)) {
         ++done;
-      } else if (state == "failed" || state == "diverged" || state == "oom" || state == "blocked") {
+      } else if (is(store::JobState::failed) || is(store::JobState::diverged) || is(store::JobState::oom) ||
+                 is(store::JobState::blocked)) {
         ++failed;
-        details << "  task " << task.index << ", " << task_name(task) << ": " << state << ": " << found->second.error << "\n";
+        details << "  task " << task.index << ", " << task_name(task) << ": " << state << ": " << job->error << "\n";
       } else {
         ++unfinished;
         const bool listed = in_slurm && in_slurm->count(task.index);

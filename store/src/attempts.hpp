@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 
+#include "attnlab/store.hpp"
+
 namespace attnlab::store::attempts {
 
 // The job of run `run_id` if the run holds its job's lease (jobs.lease_run_id = run and the run
@@ -21,10 +23,11 @@ std::int64_t job_if_holding_lease(sqlite3* db, const std::string& path, std::int
 // crash) -> one more failure, then queued, or failed once failures reach max_attempts ("N
 // attempts failed; last: ERROR"); lost (ended from outside) -> the same against
 // infra_failures and max_infra_failures; rejected (cannot run as configured) -> blocked, not
-// counted; interrupted -> queued, not counted; cancelled (a run status only here: the run ends
-// 'interrupted') -> the job is cancelled.
+// counted; interrupted -> queued, not counted. `running` is a StoreError.
 void end_attempt(sqlite3* db, const std::string& path, std::int64_t run_id, std::int64_t job_id,
-                 const std::string& status, const std::string& error);
+                 RunStatus status, const std::string& error);
+// Ends it for `attnlab queue cancel`: the run ends 'interrupted' ("cancelled"), the job is cancelled.
+void cancel_attempt(sqlite3* db, const std::string& path, std::int64_t run_id, std::int64_t job_id);
 
 // Ends as 'lost' the lease of every running job whose lease expired before `now` (every one if
 // `now` is negative), with `why`, or "lease expired: ..." when `why` is empty. Returns how many.

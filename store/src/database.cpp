@@ -66,7 +66,7 @@ Job read_job(const sql::Statement& st) {
   j.seed = st.column_int64(4);
   j.config_toml = st.column_text(5);
   j.config_hash = st.column_text(6);
-  j.state = st.column_text(7);
+  j.state = parse_job_state(st.column_text(7));
   return j;
 }
 
@@ -159,7 +159,7 @@ AddedJob Database::add_job(const JobSpec& spec) {
     if (find.step()) {
       added.job_id = find.column_int64(0);
       added.existed = true;
-      added.state = find.column_text(1);
+      added.state = parse_job_state(find.column_text(1));
       return added;  // nothing written; the guard rolls the empty transaction back
     }
   }
@@ -178,7 +178,7 @@ AddedJob Database::add_job(const JobSpec& spec) {
     insert.bind(7, sql::json_array(spec.plugin_dirs));
   insert.run();
   added.job_id = sqlite3_last_insert_rowid(db_);
-  added.state = "queued";
+  added.state = JobState::queued;
 
   sql::Statement param(db_, path_, "INSERT INTO job_params (job_id, key, value) VALUES (?1, ?2, ?3)");
   for (const auto& [key, value] : spec.params) {
@@ -221,18 +221,19 @@ std::vector<Job> Database::jobs_of_experiment(std::int64_t experiment_id) {
 
 void Database::requeue_job(std::int64_t job_id) {
   sql::Transaction tx(db_, path_);
-  std::string state;
+  JobState state = JobState::queued;
   {
     sql::Statement st(db_, path_, "SELECT state FROM jobs WHERE id = ?1");
     st.bind(1, job_id);
     if (!st.step()) throw StoreError(path_ + ": no job with id " + std::to_string(job_id));
-    state = st.column_text(0);
+    state = parse_job_state(st.column_text(0));
   }
-  if (state == "queued") return;  // nothing to do; the guard rolls the empty transaction back
+  if (state == JobState::queued) return;  // nothing to do; the guard rolls the empty transaction back
   // A running or submitted job belongs to its lease holder or its SLURM task: taking it back here
   // would let two attempts write.
-  if (state == "running" || state == "submitted")
-    throw StoreError(path_ + ": job " + std::to_string(job_id) + " is " + state + "; cancel it first to run it again");
+  if (state == JobState::running || state == JobState::submitted)
+    throw StoreError(path_ + ": job " + std::to_string(job_id) + " is " + to_string(state) +
+                     "; cancel it first to run it again");
   sql::Statement st(db_, path_, "UPDATE jobs SET state = 'queued', failures = 0, infra_failures = 0 WHERE id = ?1");
   st.bind(1, job_id);
   st.run();

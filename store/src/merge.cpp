@@ -53,8 +53,9 @@ void check_shard(sqlite3* db, const std::string& shard) {
     if (!tables.count(table)) throw StoreError(shard + ": not an attnlab database (no table " + table + ")");
 }
 
-bool is_final(const std::string& state) {
-  return state == "done" || state == "failed" || state == "diverged" || state == "oom" || state == "blocked";
+bool is_final(JobState state) {
+  return state == JobState::done || state == JobState::failed || state == JobState::diverged ||
+         state == JobState::oom || state == JobState::blocked;
 }
 
 std::int64_t insert_id(sqlite3* db) { return sqlite3_last_insert_rowid(db); }
@@ -74,7 +75,8 @@ class Merge {
  private:
   struct ShardJob {
     std::int64_t main_id = 0;
-    std::string state, error;
+    JobState state = JobState::queued;
+    std::string error;
     std::int64_t failures = 0, infra_failures = 0;
   };
 
@@ -108,13 +110,14 @@ class Merge {
                       "FROM shard.jobs s LEFT JOIN main.jobs m ON m.config_hash = s.config_hash ORDER BY s.id");
     while (st.step()) {
       const std::int64_t shard_id = st.column_int64(0);
-      ShardJob job{st.column_int64(5), st.column_text(2), st.column_text(3), st.column_int64(4), st.column_int64(6)};
+      ShardJob job{st.column_int64(5), parse_job_state(st.column_text(2)), st.column_text(3), st.column_int64(4),
+                   st.column_int64(6)};
       if (job.main_id == 0) job.main_id = add_job(shard_id, st.column_int64(1), job.state);
       jobs_[shard_id] = job;
     }
   }
 
-  std::int64_t add_job(std::int64_t shard_id, std::int64_t shard_experiment, const std::string& state) {
+  std::int64_t add_job(std::int64_t shard_id, std::int64_t shard_experiment, JobState state) {
     const std::int64_t experiment = main_experiment(shard_experiment);
     {
       // Not final in the shard: its task still owns it, so nobody here may claim it.
@@ -123,7 +126,7 @@ class Merge {
                         "created_at, failures, max_attempts, infra_failures, max_infra_failures, plugin_dirs, error) "
                         "SELECT ?1, method, dataset, seed, config_toml, config_hash, ?2, created_at, failures, "
                         "max_attempts, infra_failures, max_infra_failures, plugin_dirs, error FROM shard.jobs WHERE id = ?3");
-      st.bind(1, experiment).bind(2, is_final(state) ? state : std::string("submitted")).bind(3, shard_id);
+      st.bind(1, experiment).bind(2, to_string(is_final(state) ? state : JobState::submitted)).bind(3, shard_id);
       st.run();
     }
     const std::int64_t id = insert_id(db_);
@@ -143,7 +146,7 @@ class Merge {
                       "SELECT s.id, s.job_id, s.status, EXISTS (SELECT 1 FROM main.runs m WHERE m.uid = s.uid) "
                       "FROM shard.runs s ORDER BY s.job_id, s.attempt");
     while (st.step()) {
-      if (st.column_text(2) == "running") {
+      if (parse_run_status(st.column_text(2)) == RunStatus::running) {
         ++report_.runs_unfinished;
       } else if (st.column_int64(3)) {
         ++report_.runs_present;
@@ -199,7 +202,7 @@ class Merge {
       sql::Statement st(db_, path_,
                         "UPDATE main.jobs SET state = ?1, failures = ?2, infra_failures = ?5, error = ?3 "
                         "WHERE id = ?4 AND state NOT IN ('running', 'done')");
-      st.bind(1, job.state).bind(2, job.failures).bind_text_or_null(3, job.error).bind(4, job.main_id);
+      st.bind(1, to_string(job.state)).bind(2, job.failures).bind_text_or_null(3, job.error).bind(4, job.main_id);
       st.bind(5, job.infra_failures);
       st.run();
     }

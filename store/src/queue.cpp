@@ -10,8 +10,6 @@
 namespace attnlab::store {
 namespace {
 
-constexpr const char* kStates[] = {"queued", "running", "submitted", "done", "failed", "diverged", "oom", "blocked", "cancelled"};
-
 template <typename T>
 void bind_list_or_null(sql::Statement& st, int index, const std::vector<T>& values) {
   if (values.empty())
@@ -29,7 +27,8 @@ namespace {
 struct LeaseState {
   bool found = false;
   std::int64_t job_id = 0;
-  std::string run_status, job_state;
+  RunStatus run_status = RunStatus::running;
+  JobState job_state = JobState::queued;
   std::int64_t lease_run_id = 0;  // 0: none
 };
 
@@ -42,14 +41,14 @@ LeaseState lease_state(sqlite3* db, const std::string& path, std::int64_t run_id
   if (!st.step()) return s;
   s.found = true;
   s.job_id = st.column_int64(0);
-  s.run_status = st.column_text(1);
-  s.job_state = st.column_text(2);
+  s.run_status = parse_run_status(st.column_text(1));
+  s.job_state = parse_job_state(st.column_text(2));
   s.lease_run_id = st.column_int64(3);
   return s;
 }
 
 bool holds(const LeaseState& s, std::int64_t run_id) {
-  return s.found && s.run_status == "running" && s.lease_run_id == run_id;
+  return s.found && s.run_status == RunStatus::running && s.lease_run_id == run_id;
 }
 
 }  // namespace
@@ -59,12 +58,12 @@ std::int64_t require_lease(sqlite3* db, const std::string& path, std::int64_t ru
   if (!s.found) throw StoreError(path + ": no run with id " + std::to_string(run_id));
   if (holds(s, run_id)) return s.job_id;
   std::string why;
-  if (s.run_status != "running")
-    why = "the run is '" + s.run_status + "'";
+  if (s.run_status != RunStatus::running)
+    why = std::string("the run is '") + to_string(s.run_status) + "'";
   else if (s.lease_run_id != 0)
     why = "run " + std::to_string(s.lease_run_id) + " holds it now";
   else
-    why = "the job is '" + s.job_state + "'";
+    why = std::string("the job is '") + to_string(s.job_state) + "'";
   throw LeaseLost(path + ": run " + std::to_string(run_id) + " no longer holds the lease of job " +
                   std::to_string(s.job_id) + " (" + why + "); nothing written");
 }
@@ -74,19 +73,37 @@ std::int64_t job_if_holding_lease(sqlite3* db, const std::string& path, std::int
   return holds(s, run_id) ? s.job_id : 0;
 }
 
-void end_attempt(sqlite3* db, const std::string& path, std::int64_t run_id, std::int64_t job_id,
-                 const std::string& status, const std::string& error) {
-  const bool cancelled = status == "cancelled";
-  const bool takes_state = status == "done" || status == "diverged" || status == "oom" || cancelled;
-  const bool own_failure = status == "failed";  // the method's (or its process's) own crash
-  const bool infra_failure = status == "lost";   // ended from outside: expiry, a kill, a requeued task
-  if (!takes_state && !own_failure && !infra_failure && status != "interrupted" && status != "rejected")
-    throw StoreError(path + ": '" + status + "' is not a way for an attempt to end");
+namespace {
+
+// The job's state after its attempt ended `status`, unless that is counted (failed, lost: the
+// counts decide) or the attempt never ended (running).
+std::optional<JobState> state_after(RunStatus status) {
+  switch (status) {
+    case RunStatus::done: return JobState::done;
+    case RunStatus::diverged: return JobState::diverged;
+    case RunStatus::oom: return JobState::oom;
+    case RunStatus::interrupted: return JobState::queued;
+    case RunStatus::rejected: return JobState::blocked;
+    case RunStatus::running:
+    case RunStatus::failed:
+    case RunStatus::lost: break;
+  }
+  return std::nullopt;
+}
+
+// end_attempt, or with `cancelled` (status interrupted) cancel_attempt.
+void end(sqlite3* db, const std::string& path, std::int64_t run_id, std::int64_t job_id, RunStatus status,
+         const std::string& error, bool cancelled) {
+  const bool own_failure = !cancelled && status == RunStatus::failed;  // the method's (or its process's) own crash
+  const bool infra_failure = !cancelled && status == RunStatus::lost;   // ended from outside: expiry, a kill, a requeued task
+  const std::optional<JobState> takes = cancelled ? JobState::cancelled : state_after(status);  // the job's new state
+  if (status == RunStatus::running || (!own_failure && !infra_failure && !takes))
+    throw StoreError(path + ": '" + to_string(status) + "' is not a way for an attempt to end");
   {
     sql::Statement st(db, path,
                       "UPDATE runs SET status = ?1, finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), error = ?2 "
                       "WHERE id = ?3");
-    st.bind(1, cancelled ? std::string("interrupted") : status).bind_text_or_null(2, error).bind(3, run_id);
+    st.bind(1, to_string(status)).bind_text_or_null(2, error).bind(3, run_id);
     st.run();
   }
   // Each statement releases the lease in the same write that leaves 'running' (the table's CHECK
@@ -114,13 +131,24 @@ void end_attempt(sqlite3* db, const std::string& path, std::int64_t run_id, std:
     st.bind_text_or_null(1, error).bind(2, job_id);
     st.run();
   } else {
-    const std::string state = status == "interrupted" ? "queued" : status == "rejected" ? "blocked" : status;
+    const JobState state = *takes;
     sql::Statement st(db, path,
                       "UPDATE jobs SET state = ?1, error = ?2, lease_run_id = NULL, lease_owner = NULL, "
                       "lease_expires_at = NULL WHERE id = ?3");
-    st.bind(1, state).bind_text_or_null(2, error).bind(3, job_id);
+    st.bind(1, to_string(state)).bind_text_or_null(2, error).bind(3, job_id);
     st.run();
   }
+}
+
+}  // namespace
+
+void end_attempt(sqlite3* db, const std::string& path, std::int64_t run_id, std::int64_t job_id, RunStatus status,
+                 const std::string& error) {
+  end(db, path, run_id, job_id, status, error, false);
+}
+
+void cancel_attempt(sqlite3* db, const std::string& path, std::int64_t run_id, std::int64_t job_id) {
+  end(db, path, run_id, job_id, RunStatus::interrupted, "cancelled", true);
 }
 
 std::int64_t end_leases(sqlite3* db, const std::string& path, double now, const std::string& why) {
@@ -142,7 +170,7 @@ std::int64_t end_leases(sqlite3* db, const std::string& path, double now, const 
         !why.empty() ? why
                      : "lease expired: " + (h.owner.empty() ? std::string("its worker") : "worker " + h.owner) +
                            " stopped renewing it";
-    end_attempt(db, path, h.run_id, h.job_id, "lost", error);
+    end_attempt(db, path, h.run_id, h.job_id, RunStatus::lost, error);
   }
   return static_cast<std::int64_t>(ending.size());
 }
@@ -252,7 +280,9 @@ std::vector<QueuedJob> Database::list_jobs(const JobFilter& filter) {
                     "AND (?2 IS NULL OR j.method IN (SELECT value FROM json_each(?2))) "
                     "AND (?3 IS NULL OR j.dataset IN (SELECT value FROM json_each(?3))) "
                     "AND (?4 IS NULL OR j.id IN (SELECT value FROM json_each(?4))) ORDER BY j.id");
-  bind_list_or_null(st, 1, filter.states);
+  std::vector<std::string> states;
+  for (const JobState state : filter.states) states.push_back(to_string(state));
+  bind_list_or_null(st, 1, states);
   bind_list_or_null(st, 2, filter.methods);
   bind_list_or_null(st, 3, filter.datasets);
   bind_list_or_null(st, 4, filter.ids);
@@ -266,7 +296,7 @@ std::vector<QueuedJob> Database::list_jobs(const JobFilter& filter) {
     q.job.seed = st.column_int64(4);
     q.job.config_toml = st.column_text(5);
     q.job.config_hash = st.column_text(6);
-    q.job.state = st.column_text(7);
+    q.job.state = parse_job_state(st.column_text(7));
     q.attempts = st.column_int64(8);
     q.failures = st.column_int64(9);
     q.max_attempts = st.column_int64(10);
@@ -296,7 +326,7 @@ RunAttempt read_attempt(const sql::Statement& st) {
   RunAttempt a;
   a.run_id = st.column_int64(0);
   a.attempt = st.column_int64(1);
-  a.status = st.column_text(2);
+  a.status = parse_run_status(st.column_text(2));
   a.worker = st.column_text(3);
   a.host = st.column_text(4);
   a.device = st.column_text(5);
@@ -333,19 +363,19 @@ std::vector<std::int64_t> Database::cancel_jobs(const std::vector<std::int64_t>&
   sql::Transaction tx(db_, path_);
   std::vector<std::int64_t> changed;
   for (const std::int64_t id : ids) {
-    std::string state;
+    JobState state = JobState::queued;
     std::int64_t lease_run = 0;
     {
       sql::Statement st(db_, path_, "SELECT state, coalesce(lease_run_id, 0) FROM jobs WHERE id = ?1");
       st.bind(1, id);
       if (!st.step()) continue;
-      state = st.column_text(0);
+      state = parse_job_state(st.column_text(0));
       lease_run = st.column_int64(1);
     }
-    if (state == "running") {
+    if (state == JobState::running) {
       // The holder's next write or heartbeat finds the lease gone and stops the attempt.
-      attempts::end_attempt(db_, path_, lease_run, id, "cancelled", "cancelled");
-    } else if (state == "queued" || state == "submitted" || state == "blocked") {
+      attempts::cancel_attempt(db_, path_, lease_run, id);
+    } else if (state == JobState::queued || state == JobState::submitted || state == JobState::blocked) {
       sql::Statement st(db_, path_, "UPDATE jobs SET state = 'cancelled' WHERE id = ?1");
       st.bind(1, id);
       st.run();
@@ -377,14 +407,14 @@ std::vector<std::int64_t> Database::retry_jobs(const std::vector<std::int64_t>& 
   return changed;
 }
 
-std::vector<std::pair<std::string, std::int64_t>> Database::queue_counts() {
-  std::vector<std::pair<std::string, std::int64_t>> counts;
-  for (const char* state : kStates) counts.emplace_back(state, 0);
+std::vector<std::pair<JobState, std::int64_t>> Database::queue_counts() {
+  std::vector<std::pair<JobState, std::int64_t>> counts;
+  for (const JobState state : kJobStates) counts.emplace_back(state, 0);
   sql::Statement st(db_, path_, "SELECT state, count(*) FROM jobs GROUP BY state");
   while (st.step()) {
-    const std::string state = st.column_text(0);
-    for (auto& [name, n] : counts)
-      if (name == state) n = st.column_int64(1);
+    const JobState state = parse_job_state(st.column_text(0));
+    for (auto& [s, n] : counts)
+      if (s == state) n = st.column_int64(1);
   }
   return counts;
 }

@@ -10,12 +10,10 @@ namespace {
 
 // The statuses a run's own process may end it with; its worker, ending it for a process that died,
 // may also say `lost` (killed from outside): a run never says that of itself.
-void check_final_status(const std::string& path, const std::string& status, bool by_worker) {
-  if (status == "done" || status == "failed" || status == "diverged" || status == "oom" || status == "interrupted" ||
-      status == "rejected" || (by_worker && status == "lost"))
-    return;
-  throw StoreError(path + ": '" + status + "' is not a final run status (done, failed, diverged, oom, interrupted, " +
-                   "rejected" + (by_worker ? ", lost)" : ")"));
+void check_final_status(const std::string& path, RunStatus status, bool by_worker) {
+  if (status != RunStatus::running && (by_worker || status != RunStatus::lost)) return;
+  throw StoreError(path + ": '" + to_string(status) + "' is not a final run status (done, failed, diverged, oom, " +
+                   "interrupted, rejected" + (by_worker ? ", lost)" : ")"));
 }
 
 }  // namespace
@@ -69,7 +67,7 @@ void Database::append_curve(std::int64_t run_id, const std::vector<CurvePoint>& 
   tx.commit();
 }
 
-void Database::finish_run(std::int64_t run_id, const std::string& status,
+void Database::finish_run(std::int64_t run_id, RunStatus status,
                           const std::vector<std::pair<std::string, double>>& results, const std::string& error,
                           const std::string& checkpoint_path) {
   check_final_status(path_, status, false);
@@ -92,7 +90,7 @@ void Database::finish_run(std::int64_t run_id, const std::string& status,
   tx.commit();
 }
 
-bool Database::fail_run_if_unfinished(std::int64_t run_id, const std::string& status, const std::string& error) {
+bool Database::fail_run_if_unfinished(std::int64_t run_id, RunStatus status, const std::string& error) {
   check_final_status(path_, status, true);
   sql::Transaction tx(db_, path_);
   const std::int64_t job_id = attempts::job_if_holding_lease(db_, path_, run_id);
@@ -235,7 +233,7 @@ std::vector<RunSummary> Database::summaries(std::optional<std::int64_t> experime
       s.dataset = st.column_text(4);
       s.seed = st.column_int64(5);
       s.attempt = st.column_int64(6);
-      s.status = st.column_text(7);
+      s.status = parse_run_status(st.column_text(7));
       s.device = st.column_text(8);
       s.error = st.column_text(9);
       s.started_at = st.column_text(10);

@@ -135,7 +135,7 @@ std::vector<JobRow> select_jobs(Database& db, const Selection& selection) {
     row.method = st.column_text(3);
     row.dataset = st.column_text(4);
     row.seed = st.column_int64(5);
-    row.state = st.column_text(6);
+    row.state = parse_job_state(st.column_text(6));
     for (std::size_t g = 0; g < selection.group_by.size(); ++g)
       row.group.push_back(st.column_text(first_group + static_cast<int>(g)));
     row.metrics.assign(selection.metrics.size(), std::nullopt);

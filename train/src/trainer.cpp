@@ -227,7 +227,7 @@ RunOutcome train_and_evaluate(const TrainJob& job, const TrainSplits& data, Trai
         points.push_back({loop.steps_done, "train", "acc", loop.last_train_acc, wall});
         points.push_back({loop.steps_done, "train", "lr", lr, wall});
         if (!std::isfinite(loop.last_train_loss)) {
-          outcome.status = "diverged";
+          outcome.status = TrainStatus::diverged;
           outcome.error = "training loss became " + std::to_string(loop.last_train_loss) + " by step " + std::to_string(loop.steps_done);
           break;
         }
@@ -267,13 +267,13 @@ RunOutcome train_and_evaluate(const TrainJob& job, const TrainSplits& data, Trai
         observer.on_checkpoint(loop.steps_done, job.resume_path);
       }
       if (stopping) {
-        outcome.status = "interrupted";
+        outcome.status = TrainStatus::interrupted;
         outcome.error = "stopped after step " + std::to_string(loop.steps_done);
         break;
       }
     }
   } catch (const std::exception& e) {
-    outcome.status = compat::is_out_of_memory(e) ? "oom" : "failed";
+    outcome.status = compat::is_out_of_memory(e) ? TrainStatus::oom : TrainStatus::failed;
     std::string what = e.what();
     outcome.error = what.substr(0, what.find('\n'));  // c10 errors append a backtrace
   }
@@ -289,7 +289,7 @@ RunOutcome train_and_evaluate(const TrainJob& job, const TrainSplits& data, Trai
     r.push_back({"best_val_acc", loop.best_val});
     r.push_back({"best_step", static_cast<double>(loop.best_step)});
   }
-  if (outcome.status == "done" && loop.best_step >= 0) {
+  if (outcome.status == TrainStatus::done && loop.best_step >= 0) {
     try {
       restore(model, loop.best_state);
       draws.before_evaluation();
@@ -312,7 +312,7 @@ RunOutcome train_and_evaluate(const TrainJob& job, const TrainSplits& data, Trai
         r.push_back({"mean_pass_acc", m.mean_acc});
       }
     } catch (const std::exception& e) {
-      outcome.status = compat::is_out_of_memory(e) ? "oom" : "failed";
+      outcome.status = compat::is_out_of_memory(e) ? TrainStatus::oom : TrainStatus::failed;
       outcome.error = std::string("test evaluation: ") + e.what();
     }
   }

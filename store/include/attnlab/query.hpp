@@ -72,7 +72,7 @@ struct JobRow {
   std::int64_t run_id = 0;  // the run that counts (job_outcomes.run_id); 0 while there is none
   std::string experiment, method, dataset;
   std::int64_t seed = 0;
-  std::string state;                 // the job's state
+  JobState state = JobState::queued;  // the job's state
   std::vector<std::string> group;    // one per Selection::group_by; "" when the job lacks the key
   // One per Selection::metrics: nullopt when the counting run has no such result (or there is no
   // counting run); NaN when it stored NaN (NULL).

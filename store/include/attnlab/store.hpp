@@ -2,6 +2,7 @@
 // The results database: experiments, jobs, runs, curves and final results in one SQLite file.
 // Schema and migrations: store/README.md. Every write is one transaction; every value is bound.
 #include <cstdint>
+#include <iosfwd>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -37,6 +38,28 @@ struct LeaseLost : std::runtime_error {
 // its expiry time still holds until someone ends it (a claim, expire_leases): a late heartbeat
 // that comes first keeps it. Lease times are unix seconds from the writer's clock.
 
+// In C++ they are enums; the database stores their names (to_string), and reading a row parses
+// them back (an unknown name is a StoreError).
+enum class JobState { queued, running, done, failed, diverged, oom, blocked, cancelled, submitted };
+enum class RunStatus { running, done, failed, diverged, oom, interrupted, lost, rejected };
+
+// Every value, in the order `attnlab queue status` counts them (job states) or as declared (run statuses).
+inline constexpr JobState kJobStates[] = {JobState::queued, JobState::running,  JobState::submitted,
+                                          JobState::done,   JobState::failed,   JobState::diverged,
+                                          JobState::oom,    JobState::blocked,  JobState::cancelled};
+inline constexpr RunStatus kRunStatuses[] = {RunStatus::running, RunStatus::done,        RunStatus::failed,
+                                             RunStatus::diverged, RunStatus::oom,        RunStatus::interrupted,
+                                             RunStatus::lost,    RunStatus::rejected};
+
+const char* to_string(JobState state);    // "queued", ...: the stored name
+const char* to_string(RunStatus status);  // "running", ...
+// The value of a stored name; a StoreError for any other text: "unknown job state 'x' (one of
+// queued, running, ...)" / "unknown run status 'x' (one of running, done, ...)".
+JobState parse_job_state(const std::string& name);
+RunStatus parse_run_status(const std::string& name);
+std::ostream& operator<<(std::ostream& out, JobState state);
+std::ostream& operator<<(std::ostream& out, RunStatus status);
+
 struct JobSpec {
   std::int64_t experiment_id = 0;
   std::string method;
@@ -56,7 +79,7 @@ struct Job {
   std::int64_t seed = 0;
   std::string config_toml;
   std::string config_hash;
-  std::string state;
+  JobState state = JobState::queued;
 };
 
 // A job with its queue bookkeeping, as `attnlab queue list|show` prints it.
@@ -80,7 +103,7 @@ struct QueuedJob {
 struct RunAttempt {
   std::int64_t run_id = 0;
   std::int64_t attempt = 0;
-  std::string status;
+  RunStatus status = RunStatus::running;
   std::string worker, host, device;
   std::int64_t pid = 0;
   std::string started_at, finished_at, heartbeat_at;  // "" when not set
@@ -91,7 +114,8 @@ struct RunAttempt {
 };
 
 struct JobFilter {
-  std::vector<std::string> states, methods, datasets;  // empty: any
+  std::vector<JobState> states;                  // empty: any
+  std::vector<std::string> methods, datasets;    // empty: any
   std::vector<std::int64_t> ids;                       // empty: any
 };
 
@@ -123,7 +147,7 @@ struct MergeReport {
 struct AddedJob {
   std::int64_t job_id = 0;
   bool existed = false;  // a job with the same config_hash was already there
-  std::string state;     // its state now
+  JobState state = JobState::queued;  // its state now
 };
 
 struct PluginFile {
@@ -169,7 +193,7 @@ struct RunSummary {
   std::string dataset;
   std::int64_t seed = 0;
   std::int64_t attempt = 0;
-  std::string status;
+  RunStatus status = RunStatus::running;
   std::string device;
   std::string error;
   std::string started_at;
@@ -285,7 +309,7 @@ class Database {
   // submitted (its SLURM task died or never ran) -> queued as it was; returns the ids changed.
   std::vector<std::int64_t> retry_jobs(const std::vector<std::int64_t>& ids);
   // Counts per job state (every state present, zero included).
-  std::vector<std::pair<std::string, std::int64_t>> queue_counts();
+  std::vector<std::pair<JobState, std::int64_t>> queue_counts();  // in kJobStates order
   // Marks jobs handed to a SLURM array: queued -> submitted (other states are left alone);
   // returns the ids changed.
   std::vector<std::int64_t> mark_submitted(const std::vector<std::int64_t>& ids);
@@ -302,13 +326,13 @@ class Database {
   // done | diverged | oom -> the job takes that state; failed -> queued again, or failed once
   // failures reach max_attempts; lost -> the same against max_infra_failures; rejected ->
   // blocked; interrupted -> queued (not counted as a failure).
-  void finish_run(std::int64_t run_id, const std::string& status,
+  void finish_run(std::int64_t run_id, RunStatus status,
                   const std::vector<std::pair<std::string, double>>& results,
                   const std::string& error, const std::string& checkpoint_path);
   // For the worker whose job process died: ends the run as `status` with `error` (as finish_run,
   // or `lost` when a signal from outside killed the process) only if it is still 'running' and
   // holds the lease; returns whether it changed anything.
-  bool fail_run_if_unfinished(std::int64_t run_id, const std::string& status, const std::string& error);
+  bool fail_run_if_unfinished(std::int64_t run_id, RunStatus status, const std::string& error);
   // The newest resume checkpoint an earlier attempt of the job left ("" if none), and the run
   // that wrote it; set by the job process with set_resume_checkpoint after each save.
   // Only attempts after the job's last done/diverged/oom run count: a job run again (--rerun,

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -87,12 +88,28 @@ struct TrainJob {
   bool resume = false;
   std::string identity;  // what names the job beyond its model and train config (e.g. its config hash)
   // Checked once per step (relaxed load): when set, the run checkpoints at the end of that step
-  // and returns status "interrupted" with what it measured so far. May be null.
+  // and returns status `interrupted` with what it measured so far. May be null.
   const std::atomic<bool>* stop = nullptr;
 };
 
+// How a training run ended. The runner stores it as the run's status (store::RunStatus, same
+// names); train/ does not know the store.
+enum class TrainStatus { done, diverged, oom, failed, interrupted };
+
+inline const char* to_string(TrainStatus status) {
+  switch (status) {
+    case TrainStatus::done: return "done";
+    case TrainStatus::diverged: return "diverged";
+    case TrainStatus::oom: return "oom";
+    case TrainStatus::failed: return "failed";
+    case TrainStatus::interrupted: return "interrupted";
+  }
+  return "?";
+}
+inline std::ostream& operator<<(std::ostream& out, TrainStatus status) { return out << to_string(status); }
+
 struct RunOutcome {
-  std::string status = "done";  // done | diverged | oom | failed | interrupted
+  TrainStatus status = TrainStatus::done;
   std::string error;
   std::vector<std::pair<std::string, double>> results;  // test_acc, best_val_acc, ... (store/README.md)
 };
