@@ -48,6 +48,12 @@ grep -qx "Searched: mine/build, bits/build, $scratch/prefix/lib/attnlab/plugins,
 # The conformance suite passes on the new method as written, and catches a defect
 "$attnlab" check mine/build/attn_mine.so > check.log || { cat check.log; fail "attnlab check fails the template"; }
 [ "$(grep -c '^  pass  ' check.log)" = 7 ] || fail "not 7 checks passed: $(cat check.log)"
+# --bench: its training step beside softmax's, each measured by a bench process of the installed attnlab
+"$attnlab" check mine/build/attn_mine.so --bench --bench-lengths 32,64 > check.log 2>&1 ||
+  { cat check.log; fail "attnlab check --bench fails the template"; }
+grep -Eq '^  pass  training step \(bench\) +32 tokens .* s/step, .* \(x.* and x.* softmax.s\); 64 tokens ' check.log ||
+  fail "no bench line for both lengths beside softmax: $(cat check.log)"
+[ "$(grep -c '^mine  *[36][24]  *done' check.log)" = 2 ] || fail "bench's table lacks mine's two rows: $(cat check.log)"
 "$attnlab" check bits/build/data_bits.so > check.log || { cat check.log; fail "attnlab check fails the dataset template"; }
 [ "$(grep -c '^  pass  ' check.log)" = 5 ] || fail "not 5 dataset checks passed: $(cat check.log)"
 defect="$build_dir/tests/defect_plugins/defect_padding.so"

@@ -20,6 +20,7 @@
 #include "cli/commands.hpp"
 #include "attnlab/store.hpp"
 #include "queue/child_process.hpp"
+#include "queue/progress.hpp"  // format_bytes
 
 namespace attnlab {
 namespace {
@@ -483,10 +484,10 @@ CheckResult bench_against_softmax(const LoadedPlugin& plugin, const std::vector<
       continue;
     }
     std::string cell = std::to_string(row.seq_len) + " tokens " + figure(row.step_seconds_median) + " s/step, " +
-                       figure(row.peak_memory_bytes / (1024.0 * 1024.0)) + " MiB";
+                       format_bytes(row.peak_memory_bytes);
     if (const auto* reference = softmax_at(row.seq_len); reference && name != "softmax")
-      cell += " (softmax x" + figure(row.step_seconds_median / reference->step_seconds_median) + ", x" +
-              figure(row.peak_memory_bytes / reference->peak_memory_bytes) + ")";
+      cell += " (x" + figure(row.step_seconds_median / reference->step_seconds_median) + " and x" +
+              figure(row.peak_memory_bytes / reference->peak_memory_bytes) + " softmax's)";
     r.figure += (r.figure.empty() ? "" : "; ") + cell;
   }
   return r;
