@@ -3,7 +3,7 @@
 // plugins are loaded through the plugin host, so the .so files are what is tested.
 #include <gtest/gtest.h>
 
-#include "test_support.hpp"
+#include "method_support.hpp"
 
 #include <cmath>
 #include <vector>
@@ -18,68 +18,25 @@
 namespace attnlab {
 namespace {
 
-const PluginRegistry& registry() { return testing::built_plugins(); }
+using testing::alone;
+using testing::Batch;
+using testing::fill_padding;
+using testing::make_batch;
+using testing::max_diff;
 
-const LoadedPlugin& plugin(const std::string& name) {
-  const auto* p = registry().find(PluginKind::attention, name);
-  if (!p) throw std::runtime_error("attention plugin '" + name + "' not found");
-  return *p;
-}
+const LoadedPlugin& plugin(const std::string& name) { return testing::attention_plugin(name); }
 
-using Overrides = std::vector<std::pair<const char*, ParamValue>>;
-
-std::shared_ptr<AttentionMethod> make(const std::string& name, const Overrides& overrides = {},
+std::shared_ptr<AttentionMethod> make(const std::string& name, const testing::Overrides& overrides = {},
                                       AttentionShape shape = {2, 8, 64}) {
-  ParamValues params = plugin(name).defaults();
-  for (const auto& [key, value] : overrides) params.set(key, value);
-  auto m = plugin(name).make_attention(shape, params);
-  m->eval();
-  return m;
+  return testing::make_method(name, overrides, shape);
 }
 
-at::Generator generator(std::uint64_t seed) { return at::make_generator<at::CPUGeneratorImpl>(seed); }
+at::Generator generator(std::uint64_t seed) { return testing::seeded_generator(seed); }
 
-// Forward with the method's randomness drawn from a generator seeded with `seed`.
 at::Tensor run(AttentionMethod& m, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                const at::Tensor& valid, std::uint64_t seed = 7) {
-  auto g = generator(seed);
-  if (m.stochastic()) m.redraw(g);
-  return m.forward(q, k, v, valid);
+  return testing::seeded_forward(m, q, k, v, valid, seed);
 }
-
-struct Batch {
-  at::Tensor q, k, v, valid;
-};
-
-// B sequences of n positions, sequence b having real[b] real tokens followed by padding.
-Batch make_batch(std::vector<std::int64_t> real, std::int64_t heads, std::int64_t n, std::int64_t dim,
-                 std::uint64_t seed, double spread = 0.5) {
-  auto g = generator(seed);
-  const auto b = static_cast<std::int64_t>(real.size());
-  Batch x;
-  x.q = at::randn({b, heads, n, dim}, g, at::kDouble) * spread;
-  x.k = at::randn({b, heads, n, dim}, g, at::kDouble) * spread;
-  x.v = at::randn({b, heads, n, dim}, g, at::kDouble);
-  x.valid = at::zeros({b, n}, at::kBool);
-  for (std::int64_t i = 0; i < b; ++i) x.valid[i].slice(0, 0, real[i]).fill_(true);
-  return x;
-}
-
-// Sequence b of a batch without its padding, as a batch of one.
-Batch alone(const Batch& x, std::int64_t b, std::int64_t real) {
-  return {x.q.slice(0, b, b + 1).slice(2, 0, real), x.k.slice(0, b, b + 1).slice(2, 0, real),
-          x.v.slice(0, b, b + 1).slice(2, 0, real), at::ones({1, real}, at::kBool)};
-}
-
-// The same batch with `value` at every padded position of q, k and v.
-Batch fill_padding(const Batch& x, double value) {
-  Batch y{x.q.clone(), x.k.clone(), x.v.clone(), x.valid};
-  const auto padded = x.valid.logical_not().unsqueeze(1).unsqueeze(-1);
-  for (auto* t : {&y.q, &y.k, &y.v}) t->masked_fill_(padded, value);
-  return y;
-}
-
-double max_diff(const at::Tensor& a, const at::Tensor& b) { return (a - b).abs().max().item<double>(); }
 
 // exp(−‖x − y‖² / 2) for the rows x of a [n, p] and y of b [m, p], as a formula on [n, m].
 at::Tensor gaussian(const at::Tensor& a, const at::Tensor& b) {
