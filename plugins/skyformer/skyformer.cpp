@@ -5,17 +5,15 @@
 // computed right to left in O(n · m · p); the pseudo-inverse by the iteration in attnlab/linalg.
 #include <cmath>
 #include <cstdint>
-#include <limits>
-#include <mutex>
 #include <stdexcept>
 
 #include <ATen/ATen.h>
-#include <ATen/CPUGeneratorImpl.h>
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
 #include "attnlab/attention.hpp"
 #include "attnlab/linalg.hpp"
+#include "attnlab/seed_stream.hpp"
 
 namespace attnlab::skyformer {
 
@@ -43,28 +41,6 @@ Sampling parse_sampling(const std::string& text) {
   throw ParamError("sampling: expected qk_halves, union or all, got '" + text + "'");
 }
 
-// SplitMix64: seeds for independent streams from one seed and a counter.
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-// A generator on `device` seeded with `seed`, so that landmarks are drawn where they are used
-// (no host-to-device copy, no synchronisation).
-at::Generator generator_on(const c10::Device& device, std::uint64_t seed) {
-  if (device.is_cpu()) return at::make_generator<at::CPUGeneratorImpl>(seed);
-  at::Generator device_default = at::globalContext().defaultGenerator(device);
-  at::Generator g;
-  {
-    std::lock_guard<std::mutex> lock(device_default.mutex());
-    g = device_default.clone();
-  }
-  g.set_current_seed(seed);
-  return g;
-}
-
 class SkyformerAttention : public AttentionMethod {
  public:
   SkyformerAttention(std::int64_t landmarks, double gamma, linalg::PinvOptions pinv, Sampling sampling)
@@ -76,28 +52,17 @@ class SkyformerAttention : public AttentionMethod {
 
   // One seed from the caller's generator; every later draw derives from it (training: a fresh
   // stream per forward call; evaluation: one fixed stream, so evaluating is repeatable).
-  void redraw(at::Generator& generator) override {
-    const auto options = at::TensorOptions().dtype(at::kLong).device(generator.device());
-    seed_ = static_cast<std::uint64_t>(
-        at::randint(std::numeric_limits<std::int64_t>::max(), {1}, generator, options).cpu().item<std::int64_t>());
-    draws_ = 0;
-  }
+  void redraw(at::Generator& generator) override { landmark_stream_.reseed(generator); }
 
-  // seed_ and draws_ (the landmark stream) are plain members, not buffers: the trainer's resume
-  // checkpoints save the model through Module::save, so they travel with it here. Archives
-  // without them (checkpoints written before) load the tensors only.
+  // The landmark stream is not a buffer: the trainer's resume checkpoints save the model through
+  // Module::save, so it travels with it here. Archives without it load the tensors only.
   void save(torch::serialize::OutputArchive& archive) const override {
     AttentionMethod::save(archive);
-    archive.write("landmark_seed", c10::IValue(static_cast<std::int64_t>(seed_)));
-    archive.write("landmark_draws", c10::IValue(static_cast<std::int64_t>(draws_)));
+    landmark_stream_.save(archive, "landmark");
   }
   void load(torch::serialize::InputArchive& archive) override {
     AttentionMethod::load(archive);
-    c10::IValue seed, draws;
-    if (archive.try_read("landmark_seed", seed) && archive.try_read("landmark_draws", draws)) {
-      seed_ = static_cast<std::uint64_t>(seed.toInt());
-      draws_ = static_cast<std::uint64_t>(draws.toInt());
-    }
+    landmark_stream_.load(archive, "landmark");
   }
 
   at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& key_valid) override {
@@ -141,8 +106,7 @@ class SkyformerAttention : public AttentionMethod {
   // so a sequence gets the same landmarks whatever its padding or its place in the batch.
   at::Tensor landmark_rows(const at::Tensor& valid) {
     const auto n = valid.size(1);
-    const std::uint64_t stream = is_training() ? draws_++ : ~std::uint64_t{0};
-    auto generator = generator_on(valid.device(), mix(mix(seed_) ^ stream));
+    auto generator = landmark_stream_.next(valid.device(), is_training());
     const auto on_device = at::TensorOptions().device(valid.device());
     const auto u = at::rand({landmarks_}, generator, on_device.dtype(at::kDouble)).unsqueeze(0);  // [1, m]
     const auto len = valid.sum(1, /*keepdim=*/true);  // [B, 1] valid rows of Q (and of K)
@@ -164,8 +128,7 @@ class SkyformerAttention : public AttentionMethod {
   double gamma_;
   linalg::PinvOptions pinv_;
   Sampling sampling_;
-  std::uint64_t seed_ = 0;
-  std::uint64_t draws_ = 0;
+  SeedStream landmark_stream_;
 };
 
 std::shared_ptr<AttentionMethod> create(const AttentionShape&, const ParamValues& params) {
