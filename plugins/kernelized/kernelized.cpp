@@ -1,19 +1,50 @@
 // Kernelized attention (Chen et al., 2021, "Skyformer", eq. 3): C V with the Gaussian kernel
 // C = κ(Q / p^¼, K / p^¼), κ(x, y) = exp(−‖x − y‖² / 2), p the head dimension; no row
 // normalisation. Padded keys contribute nothing. O(n²): the exact reference Skyformer approximates.
+//
+// C_ij = exp(S_ij) with S_ij = q_i·k_j − ‖q_i‖²/2 − ‖k_j‖²/2 has softmax's shape, so the backward is
+// written by hand as softmax's is (attnlab/torch_compat): one n×n buffer, dS = (dO Vᵀ) ∘ C in place,
+// then dQ = dS K − rowsum(dS) ∘ Q, dK = dSᵀ Q − colsum(dS) ∘ K, dV = Cᵀ dO. Autograd's generic
+// backward of the same expression holds several n×n tensors at once.
 #include <ATen/ATen.h>
+#include <torch/csrc/autograd/custom_function.h>
 
 #include "attnlab/attention.hpp"
 #include "attnlab/linalg.hpp"
 
 namespace attnlab::kernelized {
 
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// out = κ(q, k) v on rows already scaled by p^-¼ and zeroed at padding; `valid` [B, 1, N] masks
+// the kernel's columns (exactly 0 there).
+struct GaussianKernelAttention : public torch::autograd::Function<GaussianKernelAttention> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            const at::Tensor& valid) {
+    auto c = linalg::gaussian_kernel(q, k, {}, valid);  // [B, H, N, N], the one n×n tensor kept
+    auto out = at::matmul(c, v);
+    ctx->save_for_backward({q, k, v, c});
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &q = saved[0], &k = saved[1], &v = saved[2], &c = saved[3];
+    const auto& g = grads[0];
+    auto grad_v = at::matmul(c.transpose(-2, -1), g);
+    auto grad_s = at::matmul(g, v.transpose(-2, -1)).mul_(c);  // dS = dC ∘ C (where S was clamped, ∂ is ~0 anyway)
+    auto grad_q = at::matmul(grad_s, k).sub_(grad_s.sum(-1, /*keepdim=*/true) * q);
+    auto grad_k = at::matmul(grad_s.transpose(-2, -1), q).sub_(grad_s.sum(-2).unsqueeze(-1) * k);
+    return {grad_q, grad_k, grad_v, at::Tensor()};
+  }
+};
+
 class KernelizedAttention : public AttentionMethod {
  public:
   at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& key_valid) override {
     const auto in = linalg::scale_and_mask(q, k, v, key_valid);  // padded keys' kernel columns are then 0
-    const auto c = linalg::gaussian_kernel(in.q, in.k, {}, in.valid.unsqueeze(1));  // [B, H, N, N]
-    return at::matmul(c, in.v);
+    return GaussianKernelAttention::apply(in.q, in.k, in.v, in.valid.unsqueeze(1));
   }
 };
 
