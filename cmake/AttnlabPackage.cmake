@@ -1,7 +1,8 @@
 # What `cmake --install build --prefix P` adds beside the targets the folders install themselves
 # (bin/attnlab, lib/libattnlab_core.so, lib/attnlab/{plugins,datasets}/*.so): the plugin SDK's
-# headers, the experiment files, the CMake package a plugin author's find_package(attnlab) reads,
-# and CPack's Debian package (`cpack -G DEB` in the build folder).
+# headers, the experiment files and the papers' published numbers (conf/papers), the CMake package
+# a plugin author's find_package(attnlab) reads, and CPack's Debian package (`cpack -G DEB` in the
+# build folder).
 include(CMakePackageConfigHelpers)
 
 # The SDK: only what a plugin sees (the contract, parameters, the attention and dataset
@@ -14,6 +15,9 @@ install(FILES ${ATTNLAB_SDK_HEADERS} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/att
 
 file(GLOB ATTNLAB_CONF_FILES ${PROJECT_SOURCE_DIR}/conf/*.toml)
 install(FILES ${ATTNLAB_CONF_FILES} DESTINATION ${CMAKE_INSTALL_DATADIR}/attnlab/conf COMPONENT runtime)
+# the papers' published numbers, where `attnlab table --paper NAME` looks (runner/build_info.hpp.in)
+file(GLOB ATTNLAB_PAPER_FILES ${PROJECT_SOURCE_DIR}/conf/papers/*.toml)
+install(FILES ${ATTNLAB_PAPER_FILES} DESTINATION ${CMAKE_INSTALL_DATADIR}/attnlab/conf/papers COMPONENT runtime)
 
 set(ATTNLAB_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/attnlab)
 install(EXPORT attnlabTargets NAMESPACE attnlab:: DESTINATION ${ATTNLAB_CMAKE_DIR} COMPONENT sdk)

@@ -29,6 +29,7 @@ const char* kUsage =
     "  instability  Skyformer's instability score of an experiment's jobs against softmax\n"
     "  variance  RSD, PI, VA and AGV of a stored run of a stochastic method, from its checkpoint\n"
     "  inspect   eigenvalues of a stored GMM-kernel run's learned covariances\n"
+    "  spectrum  singular values of a stored run's attention output over one test batch (decay per task)\n"
     "  data      load and check an experiment's datasets: sizes, lengths, classes, load time, cache\n"
     "  queue     the job queue: add an experiment's jobs, list, show, cancel, retry\n"
     "  db        db migrate: bring a results database to this attnlab's schema\n"
@@ -70,6 +71,7 @@ int main(int argc, char** argv) {
     if (command == "data") return attnlab::cmd_data(args);
     if (command == "variance") return attnlab::cmd_variance(args);
     if (command == "inspect") return attnlab::cmd_inspect(args);
+    if (command == "spectrum") return attnlab::cmd_spectrum(args);
     if (command == "queue") return attnlab::cmd_queue(args);
     if (command == "db") return attnlab::cmd_db(args);
     if (command == "exec-job") return attnlab::cmd_exec_job(args);

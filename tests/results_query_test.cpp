@@ -343,7 +343,7 @@ TEST_F(Query, EveryReadmeQueryRuns) {
   EXPECT_GE(statements, blocks);
 }
 
-// A version 4 file (version 5 only adds views; 6 rebuilds the tables it reads) with finished jobs: readers refuse it in one line,
+// A version 4 file (version 5 only adds views; 6 rebuilds the tables it reads; 7 adds the spectrum tables, dropped here) with finished jobs: readers refuse it in one line,
 // `db migrate` (Open::migrate) adds the views, and they see the jobs that were there.
 TEST_F(Query, Version4FilesGetTheViewsByMigration) {
   {
@@ -352,19 +352,19 @@ TEST_F(Query, Version4FilesGetTheViewsByMigration) {
     char* err = nullptr;
     ASSERT_EQ(sqlite3_exec(db.handle(),
                            "DROP VIEW job_results; DROP VIEW seed_stats; DROP VIEW run_curves; DROP VIEW job_outcomes; "
-                           "PRAGMA user_version = 4",
+                           "DROP TABLE spectrum_results; DROP TABLE spectrum_summaries; PRAGMA user_version = 4",
                            nullptr, nullptr, &err),
               SQLITE_OK)
         << (err ? err : "");
   }
   const auto refused = attnlab({"results", "--db", file("old.db")});
   EXPECT_EQ(refused.status, 2);
-  EXPECT_NE(refused.err.find("database schema version 4 is older than this attnlab needs (6): run `attnlab db migrate"),
+  EXPECT_NE(refused.err.find("database schema version 4 is older than this attnlab needs (7): run `attnlab db migrate"),
             std::string::npos)
       << refused.err;
   const auto migrated = attnlab({"db", "migrate", "--db", file("old.db")});
   ASSERT_EQ(migrated.status, 0) << migrated.err;
-  EXPECT_EQ(migrated.out, file("old.db") + ": schema version 4 -> 6\n");
+  EXPECT_EQ(migrated.out, file("old.db") + ": schema version 4 -> 7\n");
   Database db(file("old.db"), Database::Open::existing);
   EXPECT_EQ(column(db, "SELECT n || ' ' || failed FROM seed_stats WHERE method = 'softmax' AND dataset = 'listops' "
                        "AND metric = 'test_acc'"),

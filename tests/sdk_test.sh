@@ -17,9 +17,14 @@ attnlab="$scratch/prefix/bin/attnlab"
 for f in lib/cmake/attnlab/attnlabConfig.cmake lib/cmake/attnlab/attnlabConfigVersion.cmake \
          include/attnlab/attention.hpp include/attnlab/dataset.hpp include/attnlab/dataset_plugin.hpp \
          include/attnlab/random_features.hpp include/attnlab/fastfood.hpp \
-         lib/attnlab/plugins/attn_softmax.so lib/attnlab/datasets/data_listops.so share/attnlab/conf/quickstart.toml; do
+         lib/attnlab/plugins/attn_softmax.so lib/attnlab/datasets/data_listops.so share/attnlab/conf/quickstart.toml \
+         share/attnlab/conf/papers/skyformer.toml share/attnlab/conf/papers/kl-transformer.toml; do
   [ -e "prefix/$f" ] || fail "the install lacks $f"
 done
+# `table --paper NAME` finds the installed papers, and only those
+if "$attnlab" table accuracy --paper nosuch --db none.db 2> err.log; then fail "an unknown paper was accepted"; fi
+grep -qF "no such paper (bundled: kl-transformer, skyformer; searched $scratch/prefix/share/attnlab/conf/papers;" err.log ||
+  fail "--paper lookup: $(cat err.log)"
 [ ! -e prefix/include/attnlab/train ] && [ ! -e prefix/include/attnlab/trainer.hpp ] || fail "host-only headers (attnlab/train/) installed"
 
 # `attnlab new`: the folders, and its one-line refusals

@@ -18,6 +18,7 @@ using attnlab::store::JobSpec;
 using attnlab::store::JobState;
 using attnlab::store::MergeReport;
 using attnlab::store::RunStatus;
+using attnlab::store::SpectrumResult;
 using attnlab::store::StoreError;
 using attnlab::store::testing::dump_tables;
 namespace fs = std::filesystem;
@@ -65,6 +66,13 @@ class Merge : public StoreTest {
     if (end == RunStatus::done) {
       db.set_variance_examples(lease->run_id, "test", 10, {0.5, 0.25}, {1, 0}, {2, 3}, {2, 3});
       db.finish_run(lease->run_id, RunStatus::done, {{"test_acc", test_acc}, {"steps_done", 20}}, "", "/shared/run.pt");
+      SpectrumResult spectrum;  // measured in the shard after training (attnlab spectrum --db SHARD)
+      spectrum.run_id = lease->run_id;
+      spectrum.layer = 2;
+      spectrum.stage = "out";
+      spectrum.batch = 4;
+      spectrum.values = {{4, 0, 1, 0, 0.9}, {1, 0, 0.25, 0, 0.1}};
+      db.set_spectrum(spectrum);
     } else if (end) {
       db.finish_run(lease->run_id, *end, {}, "task crash", "");
     }
@@ -103,6 +111,8 @@ TEST_F(Merge, AddsFinishedRunsOnceWithEverythingTheyWrote) {
   EXPECT_EQ(main_one("SELECT count(*) FROM curves WHERE run_id = " + done_run), "2");
   EXPECT_EQ(main_one("SELECT count(*) FROM run_plugins WHERE run_id = " + done_run), "2");
   EXPECT_EQ(main_one("SELECT count(*) FROM variance_examples WHERE run_id = " + done_run), "2");
+  EXPECT_EQ(main_one("SELECT count(*) FROM spectrum_summaries WHERE run_id = " + done_run), "1");
+  EXPECT_EQ(main_one("SELECT group_concat(normalised_mean) FROM spectrum_results WHERE run_id = " + done_run), "1.0,0.25");
   EXPECT_EQ(main_one("SELECT device_name || '|' || checkpoint_path FROM runs WHERE id = " + done_run),
             "NVIDIA H100 80GB HBM3|/shared/run.pt");
   // the job takes the shard's outcome and bookkeeping

@@ -19,6 +19,7 @@
 #include "../store/src/schema_v3.hpp"
 #include "../store/src/schema_v4.hpp"
 #include "../store/src/schema_v5.hpp"
+#include "../store/src/schema_v6.hpp"
 #include "attnlab/store.hpp"
 #include "store_support.hpp"
 
@@ -651,6 +652,46 @@ TEST_F(Queue, MigratesAVersion5FileKeepingEveryRowAndLease) {
   EXPECT_EQ(db.resume_point(2).first, "db.ckpt/job-2.run-21.resume.pt");
   // the lease still holds: the running attempt may write
   EXPECT_NO_THROW(db.append_curve(22, {{1, "train", "loss", 1.0, 0.1}}));
+}
+
+// A version 6 file with a finished run: migration 7 adds the spectrum tables and touches nothing
+// else; the run can then be measured.
+TEST_F(Queue, MigratesAVersion6FileAddingTheSpectrumTables) {
+  const std::string path = file("v6-data.db");
+  raw_exec(path, std::string(attnlab::store::kSchemaV1) + attnlab::store::kSchemaV2 + attnlab::store::kSchemaV3 + "PRAGMA foreign_keys = OFF;" +
+                     attnlab::store::kSchemaV4 + attnlab::store::kSchemaV5 + attnlab::store::kSchemaV6 + R"sql(
+    PRAGMA user_version = 6;
+    INSERT INTO experiments (id, name, source_path, config_text) VALUES (1, 'old', 'old.toml', '[experiment]');
+    INSERT INTO jobs (id, experiment_id, method, dataset, seed, config_toml, config_hash, state, attempts)
+      VALUES (1, 1, 'softmax', 'listops', 1, 'c1', 'h1', 'done', 1);
+    INSERT INTO runs (id, job_id, attempt, status, started_at, uid, checkpoint_path)
+      VALUES (20, 1, 1, 'done', '2025-01-01T00:00:00.000Z', 'u20', 'db.ckpt/run-20.pt');
+    INSERT INTO results VALUES (20, 'test_acc', 0.5);
+    INSERT INTO variance_examples VALUES (20, 'test', 0, 10, 0.5, 1, 2, 2);
+  )sql");
+  const std::string before = raw_query_one(path, "SELECT group_concat(sql, ';') FROM sqlite_master");
+  Database db(path);
+  EXPECT_EQ(db.migrated_from(), 6);
+  EXPECT_EQ(db.schema_version(), 7);
+  EXPECT_EQ(query_one(db.handle(), "PRAGMA integrity_check"), "ok");
+  EXPECT_TRUE(query(db.handle(), "PRAGMA foreign_key_check").empty());
+  // every version 6 object as it was, the two new tables after them
+  EXPECT_EQ(query_one(db.handle(), "SELECT group_concat(sql, ';') FROM sqlite_master WHERE name NOT LIKE 'spectrum%' "
+                                   "AND name NOT LIKE 'sqlite_autoindex_spectrum%'"),
+            before);
+  EXPECT_EQ(query(db.handle(), "SELECT name FROM sqlite_master WHERE name LIKE 'spectrum%' ORDER BY name"),
+            (std::vector<std::string>{"spectrum_results", "spectrum_summaries"}));
+  EXPECT_EQ(query_one(db.handle(), "SELECT (SELECT count(*) FROM runs) || ',' || (SELECT count(*) FROM results) || ',' || "
+                                   "(SELECT count(*) FROM variance_examples) || ',' || (SELECT count(*) FROM spectrum_summaries)"),
+            "1,1,1,0");
+  attnlab::store::SpectrumResult r;
+  r.run_id = 20;
+  r.layer = 1;
+  r.stage = "heads";
+  r.batch = 2;
+  r.values = {{1, 0, 1, 0, 1}};
+  db.set_spectrum(r);
+  EXPECT_EQ(db.spectrum_results({20}).size(), 1u);
 }
 
 }  // namespace

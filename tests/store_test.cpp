@@ -32,6 +32,7 @@ using attnlab::store::JobState;
 using attnlab::store::JobSpec;
 using attnlab::store::PluginFile;
 using attnlab::store::RunEnvironment;
+using attnlab::store::SpectrumResult;
 using attnlab::store::RunStatus;
 using attnlab::store::RunSummary;
 using attnlab::store::StoreError;
@@ -73,7 +74,8 @@ TEST_F(StoreTest, MigratesNewFileToTheCurrentVersion) {
 
   auto tables = query(db.handle(), "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name");
   EXPECT_EQ(tables, (std::vector<std::string>{"approx_results", "bench_results", "curves", "experiments", "job_params",
-                                              "jobs", "results", "run_plugins", "runs", "variance_examples"}));
+                                              "jobs", "results", "run_plugins", "runs", "spectrum_results",
+                                              "spectrum_summaries", "variance_examples"}));
   EXPECT_EQ(query(db.handle(), "SELECT name FROM sqlite_master WHERE type = 'view' ORDER BY name"),
             (std::vector<std::string>{"job_outcomes", "job_results", "run_curves", "run_summary", "seed_stats"}));
   auto view_columns = query(db.handle(), "SELECT name FROM pragma_table_info('run_summary')");
@@ -192,21 +194,81 @@ TEST_F(StoreTest, StudyResultsRoundTrip) {
   EXPECT_DOUBLE_EQ(approx[0].rel_error_std, 0.002);
 }
 
+// attnlab spectrum (schema 7): a measurement is a summary row and one row per index; measuring
+// the same (run, layer, stage, batch) again replaces both, another batch is another measurement.
+TEST_F(StoreTest, SpectrumRoundTripsAndReplacesTheSameMeasurement) {
+  Database db(file("spectrum.db"));
+  const auto experiment = db.add_experiment("e", "e.toml", "[experiment]");
+  const auto run = start_attempt(db, db.add_job(spec(experiment, "h")).job_id);
+  db.finish_run(run, RunStatus::done, {{"test_acc", 0.5}}, "", "");
+  SpectrumResult r;
+  r.run_id = run;
+  r.layer = 2;
+  r.stage = "out";
+  r.batch = 16;
+  r.matrices = 16;
+  r.width = 4;
+  r.rows_min = 10;
+  r.rows_max = 60;
+  r.rank90_mean = 1.5;
+  r.rank90_std = 0.5;
+  r.rank99_mean = 3;
+  r.rank99_std = NAN;  // one matrix: no std, stored as NULL
+  r.stable_rank_mean = 1.25;
+  r.values = {{8, 1, 1, 0, 0.8}, {2, 0.5, 0.25, 0.125, 0.15}, {1, 0.25, 0.125, 0.0625, 0.05}};
+  r.device = "cpu";
+  db.set_spectrum(r);
+  auto again = r;
+  again.values.pop_back();
+  again.rank90_mean = 1;
+  db.set_spectrum(again);  // replaces
+  auto other = r;
+  other.batch = 4;
+  db.set_spectrum(other);
+  EXPECT_EQ(query_one(db.handle(), "SELECT count(*) FROM spectrum_summaries"), "2");
+  EXPECT_EQ(query_one(db.handle(), "SELECT group_concat(idx || ':' || normalised_mean, ' ') FROM spectrum_results WHERE batch = 16"),
+            "1:1.0 2:0.25");
+  EXPECT_EQ(query_one(db.handle(), "SELECT k || ' ' || coalesce(rank99_std, 'NULL') FROM spectrum_summaries WHERE batch = 16"),
+            "2 NULL");
+  const auto all = db.spectrum_results();
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].batch, 4);  // ordered by run, layer, stage, batch
+  EXPECT_EQ(all[1].values.size(), 2u);
+  EXPECT_DOUBLE_EQ(all[1].rank90_mean, 1);
+  EXPECT_TRUE(std::isnan(all[1].rank99_std));
+  EXPECT_DOUBLE_EQ(all[1].values[1].sigma_mean, 2);
+  EXPECT_DOUBLE_EQ(all[1].values[1].energy_mean, 0.15);
+  EXPECT_EQ(all[1].stage, "out");
+  EXPECT_EQ(all[1].rows_max, 60);
+  EXPECT_FALSE(all[1].created_at.empty());
+  EXPECT_EQ(db.spectrum_results({run}).size(), 2u);
+  EXPECT_TRUE(db.spectrum_results({run + 1}).empty());
+
+  auto bad = r;
+  bad.run_id = run + 1;
+  EXPECT_THROW(db.set_spectrum(bad), StoreError);  // no such run
+  bad = r;
+  bad.stage = "middle";
+  EXPECT_THROW(db.set_spectrum(bad), StoreError);  // CHECK
+  EXPECT_EQ(query_one(db.handle(), "SELECT count(*) FROM spectrum_results"), "5");  // a failed write leaves nothing
+}
+
 TEST_F(StoreTest, RefusesNewerSchemaNamingFileAndVersions) {
   const std::string path = file("future.db");
   { Database db(path); }
-  raw_exec(path, "PRAGMA user_version = 7");
+  const std::string future = std::to_string(Database::kSchemaVersion + 1);
+  raw_exec(path, "PRAGMA user_version = " + future);
   try {
     Database db(path);
     FAIL() << "opened a database from the future";
   } catch (const StoreError& e) {
-    EXPECT_EQ(std::string(e.what()), path + ": database schema version 7 is newer than this attnlab knows (" +
+    EXPECT_EQ(std::string(e.what()), path + ": database schema version " + future + " is newer than this attnlab knows (" +
                                        std::to_string(Database::kSchemaVersion) + ")");
   }
   // Left untouched.
   sqlite3* raw = nullptr;
   ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
-  EXPECT_EQ(query_one(raw, "PRAGMA user_version"), "7");
+  EXPECT_EQ(query_one(raw, "PRAGMA user_version"), future);
   sqlite3_close(raw);
 }
 

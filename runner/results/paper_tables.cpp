@@ -48,6 +48,325 @@ void append_unique(std::vector<std::string>& v, const std::string& x) {
   if (std::find(v.begin(), v.end(), x) == v.end()) v.push_back(x);
 }
 
+// The selected jobs as cells per (method, task): values[q] the stored values of selection.metrics[q]
+// (q < count) over the done seeds; with `last_is_passes`, the last metric is variance_passes.
+struct Collected {
+  std::size_t jobs = 0;
+  std::vector<std::string> methods, tasks;  // in the order the jobs were first enqueued: the experiment file's
+  std::map<std::pair<std::string, std::string>, CellData> cells;
+  std::set<double> passes;
+};
+
+Collected collect(store::Database& db, const store::Selection& selection, std::size_t count, bool last_is_passes) {
+  Collected got;
+  const auto rows = store::select_jobs(db, selection);
+  got.jobs = rows.size();
+  for (const auto& r : rows) {
+    auto& c = got.cells[{r.method, r.dataset}];
+    c.values.resize(count);
+    ++c.jobs;
+    if (is_failed_state(r.state)) ++c.failed;
+    else if (r.state != store::JobState::done) ++c.unfinished;
+    else {
+      c.runs.push_back(r.run_id);
+      for (std::size_t q = 0; q < count && q < selection.metrics.size(); ++q)
+        if (r.metrics[q] && !std::isnan(*r.metrics[q])) c.values[q].push_back(*r.metrics[q]);
+      if (last_is_passes && r.metrics.back()) got.passes.insert(*r.metrics.back());
+    }
+    append_unique(got.tasks, r.dataset);
+    append_unique(got.methods, r.method);
+  }
+  return got;
+}
+
+
+// --- a paper's published numbers beside ours ---------------------------------------------------
+
+std::string printf_text(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+// How numbers of a unit are shown: the papers print accuracy in % and cost to two decimals.
+const char* shown_in(const std::string& unit) {
+  if (unit == "fraction") return "%.4f";
+  if (unit == "seconds" || unit == "MB") return "%.0f";
+  return "%.2f";
+}
+
+// One column of the comparison: a task of one of the paper's tables, or a table's average.
+struct Column {
+  std::string task;                 // dataset; "" for an average column
+  const PaperTableData* table = nullptr;
+  std::size_t index = 0;            // the task's place in table->tasks
+  std::string header;
+};
+
+// One row of the comparison: a printed row (or the same method's rows of several tables), or a
+// method of ours the paper does not have.
+struct MergedRow {
+  std::string label, method;
+  std::vector<std::pair<const PaperTableData*, const PaperRow*>> parts;
+  const PaperRow* in(const PaperTableData* table) const {
+    for (const auto& [t, r] : parts)
+      if (t == table) return r;
+    return nullptr;
+  }
+};
+
+// Our side of one cell: the seeds' values in the paper's unit, with the job counts.
+struct OursCell {
+  SeedStats stats;
+  const CellData* data = nullptr;
+};
+
+Grid paper_comparison(store::Database& db, PaperTable which, const PaperTableOptions& o) {
+  const Paper& paper = *o.paper;
+  if (which == PaperTable::variance)
+    throw PaperError("--paper: " + paper.file + " compares accuracy and cost tables; the variance metrics have no published table");
+  std::vector<const PaperTableData*> tables;
+  for (const auto& t : paper.tables)
+    if ((t.metric == PaperMetric::accuracy) == (which == PaperTable::accuracy)) tables.push_back(&t);
+  if (tables.empty())
+    throw PaperError("--paper: " + paper.file + " has no " +
+                     (which == PaperTable::accuracy ? std::string("accuracy") : std::string("time or memory")) + " table");
+
+  // Our results: the accuracy metric (a misspelt --metric stays an error), the cost results where
+  // the database has them.
+  const auto known = store::result_names(db);
+  const auto has = [&](const std::string& name) { return std::find(known.begin(), known.end(), name) != known.end(); };
+  const std::string metric_of[3] = {o.accuracy_metric, "steps_per_second", "peak_memory_bytes"};
+  store::Selection selection;
+  selection.where = o.where;
+  std::vector<int> slot(3, -1);  // PaperMetric -> index in selection.metrics
+  for (const auto* t : tables) {
+    const int m = static_cast<int>(t->metric);
+    if (slot[m] >= 0) continue;
+    if (t->metric == PaperMetric::accuracy ? known.empty() : !has(metric_of[m])) continue;
+    slot[m] = static_cast<int>(selection.metrics.size());
+    selection.metrics.push_back(metric_of[m]);
+  }
+  const Collected got = collect(db, selection, selection.metrics.size(), false);
+
+  // Columns: the tasks in the paper's order (each from the first of its tables that has it; a cost
+  // task once per time and memory table), then each table's printed average.
+  std::vector<std::string> tasks;
+  for (const auto* t : tables)
+    for (const auto& task : t->tasks) append_unique(tasks, task);
+  std::vector<Column> columns;
+  for (const auto& task : tasks)
+    for (const auto* t : tables) {
+      const auto at = std::find(t->tasks.begin(), t->tasks.end(), task);
+      if (at == t->tasks.end()) continue;
+      const bool one_quantity = which == PaperTable::accuracy;
+      columns.push_back({task, t, static_cast<std::size_t>(at - t->tasks.begin()), one_quantity ? task : task + " " + t->unit});
+      if (one_quantity) break;
+    }
+  std::size_t averaged_tables = 0;
+  for (const auto* t : tables) averaged_tables += !t->average.empty();
+  for (const auto* t : tables)
+    if (!t->average.empty()) columns.push_back({"", t, 0, averaged_tables == 1 ? "average" : "average " + t->id});
+
+  // Rows: the printed rows in the paper's order (one per method across its tables; a row that is
+  // no method by its label), then the methods of ours the paper does not have.
+  std::vector<MergedRow> merged;
+  for (const auto* t : tables)
+    for (const auto& r : t->rows) {
+      auto it = std::find_if(merged.begin(), merged.end(), [&](const MergedRow& m) {
+        return r.method.empty() ? m.method.empty() && m.label == r.label : m.method == r.method;
+      });
+      if (it == merged.end()) it = merged.insert(merged.end(), MergedRow{r.label, r.method, {}});
+      it->parts.push_back({t, &r});
+    }
+  for (const auto& m : got.methods)
+    if (std::none_of(merged.begin(), merged.end(), [&](const MergedRow& r) { return r.method == m; }))
+      merged.push_back(MergedRow{"", m, {}});
+
+  const auto ours = [&](const std::string& method, const std::string& task, const PaperTableData& t) {
+    OursCell cell;
+    const auto it = got.cells.find({method, task});
+    if (method.empty() || it == got.cells.end()) return cell;
+    cell.data = &it->second;
+    const int s = slot[static_cast<int>(t.metric)];
+    std::vector<double> values;
+    if (s >= 0)
+      for (double v : it->second.values[s]) values.push_back(to_paper_unit(t, v));
+    cell.stats = seed_stats(values);
+    return cell;
+  };
+  // The seeds a cell is measured against: the paper's for that row and table; where the paper does
+  // not say, the fullest of our cells in the comparison.
+  std::size_t fullest = 0;
+  for (const auto& r : merged)
+    for (const auto& c : columns)
+      if (!c.task.empty()) fullest = std::max(fullest, ours(r.method, c.task, *c.table).stats.n);
+  bool paper_said = false, fell_back = false;
+  const auto reference = [&](const MergedRow& r, const PaperTableData& t) -> std::size_t {
+    const PaperRow* pr = r.in(&t);
+    const std::int64_t s = pr ? paper_seeds(paper, t, *pr) : (t.seeds ? t.seeds : paper.seeds);
+    if (s > 0) return paper_said = true, static_cast<std::size_t>(s);
+    return fell_back = true, fullest;
+  };
+  const auto marks_of = [&](const OursCell& c, std::size_t ref) {
+    std::string m;
+    if (c.stats.n > 0 && c.stats.n < ref) m += kFewerSeedsMark;
+    if (c.data && c.data->failed) m += kFailedMark;
+    return m;
+  };
+  const bool ratio = which == PaperTable::cost;
+  const auto compare = [&](double a, double b) { return ratio ? a / b : a - b; };
+  const auto compare_text = [&](double v) { return ratio ? "×" + printf_text("%.2f", v) : printf_text("%+.2f", v); };
+
+  Grid grid;
+  if (o.wide) {
+    grid.header = {"method", "values"};
+    for (const auto& c : columns) grid.header.push_back(c.header);
+  } else {
+    grid.header = {"method", "paper_row", "task", "metric", "unit", "mean", "std", "n", "paper", "paper_seeds",
+                   "difference", "ratio", "jobs", "failed", "unfinished", "fewer_seeds", "with_failed"};
+  }
+  std::vector<std::string> row_notes;
+  std::vector<std::int64_t> runs;
+  for (const auto& r : merged) {
+    std::vector<Cell> ours_line, paper_line, compared_line;
+    for (const auto& c : columns) {
+      const PaperTableData& t = *c.table;
+      const PaperRow* pr = r.in(&t);
+      const char* shown = shown_in(t.unit);
+      std::optional<double> printed;
+      if (pr) {
+        const double v = c.task.empty() ? pr->average.value_or(NAN) : pr->values[c.index];
+        if (!std::isnan(v)) printed = v;
+      }
+      // ours: a task's seeds, or the average of our task means over the table's tasks
+      OursCell cell;
+      std::string mk;
+      std::optional<double> mean;
+      std::size_t n = 0;
+      if (!c.task.empty()) {
+        cell = ours(r.method, c.task, t);
+        mk = marks_of(cell, reference(r, t));
+        n = cell.stats.n;
+        if (n) mean = cell.stats.mean;
+        if (cell.data) runs.insert(runs.end(), cell.data->runs.begin(), cell.data->runs.end());
+      } else {
+        double sum = 0;
+        for (const auto& task : t.tasks) {
+          const OursCell each = ours(r.method, task, t);
+          const std::string m = marks_of(each, reference(r, t));
+          for (const char* k : {kFewerSeedsMark, kFailedMark})
+            if (m.find(k) != std::string::npos && mk.find(k) == std::string::npos) mk += k;
+          if (each.stats.n) sum += each.stats.mean, ++n;
+        }
+        if (n == t.tasks.size()) mean = sum / static_cast<double>(n);
+      }
+      const std::optional<double> compared =
+          mean && printed ? std::optional<double>(compare(*mean, *printed)) : std::nullopt;
+      if (o.wide) {
+        const std::string text = !mean                ? std::string("-")
+                                 : c.task.empty()     ? printf_text(shown, *mean) + mk
+                                                      : mean_std_text(cell.stats, shown) + mk;
+        ours_line.push_back(Cell{text, mean, !mean});
+        paper_line.push_back(printed ? Cell::of_number(*printed, shown) : Cell::none());
+        compared_line.push_back(compared ? Cell{compare_text(*compared), compared, false} : Cell::none());
+        continue;
+      }
+      const auto number = [](const std::optional<double>& v) { return v ? Cell::of_number(*v) : Cell::none(); };
+      const std::int64_t seeds = pr ? paper_seeds(paper, t, *pr) : 0;
+      grid.rows.push_back(
+          {r.method.empty() ? Cell::none() : Cell::of_text(r.method), r.parts.empty() ? Cell::none() : Cell::of_text(r.label),
+           Cell::of_text(c.task.empty() ? "average" : c.task), Cell::of_text(to_string(t.metric)), Cell::of_text(t.unit),
+           number(mean), c.task.empty() || cell.stats.n < 2 ? Cell::none() : Cell::of_number(cell.stats.std),
+           Cell::of_integer(static_cast<long long>(n)), number(printed), seeds ? Cell::of_integer(seeds) : Cell::none(),
+           mean && printed ? Cell::of_number(*mean - *printed) : Cell::none(),
+           mean && printed && *printed != 0 ? Cell::of_number(*mean / *printed) : Cell::none(),
+           c.task.empty() ? Cell::none() : Cell::of_integer(cell.data ? static_cast<long long>(cell.data->jobs) : 0),
+           c.task.empty() ? Cell::none() : Cell::of_integer(cell.data ? static_cast<long long>(cell.data->failed) : 0),
+           c.task.empty() ? Cell::none() : Cell::of_integer(cell.data ? static_cast<long long>(cell.data->unfinished) : 0),
+           Cell::of_integer(mk.find(kFewerSeedsMark) != std::string::npos),
+           Cell::of_integer(mk.find(kFailedMark) != std::string::npos)});
+    }
+    // a printed average that is not the mean of its printed cells (beyond their rounding) is kept as
+    // printed, and said
+    for (const auto& [t, pr] : r.parts) {
+      if (!pr->note.empty()) row_notes.push_back(pr->label + " (" + t->id + "): " + pr->note);
+      if (!pr->average || std::isnan(*pr->average)) continue;
+      double sum = 0;
+      bool all = true;
+      for (double v : pr->values) all &= !std::isnan(v), sum += v;
+      const double mean = sum / static_cast<double>(pr->values.size());
+      if (all && std::fabs(mean - *pr->average) > 0.0051 && pr->note.empty())
+        row_notes.push_back(pr->label + " (" + t->id + "): the printed " + t->average + " " +
+                            printf_text(shown_in(t->unit), *pr->average) + " is not the mean of its cells (" +
+                            printf_text(shown_in(t->unit), mean) + "); shown as printed");
+    }
+    if (!o.wide) continue;
+    const std::string name = r.parts.empty()    ? r.method
+                             : r.method.empty() ? r.label
+                                                : r.label + " (" + r.method + ")";
+    const bool ours_side = !r.method.empty(), paper_side = !r.parts.empty();
+    if (ours_side) {
+      ours_line.insert(ours_line.begin(), {Cell::of_text(name), Cell::of_text("ours")});
+      grid.rows.push_back(std::move(ours_line));
+    }
+    if (paper_side) {
+      paper_line.insert(paper_line.begin(), {Cell::of_text(ours_side ? "" : name), Cell::of_text("paper")});
+      grid.rows.push_back(std::move(paper_line));
+    }
+    if (ours_side && paper_side) {
+      compared_line.insert(compared_line.begin(), {Cell::of_text(""), Cell::of_text(ratio ? "ratio" : "Δ")});
+      grid.rows.push_back(std::move(compared_line));
+    }
+  }
+  if (!o.wide) return grid;
+
+  std::string which_tables;
+  for (const auto* t : tables)
+    which_tables += (which_tables.empty() ? "" : "; ") + t->id + (t->caption.empty() ? "" : " (" + t->caption + ")") +
+                    " in " + t->unit;
+  grid.notes.push_back("paper: " + paper.title + ", " + paper.citation + ": " + which_tables + " (" + paper.file + ")");
+  grid.notes.push_back(std::string("ours: mean ± sample std over the seeds that ended done (n), in the paper's unit") +
+                       (which == PaperTable::accuracy ? " (" + o.accuracy_metric + ")" : "") +
+                       "; - none (no finished seed, or no such method)");
+  std::string seeds_note = kFewerSeedsMark + std::string(" fewer seeds than ");
+  if (paper_said) seeds_note += "the paper's" + (paper.seeds ? " (" + std::to_string(paper.seeds) + ")" : std::string());
+  if (fell_back) seeds_note += std::string(paper_said ? "; where it does not say, " : "") + "our fullest cell (" + std::to_string(fullest) + ")";
+  grid.notes.push_back(seeds_note + "; " + kFailedMark + " the cell has failed, diverged or oom jobs, never averaged in");
+  if (which == PaperTable::accuracy) {
+    const bool percent = std::all_of(tables.begin(), tables.end(), [](const PaperTableData* t) { return t->unit == "%"; });
+    grid.notes.push_back(std::string("Δ: ours − paper") + (percent ? ", in percentage points" : ", in the table's unit"));
+  } else {
+    std::string units;
+    for (const auto* t : tables) {
+      const std::string u = t->metric == PaperMetric::time
+                                ? t->unit + ": the paper's " + shortest_number(t->steps) + " steps at our training speed (" +
+                                      shortest_number(t->steps) + " / steps_per_second" + (t->unit == "hours" ? " / 3600" : "") +
+                                      "; evaluation excluded, which the paper's time includes)"
+                                : t->unit + ": peak_memory_bytes / " + (t->unit == "GB" ? "2^30" : "2^20");
+      if (units.find(u) == std::string::npos) units += (units.empty() ? "" : "; ") + u;
+    }
+    grid.notes.push_back("ratio: ours / paper (other hardware: compare the ratios between methods); " + units);
+  }
+  for (const auto* t : tables)
+    if (!t->average.empty()) {
+      std::string over;
+      for (const auto& task : t->tasks) over += (over.empty() ? "" : ", ") + task;
+      grid.notes.push_back((averaged_tables == 1 ? std::string("average") : "average " + t->id) + ": ours the mean of our task means over " +
+                           over + ", only when each has one; the paper's '" + t->average + "' as printed");
+    }
+  for (const auto& n : row_notes) grid.notes.push_back(n);
+  std::string others;
+  for (const auto& task : got.tasks)
+    if (std::find(tasks.begin(), tasks.end(), task) == tasks.end()) others += (others.empty() ? "" : ", ") + task;
+  if (!others.empty()) grid.notes.push_back("our tasks the paper does not have (not shown): " + others);
+  if (!paper.hardware.empty()) grid.notes.push_back("the paper ran on " + paper.hardware);
+  if (!paper.note.empty()) grid.notes.push_back(paper.note);
+  if (which == PaperTable::cost)
+    for (const auto& e : store::run_environments(db, runs)) grid.notes.push_back("ours ran on " + e);
+  return grid;
+}
+
 }  // namespace
 
 PaperTable parse_paper_table(const std::string& word) {
@@ -67,6 +386,7 @@ const char* to_string(PaperTable table) {
 }
 
 Grid paper_table(store::Database& db, PaperTable which, const PaperTableOptions& options) {
+  if (options.paper) return paper_comparison(db, which, options);
   const auto qs = quantities(which, options);
   store::Selection selection;
   selection.where = options.where;
@@ -80,27 +400,14 @@ Grid paper_table(store::Database& db, PaperTable which, const PaperTableOptions&
   });
   if (!have_all && (which == PaperTable::variance || known.empty())) selection.metrics.clear();
   if (which == PaperTable::variance && have_all) selection.metrics.push_back("variance_passes");
-  const auto rows = store::select_jobs(db, selection);
-
-  // methods and tasks in the order the jobs were first enqueued: the experiment file's order
-  std::vector<std::string> methods, tasks;
-  std::map<std::pair<std::string, std::string>, CellData> cells;
-  std::set<double> passes;
-  for (const auto& r : rows) {
-    auto& c = cells[{r.method, r.dataset}];
-    c.values.resize(qs.size());
-    ++c.jobs;
-    if (is_failed_state(r.state)) ++c.failed;
-    else if (r.state != store::JobState::done) ++c.unfinished;
-    else {
-      c.runs.push_back(r.run_id);
-      for (std::size_t q = 0; q < qs.size() && q < selection.metrics.size(); ++q)
-        if (r.metrics[q] && !std::isnan(*r.metrics[q])) c.values[q].push_back(qs[q].convert(*r.metrics[q]));
-      if (selection.metrics.size() > qs.size() && r.metrics.back()) passes.insert(*r.metrics.back());
-    }
-    append_unique(tasks, r.dataset);
-    append_unique(methods, r.method);
-  }
+  Collected got = collect(db, selection, qs.size(), which == PaperTable::variance && have_all);
+  for (auto& [key, c] : got.cells)
+    for (std::size_t q = 0; q < qs.size(); ++q)
+      for (double& v : c.values[q]) v = qs[q].convert(v);
+  auto& methods = got.methods;
+  auto& tasks = got.tasks;
+  auto& cells = got.cells;
+  const auto& passes = got.passes;
   // The variance table lists the stochastic methods only: those with a variance value somewhere.
   if (which == PaperTable::variance) {
     std::vector<std::string> stochastic;
@@ -191,7 +498,7 @@ Grid paper_table(store::Database& db, PaperTable which, const PaperTableOptions&
 
   if (!options.wide) return grid;
   if (methods.empty() || known.empty()) {
-    grid.notes.push_back(rows.empty()     ? "no jobs match"
+    grid.notes.push_back(got.jobs == 0    ? "no jobs match"
                          : known.empty()  ? "no finished runs yet"
                                           : "no runs with variance metrics (runs of stochastic methods store rsd, pi, va, agv)");
     return grid;

@@ -10,6 +10,7 @@
 
 #include "attnlab/query.hpp"
 #include "results/formats.hpp"
+#include "results/paper_data.hpp"
 
 namespace attnlab::results {
 
@@ -25,12 +26,21 @@ struct PaperTableOptions {
   // true: the paper's layout, one row per method, columns per task (tables, Markdown);
   // false: one row per (method, task, metric) with mean, std, n, counts and marks (CSV, JSON).
   bool wide = true;
+  // Set: the paper's published numbers beside ours (accuracy: its accuracy tables; cost: its time
+  // and memory tables; a paper without such a table is a PaperError). Rows in the paper's order,
+  // then our methods it does not have; columns the paper's tasks, in its units.
+  const Paper* paper = nullptr;
 };
 
 // The marks, as printed in wide layouts and explained in the grid's notes.
 inline constexpr const char* kFewerSeedsMark = "†";
 inline constexpr const char* kFailedMark = "‡";
 
+// With options.paper set, wide: per paper row an "ours" line (mean ± std (n) in the paper's unit,
+// with the marks; † fewer seeds than the paper's), a "paper" line and a "Δ" line (accuracy: ours −
+// paper, in the unit's points) or "ratio" line (time, memory: ours / paper: the hardware differs);
+// a row that is no method (a random predictor) has its paper line only, a method of ours the paper
+// lacks its ours line only. Long: one row per (row, task or average) with both sides' numbers.
 Grid paper_table(store::Database& db, PaperTable which, const PaperTableOptions& options);
 
 }  // namespace attnlab::results

@@ -12,7 +12,8 @@ namespace {
 
 // Every table a shard's rows are read from.
 constexpr const char* kShardTables[] = {"experiments", "jobs", "job_params", "runs",
-                                        "run_plugins", "curves", "results", "variance_examples"};
+                                        "run_plugins", "curves", "results", "variance_examples",
+                                        "spectrum_summaries", "spectrum_results"};
 
 // ATTACHes the shard read-only as schema "shard" for the lifetime of the object. ATTACH and
 // DETACH cannot run inside a transaction, so this wraps the merge's transaction.
@@ -180,6 +181,14 @@ class Merge {
              "INSERT INTO main.results (run_id, name, value) SELECT ?1, name, value FROM shard.results WHERE run_id = ?2",
              "INSERT INTO main.variance_examples (run_id, split, example, passes, rsd, pi, vote, label) "
              "SELECT ?1, split, example, passes, rsd, pi, vote, label FROM shard.variance_examples WHERE run_id = ?2",
+             "INSERT INTO main.spectrum_summaries (run_id, layer, stage, batch, split, matrices, width, rows_min, rows_max, k, "
+             "rank90_mean, rank90_std, rank99_mean, rank99_std, stable_rank_mean, device, torch_version, git_revision, created_at) "
+             "SELECT ?1, layer, stage, batch, split, matrices, width, rows_min, rows_max, k, rank90_mean, rank90_std, rank99_mean, "
+             "rank99_std, stable_rank_mean, device, torch_version, git_revision, created_at "
+             "FROM shard.spectrum_summaries WHERE run_id = ?2",
+             "INSERT INTO main.spectrum_results (run_id, layer, stage, batch, idx, sigma_mean, sigma_std, normalised_mean, "
+             "normalised_std, energy_mean) SELECT ?1, layer, stage, batch, idx, sigma_mean, sigma_std, normalised_mean, "
+             "normalised_std, energy_mean FROM shard.spectrum_results WHERE run_id = ?2",
          }) {
       sql::Statement st(db_, path_, copy);
       st.bind(1, run).bind(2, shard_run);

@@ -6,6 +6,7 @@
 #include "schema_v4.hpp"
 #include "schema_v5.hpp"
 #include "schema_v6.hpp"
+#include "schema_v7.hpp"
 #include "sqlite.hpp"
 
 namespace attnlab::store {
@@ -24,6 +25,7 @@ constexpr Migration kMigrations[] = {
     {4, kSchemaV4},
     {5, kSchemaV5},
     {6, kSchemaV6},
+    {7, kSchemaV7},
 };
 
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == Database::kSchemaVersion,

@@ -1,4 +1,5 @@
-// The studies' results: attnlab bench and attnlab approx (schema version 2).
+// The studies' results: attnlab bench and attnlab approx (schema version 2), attnlab spectrum
+// (schema version 7).
 
 #include "attnlab/store.hpp"
 #include "sqlite.hpp"
@@ -96,6 +97,88 @@ std::vector<ApproxResult> Database::approx_results() {
     r.git_revision = st.column_text(13);
     r.created_at = st.column_text(14);
     out.push_back(std::move(r));
+  }
+  return out;
+}
+
+void Database::set_spectrum(const SpectrumResult& r) {
+  sql::Transaction tx(db_, path_);
+  {
+    sql::Statement st(db_, path_, "SELECT 1 FROM runs WHERE id = ?1");
+    st.bind(1, r.run_id);
+    if (!st.step()) throw StoreError(path_ + ": no run with id " + std::to_string(r.run_id));
+  }
+  for (const char* remove : {"DELETE FROM spectrum_results WHERE run_id = ?1 AND layer = ?2 AND stage = ?3 AND batch = ?4",
+                             "DELETE FROM spectrum_summaries WHERE run_id = ?1 AND layer = ?2 AND stage = ?3 AND batch = ?4"}) {
+    sql::Statement st(db_, path_, remove);
+    st.bind(1, r.run_id).bind(2, r.layer).bind(3, r.stage).bind(4, r.batch);
+    st.run();
+  }
+  {
+    sql::Statement st(db_, path_,
+                      "INSERT INTO spectrum_summaries (run_id, layer, stage, batch, split, matrices, width, rows_min, rows_max, k, "
+                      "rank90_mean, rank90_std, rank99_mean, rank99_std, stable_rank_mean, device, torch_version, git_revision) "
+                      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)");
+    st.bind(1, r.run_id).bind(2, r.layer).bind(3, r.stage).bind(4, r.batch).bind(5, r.split).bind(6, r.matrices)
+        .bind(7, r.width).bind(8, r.rows_min).bind(9, r.rows_max).bind(10, static_cast<std::int64_t>(r.values.size()))
+        .bind(11, r.rank90_mean).bind(12, r.rank90_std).bind(13, r.rank99_mean).bind(14, r.rank99_std)
+        .bind(15, r.stable_rank_mean).bind_text_or_null(16, r.device).bind_text_or_null(17, r.torch_version)
+        .bind_text_or_null(18, r.git_revision);
+    st.run();
+  }
+  sql::Statement st(db_, path_,
+                    "INSERT INTO spectrum_results (run_id, layer, stage, batch, idx, sigma_mean, sigma_std, normalised_mean, "
+                    "normalised_std, energy_mean) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
+  for (std::size_t i = 0; i < r.values.size(); ++i) {
+    const SpectrumValue& v = r.values[i];
+    st.bind(1, r.run_id).bind(2, r.layer).bind(3, r.stage).bind(4, r.batch).bind(5, static_cast<std::int64_t>(i + 1))
+        .bind(6, v.sigma_mean).bind(7, v.sigma_std).bind(8, v.normalised_mean).bind(9, v.normalised_std).bind(10, v.energy_mean);
+    st.run();
+    st.reset();
+  }
+  tx.commit();
+}
+
+std::vector<SpectrumResult> Database::spectrum_results(const std::vector<std::int64_t>& run_ids) {
+  // all runs, or the bound JSON array of ids (?2); ?1 says which
+  sql::Statement st(db_, path_,
+                    "SELECT run_id, layer, stage, batch, split, matrices, width, rows_min, rows_max, rank90_mean, rank90_std, "
+                    "rank99_mean, rank99_std, stable_rank_mean, device, torch_version, git_revision, created_at "
+                    "FROM spectrum_summaries WHERE ?1 = 0 OR run_id IN (SELECT value FROM json_each(?2)) "
+                    "ORDER BY run_id, layer, stage, batch");
+  st.bind(1, static_cast<std::int64_t>(run_ids.empty() ? 0 : 1)).bind(2, sql::json_array(run_ids));
+  std::vector<SpectrumResult> out;
+  while (st.step()) {
+    SpectrumResult r;
+    r.run_id = st.column_int64(0);
+    r.layer = st.column_int64(1);
+    r.stage = st.column_text(2);
+    r.batch = st.column_int64(3);
+    r.split = st.column_text(4);
+    r.matrices = st.column_int64(5);
+    r.width = st.column_int64(6);
+    r.rows_min = st.column_int64(7);
+    r.rows_max = st.column_int64(8);
+    r.rank90_mean = st.column_double(9);
+    r.rank90_std = st.column_double(10);
+    r.rank99_mean = st.column_double(11);
+    r.rank99_std = st.column_double(12);
+    r.stable_rank_mean = st.column_double(13);
+    r.device = st.column_text(14);
+    r.torch_version = st.column_text(15);
+    r.git_revision = st.column_text(16);
+    r.created_at = st.column_text(17);
+    out.push_back(std::move(r));
+  }
+  sql::Statement values(db_, path_,
+                        "SELECT sigma_mean, sigma_std, normalised_mean, normalised_std, energy_mean FROM spectrum_results "
+                        "WHERE run_id = ?1 AND layer = ?2 AND stage = ?3 AND batch = ?4 ORDER BY idx");
+  for (auto& r : out) {
+    values.bind(1, r.run_id).bind(2, r.layer).bind(3, r.stage).bind(4, r.batch);
+    while (values.step())
+      r.values.push_back({values.column_double(0), values.column_double(1), values.column_double(2), values.column_double(3),
+                          values.column_double(4)});
+    values.reset();
   }
   return out;
 }

@@ -44,6 +44,15 @@ std::array<at::Tensor, 3> EncoderBlockImpl::project_qkv(const at::Tensor& x) {
   return split_heads(qkv_->forward(pre_norm_ ? norm1_->forward(x) : x), heads_, head_dim_);
 }
 
+std::array<at::Tensor, 2> EncoderBlockImpl::attention_outputs(const at::Tensor& x, const at::Tensor& key_valid) {
+  // attend() as forward() calls it (project_qkv applies the pre-norm), without the dropout
+  const auto b = x.size(0), n = x.size(1);
+  const auto qkv = project_qkv(x);
+  auto heads = attention_->forward(qkv[0], qkv[1], qkv[2], key_valid);
+  auto projected = out_->forward(heads.transpose(1, 2).reshape({b, n, heads_ * head_dim_}));
+  return {heads, projected};
+}
+
 at::Tensor EncoderBlockImpl::attend(const at::Tensor& x, const at::Tensor& key_valid) {
   const auto b = x.size(0), n = x.size(1);
   const auto qkv = split_heads(qkv_->forward(x), heads_, head_dim_);
@@ -125,6 +134,14 @@ EncoderClassifierImpl::LayerInputs EncoderClassifierImpl::layer_inputs(const at:
   for (std::int64_t i = 0; i < layer; ++i) x = blocks_.at(i)->forward(x, valid);
   auto qkv = blocks_.at(layer)->project_qkv(x);
   return {qkv[0], qkv[1], qkv[2], valid};
+}
+
+EncoderClassifierImpl::LayerOutputs EncoderClassifierImpl::layer_outputs(const at::Tensor& tokens, const at::Tensor& lengths,
+                                                                        std::int64_t layer) {
+  auto [x, valid] = embed(tokens, lengths);
+  for (std::int64_t i = 0; i < layer; ++i) x = blocks_.at(i)->forward(x, valid);
+  auto outputs = blocks_.at(layer)->attention_outputs(x, valid);
+  return {outputs[0], outputs[1], valid};
 }
 
 at::Tensor EncoderClassifierImpl::encode(const at::Tensor& tokens, const at::Tensor& lengths) {

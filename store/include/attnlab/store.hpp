@@ -242,9 +242,40 @@ struct ApproxResult {
   std::string created_at;    // filled when read back
 };
 
+// One value index of an `attnlab spectrum` measurement: the i-th singular value over the matrices
+// measured (mean and sample std), normalised by each matrix's largest (σ_i / σ_1), and its share
+// of the energy (σ_i² / Σσ², mean).
+struct SpectrumValue {
+  double sigma_mean = 0, sigma_std = 0;
+  double normalised_mean = 0, normalised_std = 0;
+  double energy_mean = 0;
+};
+
+// One `attnlab spectrum` measurement: the singular values of a stored run's attention output at
+// one layer, over the real rows of each of the first `batch` test examples (each input of a pair
+// task is its own matrix). Identified by (run_id, layer, stage, batch).
+struct SpectrumResult {
+  std::int64_t run_id = 0;
+  std::int64_t layer = 0;      // 1-based
+  std::string stage;           // "out" (after the output projection) | "heads" (the heads concatenated)
+  std::int64_t batch = 0;      // test examples taken
+  std::string split = "test";
+  std::int64_t matrices = 0;   // matrices averaged: examples x inputs
+  std::int64_t width = 0;      // columns of each matrix
+  std::int64_t rows_min = 0, rows_max = 0;  // real rows per matrix
+  double rank90_mean = 0, rank90_std = 0;   // smallest k with Σ_{i<=k} σ_i² >= 90% of Σσ², per matrix
+  double rank99_mean = 0, rank99_std = 0;
+  double stable_rank_mean = 0;              // Σσ² / σ_1²
+  std::vector<SpectrumValue> values;        // index i = 1..k at values[i - 1]
+  std::string device;
+  std::string torch_version;
+  std::string git_revision;
+  std::string created_at;  // filled when read back
+};
+
 class Database {
  public:
-  static constexpr int kSchemaVersion = 6;
+  static constexpr int kSchemaVersion = 7;
 
   enum class Open {
     migrate,   // create the file if needed and apply forward migrations (run, queue add, db migrate)
@@ -349,7 +380,7 @@ class Database {
   // --- shards (SLURM): each array task writes its own database file ---
   // Merges a shard into this database in one transaction: its experiments and jobs matched by
   // config_hash (added if missing), its finished runs matched by runs.uid (added once: merging
-  // twice changes nothing) with their plugins, curves, results and variance rows, and each
+  // twice changes nothing) with their plugins, curves, results, variance and spectrum rows, and each
   // job's state taken from the shard when the shard's is final. A shard that fails
   // `PRAGMA integrity_check`, is not an attnlab database, or has another schema version is a
   // StoreError naming it, with nothing merged.
@@ -377,6 +408,11 @@ class Database {
   std::vector<BenchResult> bench_results();
   std::int64_t add_approx_results(const std::vector<ApproxResult>& results);  // returns how many
   std::vector<ApproxResult> approx_results();
+  // attnlab spectrum (schema version 7): stores a measurement, replacing one of the same (run,
+  // layer, stage, batch); one transaction. The run must exist (StoreError otherwise).
+  void set_spectrum(const SpectrumResult& result);
+  // Every stored measurement with its values, or those of `run_ids` only; by run, layer, stage, batch.
+  std::vector<SpectrumResult> spectrum_results(const std::vector<std::int64_t>& run_ids = {});
 
   sqlite3* handle() { return db_; }  // for tests that query the views; the runner uses the API above
 

@@ -33,6 +33,10 @@ class EncoderBlockImpl : public torch::nn::Module {
   const std::shared_ptr<AttentionMethod>& attention() const { return attention_; }
   // The q, k, v [B, H, N, Dh] this block hands its attention for input x (after the pre-norm).
   std::array<at::Tensor, 3> project_qkv(const at::Tensor& x);
+  // What this block's attention sublayer makes of input x, for studies (attnlab spectrum): the
+  // heads' outputs [B, H, N, Dh], and their concatenation through the output projection
+  // [B, N, dim] (before dropout and the residual). Not used by forward().
+  std::array<at::Tensor, 2> attention_outputs(const at::Tensor& x, const at::Tensor& key_valid);
 
  private:
   at::Tensor attend(const at::Tensor& x, const at::Tensor& key_valid);
@@ -62,6 +66,14 @@ class EncoderClassifierImpl : public torch::nn::Module {
     at::Tensor q, k, v, key_valid;
   };
   LayerInputs layer_inputs(const at::Tensor& tokens, const at::Tensor& lengths, std::int64_t layer);
+  // What layer `layer`'s attention sublayer outputs for one input (tokens [B, L], lengths [B]):
+  // heads [B, H, N, Dh] (each head's attention output), projected [B, N, dim] (the heads
+  // concatenated through the block's output projection, before dropout and the residual), and
+  // key_valid [B, N]. For studies of the attention output (attnlab spectrum); call it in eval mode.
+  struct LayerOutputs {
+    at::Tensor heads, projected, key_valid;
+  };
+  LayerOutputs layer_outputs(const at::Tensor& tokens, const at::Tensor& lengths, std::int64_t layer);
   std::int64_t parameter_count() const;
   // The first layer's input for one input (tokens [B, L], lengths [B]): token + position
   // embeddings (and the CLS token), dropout; returns x [B, N', dim] and valid [B, N'].
