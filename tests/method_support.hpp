@@ -3,6 +3,7 @@
 // built through the plugin host (so the .so files are what is tested), seeded forwards, padded
 // batches, and exact softmax attention written out in double as the reference.
 #include <cstdint>
+#include <algorithm>
 #include <limits>
 #include <memory>
 #include <stdexcept>
@@ -94,5 +95,23 @@ inline at::Tensor reference_softmax_attention(const at::Tensor& q, const at::Ten
 
 // The allowed-key mask of plain softmax attention: every real key, [B, 1, 1, N].
 inline at::Tensor real_keys(const at::Tensor& valid) { return valid.unsqueeze(1).unsqueeze(1); }
+
+// Largest difference on real query positions (padded queries' outputs are unspecified).
+inline double real_rows_diff(const at::Tensor& a, const at::Tensor& b, const at::Tensor& valid) {
+  return ((a - b).abs() * valid.unsqueeze(1).unsqueeze(-1).to(a.scalar_type())).max().item<double>();
+}
+
+// The same against the reference on the first, middle and last 100 queries of a long sequence
+// (the reference is computed for those rows only), for one sequence padded at the end.
+inline double rows_diff_from_reference(const at::Tensor& out, const Batch& x, const at::Tensor& allowed) {
+  const auto n = x.q.size(2);
+  const auto real = x.valid.sum().item<std::int64_t>();
+  double worst = 0;
+  for (std::int64_t first : {std::int64_t{0}, n / 2 - 50, real - 100}) {
+    const auto expected = reference_softmax_attention(x.q.narrow(2, first, 100), x.k, x.v, allowed.narrow(2, first, 100));
+    worst = std::max(worst, max_diff(out.narrow(2, first, 100), expected));
+  }
+  return worst;
+}
 
 }  // namespace attnlab::testing

@@ -28,24 +28,6 @@ at::Tensor dense_band(std::int64_t n, std::int64_t w, bool global_cls) {
   return allowed;
 }
 
-// Largest difference on real query positions (padded queries' outputs are unspecified).
-double real_rows_diff(const at::Tensor& a, const at::Tensor& b, const at::Tensor& valid) {
-  return ((a - b).abs() * valid.unsqueeze(1).unsqueeze(-1).to(a.scalar_type())).max().item<double>();
-}
-
-// The same on the first, middle and last 100 queries of a long sequence (the reference is
-// row by row), for a sequence of real tokens and padding only at the end.
-double rows_diff_from_reference(const at::Tensor& out, const Batch& x, const at::Tensor& allowed) {
-  const auto n = x.q.size(2);
-  const auto real = x.valid.sum().item<std::int64_t>();
-  double worst = 0;
-  for (std::int64_t first : {std::int64_t{0}, n / 2 - 50, real - 100}) {
-    const auto expected = reference_softmax_attention(x.q.narrow(2, first, 100), x.k, x.v, allowed.narrow(2, first, 100));
-    worst = std::max(worst, max_diff(out.narrow(2, first, 100), expected));
-  }
-  return worst;
-}
-
 TEST(Longformer, IsSoftmaxUnderTheDenseBandWithPadding) {
   const std::int64_t n = 23;
   const auto x = make_batch({23, 14}, 2, n, 8, 31);
