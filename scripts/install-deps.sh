@@ -8,6 +8,7 @@ packages=(
   libopenblas0-openmp     # without it LibTorch runs on the reference BLAS, ~3x slower per step
   libboost-dev libboost-program-options-dev
   libtomlplusplus-dev libsqlite3-dev sqlite3 nettle-dev
+  libgoogle-perftools-dev # tcmalloc: glibc's malloc re-faults LibTorch's large tensors at every step
   libpng-dev zlib1g-dev   # Pathfinder's PNG images; gzip-compressed IDX files
   dataset-fashion-mnist   # real data that needs no download (Fashion-MNIST, IDX files)
   gnuplot-nox fonts-liberation  # attnlab curves / report pictures (PNG through cairo, SVG)
