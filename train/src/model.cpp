@@ -31,15 +31,6 @@ std::array<at::Tensor, 3> split_heads(const at::Tensor& qkv, std::int64_t heads,
 }
 }  // namespace
 
-at::Tensor inverted_dropout(const at::Tensor& x, double p, bool training) {
-  if (!training || p == 0) return x;
-  if (!x.is_cpu()) return at::dropout(x, p, true);  // fused kernel
-  // Same distribution as at::dropout (keep with probability 1 - p, scale by 1 / (1 - p)), but
-  // the mask comes from uniform draws, about twice as fast as the CPU's per-element bernoulli_.
-  const double keep = 1.0 - p;
-  return x * at::rand_like(x).lt_(keep).mul_(1.0 / keep);
-}
-
 std::array<at::Tensor, 3> EncoderBlockImpl::project_qkv(const at::Tensor& x) {
   return split_heads(qkv_->forward(pre_norm_ ? norm1_->forward(x) : x), heads_, head_dim_);
 }

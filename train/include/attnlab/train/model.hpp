@@ -20,7 +20,7 @@
 namespace attnlab {
 
 // Inverted dropout (keep with probability 1 - p, scale kept values by 1 / (1 - p)); identity when
-// not training.
+// not training. On the CPU a counter-based mask, one generator draw per call (src/dropout.cpp).
 at::Tensor inverted_dropout(const at::Tensor& x, double p, bool training);
 
 using AttentionMaker = std::function<std::shared_ptr<AttentionMethod>(const AttentionShape&)>;
