@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "experiment/experiment.hpp"
 
@@ -166,7 +167,7 @@ TEST(Experiment, ErrorsNameFileLineAndKey) {
   EXPECT_EQ(error_of("[methods.softmax]\ndropout = 2.0\n[datasets.listops]\n"),
             file + ":2: [methods.softmax] dropout: 2 is out of range [0, 0.99] (attention plugin softmax)");
   EXPECT_EQ(error_of("[methods.softmax]\nlandmarks = 3\n[datasets.listops]\n"),
-            file + ":2: [methods.softmax] landmarks: unknown key (attention plugin softmax) (known: dropout, model, train)");
+            file + ":2: [methods.softmax] landmarks: unknown key (attention plugin softmax) (known: dropout, model, train, datasets)");
   const auto unknown = error_of("[methods.softmax]\n[methods.nope]\n[datasets.listops]\n");
   EXPECT_EQ(unknown.rfind(file + ":2: [methods.nope] no attention plugin named 'nope' (found: ", 0), 0u) << unknown;
   EXPECT_NE(unknown.find("softmax"), std::string::npos);
@@ -194,6 +195,78 @@ TEST(Experiment, ErrorsNameFileLineAndKey) {
   EXPECT_NE(syntax.find("TOML syntax"), std::string::npos);
   EXPECT_EQ(error_of("[train]\nsteps = 0\n[methods.softmax]\n[datasets.listops]\n"),
             file + ":2: [train] steps: 0 is out of range [1, 2147483647]");
+}
+
+// An array of values is a sweep: one job per value, datasets' sweeps outermost, then the method's,
+// [model]'s and [train]'s, seeds innermost; a more specific table's single value ends a sweep.
+TEST(Experiment, ArraysSweepOneJobPerValue) {
+  const auto e = load_experiment(write_file("sweep.toml", R"(
+[experiment]
+seeds = [1, 2]
+[train]
+lr = [0.001, 0.002]
+[datasets.sparse_sum]
+sparsity = [0.1, 0.9]
+[methods.softmax]
+[methods.performer]
+[methods.performer.train]
+lr = 0.005
+)"), registry());
+  std::vector<std::string> order;
+  for (const auto& job : e.jobs)
+    order.push_back(job.method + " p=" + to_text(ParamValue(job.dataset_params.real("sparsity"))) + " lr=" +
+                    to_text(ParamValue(job.train.real("lr"))) + " s" + std::to_string(job.seed));
+  const std::vector<std::string> expected = {
+      "softmax p=0.1 lr=0.001 s1", "softmax p=0.1 lr=0.001 s2", "softmax p=0.1 lr=0.002 s1", "softmax p=0.1 lr=0.002 s2",
+      "softmax p=0.9 lr=0.001 s1", "softmax p=0.9 lr=0.001 s2", "softmax p=0.9 lr=0.002 s1", "softmax p=0.9 lr=0.002 s2",
+      "performer p=0.1 lr=0.005 s1", "performer p=0.1 lr=0.005 s2", "performer p=0.9 lr=0.005 s1",
+      "performer p=0.9 lr=0.005 s2"};
+  EXPECT_EQ(order, expected);
+  std::set<std::string> hashes;
+  for (const auto& job : e.jobs) hashes.insert(job.config_hash);
+  EXPECT_EQ(hashes.size(), e.jobs.size());  // every swept value is part of the identity
+  // a swept job's resolved configuration holds its one value, and round-trips
+  const auto back = parse_job_config(e.jobs[5].config_toml, "job 6", registry());
+  EXPECT_EQ(back.config_hash, e.jobs[5].config_hash);
+  EXPECT_DOUBLE_EQ(back.dataset_params.real("sparsity"), 0.9);
+}
+
+// [methods.X.datasets.Y]: a method's parameters for one dataset (the KL-Transformer's Table 7 sets
+// the number of features per method and task), over the method's own table.
+TEST(Experiment, MethodParametersPerDataset) {
+  const auto e = load_experiment(write_file("per-dataset.toml", R"(
+[datasets.listops]
+max_len = 64
+[datasets.sparse_sum]
+[methods.performer]
+features = 32
+[methods.performer.datasets.sparse_sum]
+features = [16, 8]
+[methods.softmax]
+)"), registry());
+  std::vector<std::string> got;
+  for (const auto& job : e.jobs)
+    got.push_back(job.method + "/" + job.dataset + (job.method == "performer" ? " " + std::to_string(job.method_params.integer("features")) : ""));
+  EXPECT_EQ(got, (std::vector<std::string>{"performer/listops 32", "performer/sparse_sum 16", "performer/sparse_sum 8",
+                                           "softmax/listops", "softmax/sparse_sum"}));
+}
+
+TEST(Experiment, SweepAndPerDatasetErrors) {
+  const auto file = (fs::temp_directory_path() / ("attnlab-exp-" + std::to_string(getpid())) / "bad.toml").string();
+  EXPECT_EQ(error_of("[train]\nlr = []\n[methods.softmax]\n[datasets.listops]\n"),
+            file + ":2: [train] lr: an empty array sweeps over nothing");
+  EXPECT_EQ(error_of("[train]\nlr = [0.1,\n 0.1]\n[methods.softmax]\n[datasets.listops]\n"),
+            file + ":3: [train] lr: 0.1 is named twice");
+  EXPECT_EQ(error_of("[train]\nsteps = [10, \"x\"]\n[methods.softmax]\n[datasets.listops]\n"),
+            file + ":2: [train] steps: expected an integer, got a string");
+  EXPECT_EQ(error_of("[train]\nsteps = [[10]]\n[methods.softmax]\n[datasets.listops]\n"),
+            file + ":2: [train] steps: expected an integer or an array of them");
+  EXPECT_EQ(error_of("[train]\nsteps = [10,\n 0]\n[methods.softmax]\n[datasets.listops]\n"),
+            file + ":3: [train] steps: 0 is out of range [1, 2147483647]");
+  EXPECT_EQ(error_of("[methods.softmax]\n[methods.softmax.datasets.text]\ndropout = 0.2\n[datasets.listops]\n"),
+            file + ":2: [methods.softmax.datasets.text] no [datasets.text] in this file for these settings to apply to");
+  EXPECT_EQ(error_of("[methods.softmax]\n[methods.softmax.datasets.listops]\nfeatures = 2\n[datasets.listops]\n"),
+            file + ":3: [methods.softmax.datasets.listops] features: unknown key (attention plugin softmax) (known: dropout)");
 }
 
 TEST(Experiment, MissingFileIsOneLine) {

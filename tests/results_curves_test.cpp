@@ -216,6 +216,39 @@ TEST_F(CurvesTest, WhereTakesTheCountingRunsOfTheMatchingJobs) {
   EXPECT_NE(none.err.find("no job in " + db_ + " matches --where 'method = performer'"), std::string::npos) << none.err;
 }
 
+// --group-by: runs labelled, and with --mean grouped, by config keys (a swept learning rate here):
+// two lr = 0.001 seeds averaged, the lr = 0.002 run alone.
+TEST_F(CurvesTest, GroupByAConfigKeySplitsTheMeans) {
+  const std::string db_path = file("sweep.db");
+  {
+    store::Database db(db_path);
+    const std::vector<std::pair<std::int64_t, std::string>> jobs = {{1, "0.001"}, {2, "0.001"}, {1, "0.002"}};
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+      FakeJob job;
+      job.seed = jobs[i].first;
+      job.params = {{"train.lr", jobs[i].second}};
+      job.curve = acc_curve(kSoftmaxAcc[i], job.seed);
+      add_job(db, job);
+    }
+  }
+  const auto out = attnlab({"curves", "--where", "method = softmax", "--metric", "acc", "--mean", "--group-by",
+                            "method,train.lr", "--db", db_path});
+  ASSERT_EQ(out.status, 0) << out.err;
+  const auto rows = csv_rows(out.out);
+  ASSERT_EQ(rows.size(), 1u + 4 + 5);
+  EXPECT_EQ(rows[0][0], "group");
+  EXPECT_EQ(rows[1][0], "softmax lr=0.001");
+  EXPECT_EQ(rows[1][3], "2");                    // runs
+  EXPECT_NEAR(number(rows[4][6]), 0.5, 1e-12);   // mean of 0.4 and 0.6 at step 30
+  EXPECT_EQ(rows[5][0], "softmax lr=0.002");
+  EXPECT_EQ(rows[5][3], "1");
+  EXPECT_EQ(number(rows[9][6]), 0.9);            // its step 40
+
+  const auto bad = attnlab({"curves", "--where", "method = softmax", "--metric", "acc", "--group-by", "train.lrr", "--db", db_path});
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.err.find("curves: unknown key 'train.lrr' (did you mean: train.lr)"), std::string::npos) << bad.err;
+}
+
 TEST_F(CurvesTest, ErrorsAreOneLineNamingWhatIsWrong) {
   auto expect_error = [&](const std::vector<std::string>& args, const std::string& says) {
     const auto out = attnlab(with_db(args));

@@ -99,7 +99,10 @@ int cmd_curves(const Args& args) {
       ("metric", po::value<std::string>()->default_value("loss"), "curve name: loss, acc, lr, ...")
       ("split", po::value<std::string>()->default_value("val"), "train, val or test")
       ("x", po::value<std::string>()->default_value("step"), "x axis: step, or time (wall-clock seconds)")
-      ("mean", "the mean over seeds per method and dataset, with min, max and std (drawn as mean ± std)")
+      ("mean", "the mean over seeds per method and dataset (or per --group-by group), with min, max and std (drawn as mean ± std)")
+      ("group-by", po::value<std::string>(),
+       "label (and with --mean, group) the runs by these keys, comma-separated: method, dataset, seed or config keys, "
+       "e.g. method,datasets.sparse_sum.sparsity")
       ("format", po::value<std::string>(), "csv, png, svg, table, json or markdown (default: csv, or png/svg when -o ends so)")
       ("output,o", po::value<std::string>(), "file to write (a picture needs one; its .dat and .gp go next to it)")
       ("title", po::value<std::string>()->default_value(""), "picture title (default: names the curve)")
@@ -134,6 +137,7 @@ int cmd_curves(const Args& args) {
   std::vector<results::MeanCurve> means;
   try {
     runs = results::read_run_curves(db, ids, split, metric);
+    if (vm.count("group-by")) results::group_curves(db, runs, split_list(vm["group-by"].as<std::string>(), "--group-by"));
     if (mean) means = results::mean_over_seeds(runs);
   } catch (const std::runtime_error& e) {
     throw std::runtime_error(std::string("curves: ") + e.what());

@@ -1,6 +1,7 @@
 #include "experiment/experiment.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -48,9 +49,30 @@ bool scalar_value(const toml::node& node, ParamValue& out) {
   return false;
 }
 
-// Checks every key of `table` against the schema and applies it over `values`. Keys in `skip`
-// are sub-tables the caller handles.
-void apply_table(const toml::table& table, const ParamSpec* specs, std::size_t count, ParamValues& values,
+// A table's settings: one value per key, and the keys given as an array of values (a sweep: one
+// job per value). `values` holds a swept key's first value.
+struct Sweep {
+  std::string key;
+  std::vector<ParamValue> values;
+};
+struct Settings {
+  ParamValues values;
+  std::vector<Sweep> sweeps;
+
+  void set(const std::string& key, const ParamValue& value) {
+    values.set(key, value);
+    sweeps.erase(std::remove_if(sweeps.begin(), sweeps.end(), [&](const Sweep& s) { return s.key == key; }), sweeps.end());
+  }
+  // The keys `over` sets (one value or a sweep) replace this one's.
+  void overlay(const Settings& over) {
+    for (const auto& [key, value] : over.values.all()) set(key, value);
+    for (const auto& sweep : over.sweeps) sweeps.push_back(sweep);
+  }
+};
+
+// Checks every key of `table` against the schema and applies it over `out`. Keys in `skip`
+// are sub-tables the caller handles. An array of values is a sweep over them.
+void apply_table(const toml::table& table, const ParamSpec* specs, std::size_t count, Settings& out,
                  const Place& at, const std::string& owner, const std::vector<std::string>& skip = {}) {
   for (const auto& [key, node] : table) {
     const std::string name(key.str());
@@ -58,15 +80,41 @@ void apply_table(const toml::table& table, const ParamSpec* specs, std::size_t c
     const auto line = key.source().begin.line ? key.source().begin.line : line_of(node);
     const ParamSpec* spec = find_param(specs, count, name);
     if (!spec) fail(at, line, name, "unknown key" + owner + " (known: " + known_keys(specs, count, skip) + ")");
-    ParamValue value;
-    if (!scalar_value(node, value)) fail(at, line, name, std::string("expected a ") + to_string(spec->type) + owner);
-    try {
-      values.set(name, check_param(*spec, value));
-    } catch (const ParamError& e) {
-      const std::string what = e.what();
-      fail(at, line, "", what + owner);  // ParamError messages start with the key
+    auto checked = [&](const toml::node& element) {
+      ParamValue value;
+      if (!scalar_value(element, value))
+        fail(at, line, name, std::string(spec->type == ParamType::integer ? "expected an " : "expected a ") +
+                                 to_string(spec->type) + " or an array of them" + owner);
+      try {
+        return check_param(*spec, value);
+      } catch (const ParamError& e) {
+        fail(at, line_of(element), "", std::string(e.what()) + owner);  // ParamError messages start with the key
+      }
+    };
+    if (const auto* array = node.as_array()) {
+      if (array->empty()) fail(at, line, name, "an empty array sweeps over nothing" + owner);
+      Sweep sweep{name, {}};
+      for (const auto& element : *array) {
+        ParamValue value = checked(element);
+        if (std::find(sweep.values.begin(), sweep.values.end(), value) != sweep.values.end())
+          fail(at, line_of(element), name, to_text(value) + " is named twice");
+        sweep.values.push_back(std::move(value));
+      }
+      out.set(name, sweep.values.front());
+      out.sweeps.push_back(std::move(sweep));
+    } else {
+      out.set(name, checked(node));
     }
   }
+}
+
+// A resolved configuration: one value per key.
+void apply_table(const toml::table& table, const ParamSpec* specs, std::size_t count, ParamValues& values,
+                 const Place& at, const std::string& owner) {
+  Settings settings{values, {}};
+  apply_table(table, specs, count, settings, at, owner);
+  if (!settings.sweeps.empty()) fail(at, 0, settings.sweeps.front().key, "a resolved configuration holds one value per key");
+  values = std::move(settings.values);
 }
 
 const toml::table* sub_table(const toml::table& parent, const std::string& name, const Place& at) {
@@ -245,15 +293,17 @@ Experiment load_experiment(const std::string& path, const PluginRegistry& regist
   }
 
   // [model], [train]: core's schemas
-  ParamValues model = ParamValues::defaults(kModelParams, kModelParamCount);
-  ParamValues train = ParamValues::defaults(kTrainParams, kTrainParamCount);
+  Settings model{ParamValues::defaults(kModelParams, kModelParamCount), {}};
+  Settings train{ParamValues::defaults(kTrainParams, kTrainParamCount), {}};
   if (const auto* t = sub_table(root, "model", {path, ""})) apply_table(*t, kModelParams, kModelParamCount, model, {path, "model"}, "");
   if (const auto* t = sub_table(root, "train", {path, ""})) apply_table(*t, kTrainParams, kTrainParamCount, train, {path, "train"}, "");
 
-  // [methods.X] and [datasets.Y]: the plugins' schemas, plus per-plugin [.model]/[.train] overrides.
+  // [methods.X] and [datasets.Y]: the plugins' schemas, plus per-plugin [.model]/[.train] overrides,
+  // and a method's parameters for one dataset ([methods.X.datasets.Y]).
   struct Entry {
     std::string name;
-    ParamValues params, model, train;  // model/train: only the keys this table overrides
+    Settings params, model, train;  // model/train: only the keys this table overrides
+    std::vector<std::pair<std::string, Settings>> per_dataset;
   };
   auto entries = [&](const char* kind_section, PluginKind kind) {
     std::vector<Entry> out;
@@ -267,49 +317,93 @@ Experiment load_experiment(const std::string& path, const PluginRegistry& regist
     std::stable_sort(in_file_order.begin(), in_file_order.end(), [](const auto& a, const auto& b) {
       return a.first->source().begin < b.first->source().begin;
     });
+    const bool methods = kind == PluginKind::attention;
     for (const auto& [key_ptr, node_ptr] : in_file_order) {
       const toml::key& key = *key_ptr;
       const toml::node& node = *node_ptr;
-      Entry entry{std::string(key.str()), {}, {}, {}};
+      Entry entry{std::string(key.str()), {}, {}, {}, {}};
       const std::string where = std::string(kind_section) + "." + entry.name;
       if (!node.is_table()) fail({path, ""}, key.source().begin.line, where, "expected a table");
       const auto& plugin = plugin_or_fail(registry, kind, entry.name, {path, where}, key.source().begin.line);
-      entry.params = plugin.defaults();
+      entry.params.values = plugin.defaults();
       const auto& table = *node.as_table();
       const std::string owner = std::string(" (") + to_string(kind) + " plugin " + entry.name + ")";
-      apply_table(table, plugin.info->params, plugin.info->param_count, entry.params, {path, where}, owner, {"model", "train"});
+      std::vector<std::string> sub_tables = {"model", "train"};
+      if (methods) sub_tables.push_back("datasets");
+      apply_table(table, plugin.info->params, plugin.info->param_count, entry.params, {path, where}, owner, sub_tables);
       if (const auto* t = sub_table(table, "model", {path, where}))
         apply_table(*t, kModelParams, kModelParamCount, entry.model, {path, where + ".model"}, "");
       if (const auto* t = sub_table(table, "train", {path, where}))
         apply_table(*t, kTrainParams, kTrainParamCount, entry.train, {path, where + ".train"}, "");
+      if (const auto* per = methods ? sub_table(table, "datasets", {path, where}) : nullptr) {
+        for (const auto& [dataset_key, dataset_node] : *per) {
+          const std::string dataset(dataset_key.str()), at = where + ".datasets." + dataset;
+          if (!dataset_node.is_table()) fail({path, ""}, dataset_key.source().begin.line, at, "expected a table");
+          Settings settings;
+          apply_table(*dataset_node.as_table(), plugin.info->params, plugin.info->param_count, settings, {path, at}, owner);
+          entry.per_dataset.push_back({dataset, std::move(settings)});
+        }
+      }
       out.push_back(std::move(entry));
     }
     return out;
   };
   const auto methods = entries("methods", PluginKind::attention);
   const auto datasets = entries("datasets", PluginKind::dataset);
+  for (const auto& method : methods)
+    for (const auto& [dataset, settings] : method.per_dataset)
+      if (std::none_of(datasets.begin(), datasets.end(), [&](const Entry& d) { return d.name == dataset; }))
+        fail({path, "methods." + method.name + ".datasets." + dataset},
+             line_of(*root["methods"][method.name]["datasets"][dataset].node()), "",
+             "no [datasets." + dataset + "] in this file for these settings to apply to");
 
-  // Precedence: [model]/[train] < [datasets.Y.model] < [methods.X.model].
-  auto overlay = [](ParamValues base, const ParamValues& first, const ParamValues& second) {
-    for (const auto& [key, value] : first.all()) base.set(key, value);
-    for (const auto& [key, value] : second.all()) base.set(key, value);
+  // Precedence: [model]/[train] < [datasets.Y.model] < [methods.X.model]; a method's parameters <
+  // [methods.X.datasets.Y]. Then one job per combination of the swept values (dataset, method,
+  // model, train keys, in that order), and per seed.
+  auto layered = [](Settings base, const Settings& first, const Settings* second) {
+    base.overlay(first);
+    if (second) base.overlay(*second);
     return base;
   };
   for (const auto& method : methods) {
     for (const auto& dataset : datasets) {
-      for (auto seed : experiment.seeds) {
-        JobPlan job;
-        job.method = method.name;
-        job.dataset = dataset.name;
-        job.seed = seed;
-        job.model = overlay(model, dataset.model, method.model);
-        job.train = overlay(train, dataset.train, method.train);
-        job.method_params = method.params;
-        job.dataset_params = dataset.params;
-        check_model(job, root, {path, "methods." + method.name + " x datasets." + dataset.name});
-        warn_long_warmup(job, root, path, experiment.warnings);
-        finish_plan(job);
-        experiment.jobs.push_back(std::move(job));
+      const Settings* method_for_dataset = nullptr;
+      for (const auto& [name, settings] : method.per_dataset)
+        if (name == dataset.name) method_for_dataset = &settings;
+      std::array<Settings, 4> parts = {dataset.params, layered(method.params, {}, method_for_dataset),
+                                       layered(model, dataset.model, &method.model),
+                                       layered(train, dataset.train, &method.train)};
+      std::vector<std::pair<std::size_t, const Sweep*>> axes;  // (part, sweep)
+      for (std::size_t p = 0; p < parts.size(); ++p)
+        for (const auto& sweep : parts[p].sweeps) axes.push_back({p, &sweep});
+      std::vector<std::size_t> choice(axes.size(), 0);
+      for (bool more = true; more;) {
+        std::array<ParamValues, 4> values = {parts[0].values, parts[1].values, parts[2].values, parts[3].values};
+        for (std::size_t a = 0; a < axes.size(); ++a)
+          values[axes[a].first].set(axes[a].second->key, axes[a].second->values[choice[a]]);
+        for (auto seed : experiment.seeds) {
+          JobPlan job;
+          job.method = method.name;
+          job.dataset = dataset.name;
+          job.seed = seed;
+          job.dataset_params = values[0];
+          job.method_params = values[1];
+          job.model = values[2];
+          job.train = values[3];
+          check_model(job, root, {path, "methods." + method.name + " x datasets." + dataset.name});
+          warn_long_warmup(job, root, path, experiment.warnings);
+          finish_plan(job);
+          experiment.jobs.push_back(std::move(job));
+        }
+        // the next combination, the last axis fastest
+        more = false;
+        for (std::size_t a = axes.size(); a-- > 0;) {
+          if (++choice[a] < axes[a].second->values.size()) {
+            more = true;
+            break;
+          }
+          choice[a] = 0;
+        }
       }
     }
   }

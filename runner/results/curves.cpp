@@ -1,5 +1,7 @@
 #include "results/curves.hpp"
 
+#include "attnlab/query.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -66,10 +68,11 @@ std::vector<MeanCurve> mean_over_seeds(const std::vector<RunCurve>& runs) {
   std::vector<MeanCurve> means;
   std::vector<std::vector<const RunCurve*>> members;
   for (const auto& run : runs) {
-    auto it = std::find_if(means.begin(), means.end(),
-                           [&](const MeanCurve& m) { return m.method == run.method && m.dataset == run.dataset; });
+    auto it = std::find_if(means.begin(), means.end(), [&](const MeanCurve& m) {
+      return run.group.empty() ? m.method == run.method && m.dataset == run.dataset : m.group == run.group;
+    });
     if (it == means.end()) {
-      means.push_back({run.method, run.dataset, {}, {}, {}});
+      means.push_back({run.method, run.dataset, run.group, {}, {}, {}});
       members.emplace_back();
       it = means.end() - 1;
     }
@@ -122,6 +125,17 @@ std::vector<MeanCurve> mean_over_seeds(const std::vector<RunCurve>& runs) {
   return means;
 }
 
+// Grouped curves (group_curves) lead with their group's label.
+template <class Curve>
+void add_group_column(Grid& grid, const std::vector<Curve>& curves) {
+  if (std::all_of(curves.begin(), curves.end(), [](const Curve& c) { return c.group.empty(); })) return;
+  grid.header.insert(grid.header.begin(), "group");
+  std::size_t row = 0;
+  for (const auto& c : curves)
+    for (std::size_t i = 0; i < c.points.size(); ++i, ++row)
+      grid.rows[row].insert(grid.rows[row].begin(), Cell::of_text(c.group));
+}
+
 Grid run_curves_grid(const std::vector<RunCurve>& runs) {
   Grid grid;
   grid.header = {"run", "method", "dataset", "seed", "step", "wall_seconds", "value"};
@@ -130,6 +144,7 @@ Grid run_curves_grid(const std::vector<RunCurve>& runs) {
       grid.rows.push_back({Cell::of_integer(run.run_id), Cell::of_text(run.method), Cell::of_text(run.dataset),
                            Cell::of_integer(run.seed), Cell::of_integer(p.step), Cell::of_number(p.wall_seconds, "%.2f"),
                            Cell::of_number(p.value, "%.6g")});
+  add_group_column(grid, runs);
   return grid;
 }
 
@@ -143,8 +158,27 @@ Grid mean_curves_grid(const std::vector<MeanCurve>& means) {
                            Cell::of_number(p.mean, "%.6g"),
                            p.n > 1 ? Cell::of_number(p.std, "%.6g") : Cell::none(),
                            Cell::of_number(p.min, "%.6g"), Cell::of_number(p.max, "%.6g")});
+  add_group_column(grid, means);
   grid.notes.push_back("std: sample standard deviation (n - 1) over the runs at that step; the band drawn is mean ± std");
   return grid;
+}
+
+void group_curves(store::Database& db, std::vector<RunCurve>& runs, const std::vector<std::string>& keys) {
+  store::Selection selection;
+  selection.group_by = keys;
+  std::map<std::int64_t, std::string> by_job;
+  for (const auto& row : store::select_jobs(db, selection)) {
+    std::string label;
+    for (std::size_t k = 0; k < keys.size(); ++k) {
+      const std::string& key = keys[k];
+      const std::string value = row.group[k].empty() ? "-" : row.group[k];
+      const std::string part = store::is_builtin_key(key) ? (key == "seed" ? "seed " + value : value)
+                                                          : key.substr(key.rfind('.') + 1) + "=" + value;
+      label += (label.empty() ? "" : " ") + part;
+    }
+    by_job[row.job_id] = label;
+  }
+  for (auto& run : runs) run.group = by_job[run.job_id];
 }
 
 CurveX parse_curve_x(const std::string& word) {
@@ -163,12 +197,12 @@ std::string curve_label(const std::string& split, const std::string& name) {
 }
 
 std::string legend(const RunCurve& run) {
-  return run.method + "/" + run.dataset + " seed " + std::to_string(run.seed) + " (run " + std::to_string(run.run_id) +
+  return (run.group.empty() ? run.method + "/" + run.dataset : run.group) + " seed " + std::to_string(run.seed) + " (run " + std::to_string(run.run_id) +
          ")";
 }
 
 std::string legend(const MeanCurve& mean) {
-  const std::string group = mean.method + "/" + mean.dataset;
+  const std::string group = mean.group.empty() ? mean.method + "/" + mean.dataset : mean.group;
   if (mean.run_ids.size() == 1)
     return group + " seed " + std::to_string(mean.seeds[0]) + " (run " + std::to_string(mean.run_ids[0]) + ", one run: no band)";
   const std::set<std::int64_t> seeds(mean.seeds.begin(), mean.seeds.end());

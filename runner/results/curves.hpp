@@ -22,6 +22,7 @@ struct CurveSample {
 struct RunCurve {
   std::int64_t run_id = 0, job_id = 0;
   std::string method, dataset;
+  std::string group;  // set by group_curves: its values of the --group-by keys, "" before
   store::RunStatus status = store::RunStatus::running;
   std::int64_t seed = 0;
   std::vector<CurveSample> points;
@@ -44,12 +45,19 @@ struct MeanCurvePoint {
 // NaN value at a step makes every statistic there NaN: a diverged seed is not averaged away.
 struct MeanCurve {
   std::string method, dataset;
+  std::string group;  // the runs' group (group_curves), "" when grouped by method and dataset
   std::vector<std::int64_t> run_ids, seeds;
   std::vector<MeanCurvePoint> points;
 };
 
-// Groups by (method, dataset), in order of first appearance. Throws std::runtime_error when a
-// group's runs share no step.
+// Labels each run with its values of `keys` (method, dataset, seed or config keys such as
+// datasets.sparse_sum.sparsity): "gmm_rks sparsity=0.1" (builtin keys by value, config keys as
+// last-part=value). Throws store::QueryError for a key no job has ("unknown key 'x' (did you
+// mean: ...)").
+void group_curves(store::Database& db, std::vector<RunCurve>& runs, const std::vector<std::string>& keys);
+
+// Groups by the runs' group when group_curves set one, else by (method, dataset), in order of
+// first appearance. Throws std::runtime_error when a group's runs share no step.
 std::vector<MeanCurve> mean_over_seeds(const std::vector<RunCurve>& runs);
 
 // CSV layouts (any Format): run,method,dataset,seed,step,wall_seconds,value and
@@ -65,7 +73,8 @@ CurveX parse_curve_x(const std::string& word);  // "step" | "time"; else std::in
 std::string x_label(CurveX x);
 std::string curve_label(const std::string& split, const std::string& name);
 
-// Legends: "method/dataset seed S (run R)"; "method/dataset (mean ± std of N seeds)".
+// Legends: "method/dataset seed S (run R)"; "method/dataset (mean ± std of N seeds)"; the group in
+// place of method/dataset when there is one.
 std::string legend(const RunCurve& run);
 std::string legend(const MeanCurve& mean);
 
