@@ -23,6 +23,7 @@ function(attnlab_plugin target kind)
   else()
     set(dir ${ATTNLAB_DATASET_DIR})
     set(install_dir ${ATTNLAB_INSTALL_DATASET_DIR})
+    add_dependencies(data_plugins ${target})
   endif()
   # installed in <prefix>/lib/attnlab/<kind>s/: libattnlab_core.so is two folders up
   set_target_properties(${target} PROPERTIES PREFIX "" LIBRARY_OUTPUT_DIRECTORY ${dir} INSTALL_RPATH "$ORIGIN/../..")

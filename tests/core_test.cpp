@@ -159,6 +159,29 @@ TEST(Model, PaddedTokensDoNotChangeTheLogits) {
   EXPECT_TRUE(at::allclose(model->forward(other, lengths), logits, 1e-5, 1e-6));
 }
 
+// Attention that mixes nothing: each position's output is its own value, so with pooling = first
+// (KL-Transformer App. E.2) the logits read the first token only, and with mean every token.
+struct OwnValueAttention : AttentionMethod {
+  at::Tensor forward(const at::Tensor&, const at::Tensor&, const at::Tensor& v, const at::Tensor&) override { return v; }
+};
+
+TEST(Model, FirstPoolingReadsTheFirstPositionOnly) {
+  TaskInfo task{10, 4, 12, 1};
+  auto tokens = at::randint(1, 10, {2, 1, 12}, at::kLong);
+  const auto lengths = at::full({2, 1}, 12, at::kLong);
+  auto changed = tokens.clone();
+  changed.select(2, 5).fill_(0);  // not the first position
+  for (const char* pooling : {"first", "mean"}) {
+    at::manual_seed(4);
+    ModelConfig mc;
+    mc.pooling = pooling;
+    EncoderClassifier model(mc, task, [](const AttentionShape&) { return std::make_shared<OwnValueAttention>(); });
+    model->eval();
+    const bool same = at::allclose(model->forward(changed, lengths), model->forward(tokens, lengths), 1e-6, 1e-7);
+    EXPECT_EQ(same, std::string(pooling) == "first") << pooling;
+  }
+}
+
 TEST(Model, PairTasksShareOneEncoder) {
   ModelConfig mc;
   TaskInfo task{10, 2, 8, 2};

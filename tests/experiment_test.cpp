@@ -163,7 +163,7 @@ TEST(Experiment, ErrorsNameFileLineAndKey) {
   EXPECT_EQ(error_of("[train]\nsteps = \"ten\"\n[methods.softmax]\n[datasets.listops]\n"),
             file + ":2: [train] steps: expected an integer, got a string");
   EXPECT_EQ(error_of("[model]\npooling = \"max\"\n[methods.softmax]\n[datasets.listops]\n"),
-            file + ":2: [model] pooling: 'max' is not one of mean|cls");
+            file + ":2: [model] pooling: 'max' is not one of mean|cls|first");
   EXPECT_EQ(error_of("[methods.softmax]\ndropout = 2.0\n[datasets.listops]\n"),
             file + ":2: [methods.softmax] dropout: 2 is out of range [0, 0.99] (attention plugin softmax)");
   EXPECT_EQ(error_of("[methods.softmax]\nlandmarks = 3\n[datasets.listops]\n"),
@@ -267,6 +267,22 @@ TEST(Experiment, SweepAndPerDatasetErrors) {
             file + ":2: [methods.softmax.datasets.text] no [datasets.text] in this file for these settings to apply to");
   EXPECT_EQ(error_of("[methods.softmax]\n[methods.softmax.datasets.listops]\nfeatures = 2\n[datasets.listops]\n"),
             file + ":3: [methods.softmax.datasets.listops] features: unknown key (attention plugin softmax) (known: dropout)");
+}
+
+// Every experiment file shipped in conf/ validates against the built plugins (no data is read).
+TEST(Experiment, EveryShippedExperimentFileValidates) {
+  std::size_t files = 0;
+  for (const auto& entry : fs::directory_iterator(std::string(ATTNLAB_SOURCE_DIR) + "/conf")) {
+    if (entry.path().extension() != ".toml") continue;
+    ++files;
+    try {
+      const auto e = load_experiment(entry.path().string(), registry());
+      EXPECT_FALSE(e.jobs.empty()) << entry.path();
+    } catch (const std::exception& error) {
+      ADD_FAILURE() << error.what();
+    }
+  }
+  EXPECT_GE(files, 10u);
 }
 
 TEST(Experiment, MissingFileIsOneLine) {

@@ -178,6 +178,14 @@ TEST(PaperData, BundledCopiesMatchTheSource) {
     EXPECT_EQ(slurp((build_papers / (std::string(name) + ".toml")).string()), slurp(kPapers + name + ".toml")) << name;
   }
   EXPECT_EQ(paper_names({build_papers.string(), kPapers}), (std::vector<std::string>{"kl-transformer", "skyformer"}));
+  // a unique first word names its paper; an unknown one lists what there is
+  EXPECT_EQ(find_paper("kl", {kPapers}), kPapers + "kl-transformer.toml");
+  try {
+    find_paper("kl-t", {kPapers});
+    ADD_FAILURE() << "kl-t was found";
+  } catch (const PaperError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("--paper 'kl-t': no such paper (bundled: kl-transformer, skyformer;", 0), 0u) << e.what();
+  }
 }
 
 // What a malformed file says: one line, the file, the line, the key.

@@ -300,7 +300,14 @@ std::string find_paper(const std::string& name_or_file, const std::vector<std::s
     const fs::path candidate = fs::path(folder) / (name_or_file + ".toml");
     if (fs::is_regular_file(candidate, ec)) return candidate.string();
   }
+  // A unique first word names its paper: "kl" is kl-transformer.
   const auto names = paper_names(folders);
+  std::vector<std::string> starting;
+  for (const auto& n : names)
+    if (n.rfind(name_or_file + "-", 0) == 0) starting.push_back(n);
+  if (starting.size() == 1) return find_paper(starting.front(), folders);
+  if (starting.size() > 1)
+    throw PaperError("--paper '" + name_or_file + "': names several papers (" + list_text(starting) + "); give one");
   throw PaperError("--paper '" + name_or_file + "': no such paper (bundled: " + (names.empty() ? "none" : list_text(names)) +
                    "; searched " + (folders.empty() ? "nothing" : list_text(folders)) + "; or give a file's path)");
 }

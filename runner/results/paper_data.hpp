@@ -67,8 +67,9 @@ Paper parse_paper(const std::string& text, const std::string& where);
 Paper load_paper(const std::string& path);
 
 // `--paper` takes a file (a word holding '/' or ending in .toml) or a name looked up as NAME.toml
-// in `folders` in order (the bundled conf/papers of an installed or build tree). An unknown name is
-// a PaperError naming the papers found and the folders searched.
+// in `folders` in order (the bundled conf/papers of an installed or build tree), else the one
+// paper whose name starts with NAME- ("kl": kl-transformer). An unknown name is a PaperError
+// naming the papers found and the folders searched.
 std::string find_paper(const std::string& name_or_file, const std::vector<std::string>& folders);
 // The names (file stems) of the papers in `folders`, sorted, each once.
 std::vector<std::string> paper_names(const std::vector<std::string>& folders);

@@ -14,7 +14,8 @@ const ParamSpec kModelParams[] = {
     {"heads", ParamType::integer, "2", 1, 256, nullptr, "attention heads"},
     {"head_dim", ParamType::integer, "0", 0, 4096, nullptr, "width of one head; 0 means dim / heads"},
     {"dropout", ParamType::real, "0.1", 0, 0.99, nullptr, "dropout after embeddings, attention output and FFN"},
-    {"pooling", ParamType::string, "mean", 0, 0, "mean|cls", "sequence pooling before the classifier head"},
+    {"pooling", ParamType::string, "mean", 0, 0, "mean|cls|first",
+     "sequence pooling before the classifier head: mean of real tokens, a prepended CLS token, or the first token"},
     {"norm", ParamType::string, "pre", 0, 0, "pre|post", "layer norm before (pre) or after (post) each residual branch"},
     {"positions", ParamType::string, "learned", 0, 0, "learned|sinusoidal", "positional encoding"},
 };

@@ -139,7 +139,8 @@ at::Tensor EncoderClassifierImpl::encode(const at::Tensor& tokens, const at::Ten
   auto [x, valid] = embed(tokens, lengths);
   for (auto& block : blocks_) x = block->forward(x, valid);
   if (final_norm_) x = final_norm_->forward(x);
-  if (cls_.defined()) return x.select(1, 0);
+  // cls: the prepended token; first: the sequence's own first position (KL-Transformer App. E.2)
+  if (cls_.defined() || config_.pooling == "first") return x.select(1, 0);
   // mean over real tokens only
   auto weights = valid.to(x.scalar_type()).unsqueeze(2);
   return (x * weights).sum(1) / weights.sum(1).clamp_min(1.0);
