@@ -5,6 +5,8 @@
 #include "test_support.hpp"
 
 #include <cmath>
+#include <filesystem>
+#include <map>
 
 #include <ATen/ATen.h>
 
@@ -242,6 +244,47 @@ TEST(Training, SameSeedSameNumbersOnCpu) {
   EXPECT_GT(result(first, "test_acc"), 0.5);
   EXPECT_EQ(result(first, "steps_done"), 40);
   EXPECT_GT(result(first, "peak_memory_bytes"), 1e6);
+}
+
+// [train] accuracy_checkpoints: the first validation at or past each mark keeps its weights beside
+// the best checkpoint and stores the point (step, val, accuracy_mark, mark); marks never reached
+// keep nothing.
+TEST(Training, AccuracyCheckpointsAreKeptWhereEachMarkIsFirstReached) {
+  const auto dir = std::filesystem::temp_directory_path() / ("attnlab-acc-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  TrainJob job;
+  job.model = testing::tiny_model(32);
+  job.train.steps = 40;
+  job.train.batch_size = 8;
+  job.train.lr = 3e-3;
+  job.train.warmup = 5;
+  job.train.eval_every = 5;
+  job.train.log_every = 10;
+  job.train.accuracy_checkpoints = 0.2;
+  job.task = {10, 4, 12, 1};
+  job.seed = 7;
+  job.checkpoint_path = (dir / "best.pt").string();
+  job.make_attention = [](const AttentionShape&) { return make_softmax(); };
+  TrainSplits splits{toy_split(256, 12, 11), toy_split(64, 12, 12), toy_split(64, 12, 13)};
+  Recorder r;
+  const auto outcome = train_and_evaluate(job, splits, r);
+  ASSERT_EQ(outcome.status, TrainStatus::done) << outcome.error;
+  std::map<double, std::int64_t> marked;  // mark -> step
+  for (const auto& p : r.points)
+    if (p.name == "accuracy_mark") marked[p.value] = p.step;
+  for (const double mark : accuracy_marks(0.2)) {
+    std::int64_t first = -1;  // the first validation step at or past the mark
+    for (const auto& p : r.points)
+      if (p.split == "val" && p.name == "acc" && p.value + 1e-12 >= mark && first < 0) first = p.step;
+    const bool kept = std::filesystem::exists(accuracy_checkpoint_path(job.checkpoint_path, mark));
+    EXPECT_EQ(kept, first >= 0) << mark;
+    if (first >= 0) EXPECT_EQ(marked.at(mark), first) << mark;
+    else EXPECT_EQ(marked.count(mark), 0u) << mark;
+  }
+  EXPECT_EQ(marked.size(), 2u);  // validation accuracy passes 0.2 and 0.4 in 40 steps, never 0.6
+  EXPECT_EQ(accuracy_checkpoint_path("x/run-3.pt", 0.4), "x/run-3.pt.acc40");
+  EXPECT_EQ(accuracy_marks(0.2).size(), 5u);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Training, DivergenceEndsTheRunWithWhatWasMeasured) {

@@ -159,7 +159,7 @@ TEST(Experiment, ErrorsNameFileLineAndKey) {
   EXPECT_EQ(error_of("[train]\nsteps = 10\nlrr = 0.1\n[methods.softmax]\n[datasets.listops]\n"),
             file + ":3: [train] lrr: unknown key (known: steps, batch_size, grad_accum, lr, weight_decay, beta1, beta2, "
                    "eps, warmup, decay, clip_norm, eval_every, eval_batches, log_every, instability_steps, variance_passes, "
-                   "variance_split, checkpoint_every)");
+                   "variance_split, accuracy_checkpoints, checkpoint_every)");
   EXPECT_EQ(error_of("[train]\nsteps = \"ten\"\n[methods.softmax]\n[datasets.listops]\n"),
             file + ":2: [train] steps: expected an integer, got a string");
   EXPECT_EQ(error_of("[model]\npooling = \"max\"\n[methods.softmax]\n[datasets.listops]\n"),

@@ -156,9 +156,10 @@ void finish_plan(JobPlan& job) {
   text << root << "\n";
   job.config_toml = text.str();
   // The identity leaves out what changes how a job runs but never its numbers (resume is exact):
-  // a new checkpoint cadence is the same job, not a new one.
+  // a new checkpoint cadence, or checkpoints kept at accuracy marks, is the same job, not a new one.
   toml::table identity = root;
   identity.get_as<toml::table>("train")->erase("checkpoint_every");
+  identity.get_as<toml::table>("train")->erase("accuracy_checkpoints");
   std::ostringstream identity_text;
   identity_text << identity << "\n";
   job.config_hash = sha256_of_text(identity_text.str());

@@ -43,6 +43,9 @@ const ParamSpec kTrainParams[] = {
      "for a stochastic attention method: inference passes at the best checkpoint, each with a fresh draw, for "
      "the KL-Transformer's RSD, PI, VA and AGV (§4.1; 100 in the paper); 0 = off"},
     {"variance_split", ParamType::string, "test", 0, 0, "val|test", "the split those passes run over"},
+    {"accuracy_checkpoints", ParamType::real, "0", 0, 1, nullptr,
+     "keep the weights when validation accuracy first reaches each multiple of this (0.2: 20, 40, 60, 80 and 100%), "
+     "for attnlab gradients (the KL-Transformer's Table 14); 0 = none"},
     {"checkpoint_every", ParamType::integer, "1000", 0, kBig, nullptr,
      "training steps between resume checkpoints (model, optimiser, RNG states, data position); 0 = never"},
 };
@@ -87,6 +90,7 @@ TrainConfig train_config_from(const ParamValues& v) {
   if (c.variance_passes == 1) throw ParamError("variance_passes: one pass has no variance; 0 turns the passes off, else at least 2");
   c.variance_split = v.string("variance_split");
   c.checkpoint_every = v.integer("checkpoint_every");
+  c.accuracy_checkpoints = v.real("accuracy_checkpoints");
   return c;
 }
 

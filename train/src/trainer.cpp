@@ -123,6 +123,17 @@ void save_checkpoint(EncoderClassifier& model, const std::string& path) {
 
 }  // namespace
 
+std::string accuracy_checkpoint_path(const std::string& checkpoint_path, double mark) {
+  return checkpoint_path + ".acc" + std::to_string(std::lround(mark * 100));
+}
+
+std::vector<double> accuracy_marks(double every) {
+  std::vector<double> marks;
+  if (every <= 0) return marks;
+  for (int k = 1; k * every <= 1 + 1e-9; ++k) marks.push_back(k * every);
+  return marks;
+}
+
 double learning_rate_at(const TrainConfig& c, std::int64_t step) {
   if (step < c.warmup) return c.lr * static_cast<double>(step + 1) / static_cast<double>(c.warmup);
   const double span = static_cast<double>(std::max<std::int64_t>(1, c.steps - c.warmup));
@@ -249,6 +260,14 @@ RunOutcome train_and_evaluate(const TrainJob& job, const TrainSplits& data, Trai
           loop.best_step = loop.steps_done;
           loop.best_state = snapshot(model);
           if (!job.checkpoint_path.empty()) save_checkpoint(model, job.checkpoint_path);
+        }
+        // The first validation at or past each accuracy mark keeps its weights. A file already
+        // there was kept before a resume: the mark was reached then.
+        for (const double mark : job.checkpoint_path.empty() ? std::vector<double>{} : accuracy_marks(tc.accuracy_checkpoints)) {
+          const std::string path = accuracy_checkpoint_path(job.checkpoint_path, mark);
+          if (val.acc + 1e-12 < mark || std::filesystem::exists(path)) continue;
+          save_checkpoint(model, path);
+          points.push_back({loop.steps_done, "val", "accuracy_mark", mark, wall});
         }
         observer.on_metrics(points);
         points.clear();

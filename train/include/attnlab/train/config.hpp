@@ -42,6 +42,7 @@ struct TrainConfig {
   std::int64_t variance_passes = 100;  // stochastic methods: passes for the variance metrics (0: off)
   std::string variance_split = "test"; // val | test
   std::int64_t checkpoint_every = 1000;  // steps between resume checkpoints (0: none)
+  double accuracy_checkpoints = 0;       // > 0: weights kept at each multiple of it first reached (val accuracy)
 };
 
 extern const ParamSpec kModelParams[];

@@ -78,7 +78,7 @@ struct TrainJob {
   c10::Device device = c10::Device(c10::kCPU);
   AttentionMaker make_attention;
   AttentionMaker reference_attention;  // softmax: the reference of the instability score
-  std::string checkpoint_path;  // best-validation weights are saved here
+  std::string checkpoint_path;  // best-validation weights are saved here (and accuracy checkpoints beside it)
 
   // Resume checkpoints: written to resume_path (atomically) every train.checkpoint_every steps
   // and when `stop` is seen; empty: none at all. With `resume` and an existing file, the run
@@ -118,6 +118,13 @@ struct RunOutcome {
 // Throws std::runtime_error only for a resume checkpoint that cannot be resumed from; everything
 // that goes wrong while training ends up in the outcome.
 RunOutcome train_and_evaluate(const TrainJob& job, const TrainSplits& data, TrainObserver& observer);
+
+// Where a run whose best checkpoint is `checkpoint_path` keeps its weights from the validation
+// at which accuracy first reached `mark` ([train] accuracy_checkpoints): "<path>.acc40" for 0.4.
+// The trainer also stores the curve point (step, "val", "accuracy_mark", mark) then.
+std::string accuracy_checkpoint_path(const std::string& checkpoint_path, double mark);
+// The marks of `every` (0.2: 0.2, 0.4, ..., 1.0), computed as k·every, k = 1, 2, ...
+std::vector<double> accuracy_marks(double every);
 
 // Learning rate at `step` (0-based): linear warm-up to lr, then constant, linear, sqrt or cosine decay.
 double learning_rate_at(const TrainConfig& config, std::int64_t step);
