@@ -29,6 +29,7 @@ const char* kUsage =
     "  instability  Skyformer's instability score of an experiment's jobs against softmax\n"
     "  variance  RSD, PI, VA and AGV of a stored run of a stochastic method, from its checkpoint\n"
     "  inspect   eigenvalues of a stored GMM-kernel run's learned covariances\n"
+    "  gradients spread of the classifier's gradient over fresh random features at a run's accuracy checkpoints\n"
     "  spectrum  singular values of a stored run's attention output over one test batch (decay per task)\n"
     "  data      load and check an experiment's datasets: sizes, lengths, classes, load time, cache\n"
     "  queue     the job queue: add an experiment's jobs, list, show, cancel, retry\n"
@@ -72,6 +73,7 @@ int main(int argc, char** argv) {
     if (command == "variance") return attnlab::cmd_variance(args);
     if (command == "inspect") return attnlab::cmd_inspect(args);
     if (command == "spectrum") return attnlab::cmd_spectrum(args);
+    if (command == "gradients") return attnlab::cmd_gradients(args);
     if (command == "queue") return attnlab::cmd_queue(args);
     if (command == "db") return attnlab::cmd_db(args);
     if (command == "exec-job") return attnlab::cmd_exec_job(args);

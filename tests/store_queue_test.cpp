@@ -654,9 +654,9 @@ TEST_F(Queue, MigratesAVersion5FileKeepingEveryRowAndLease) {
   EXPECT_NO_THROW(db.append_curve(22, {{1, "train", "loss", 1.0, 0.1}}));
 }
 
-// A version 6 file with a finished run: migration 7 adds the spectrum tables and touches nothing
-// else; the run can then be measured.
-TEST_F(Queue, MigratesAVersion6FileAddingTheSpectrumTables) {
+// A version 6 file with a finished run: migrations 7 and 8 add the spectrum and gradient tables and
+// touch nothing else; the run can then be measured.
+TEST_F(Queue, MigratesAVersion6FileAddingTheStudyTables) {
   const std::string path = file("v6-data.db");
   raw_exec(path, std::string(attnlab::store::kSchemaV1) + attnlab::store::kSchemaV2 + attnlab::store::kSchemaV3 + "PRAGMA foreign_keys = OFF;" +
                      attnlab::store::kSchemaV4 + attnlab::store::kSchemaV5 + attnlab::store::kSchemaV6 + R"sql(
@@ -672,13 +672,14 @@ TEST_F(Queue, MigratesAVersion6FileAddingTheSpectrumTables) {
   const std::string before = raw_query_one(path, "SELECT group_concat(sql, ';') FROM sqlite_master");
   Database db(path);
   EXPECT_EQ(db.migrated_from(), 6);
-  EXPECT_EQ(db.schema_version(), 7);
+  EXPECT_EQ(db.schema_version(), 8);
   EXPECT_EQ(query_one(db.handle(), "PRAGMA integrity_check"), "ok");
   EXPECT_TRUE(query(db.handle(), "PRAGMA foreign_key_check").empty());
-  // every version 6 object as it was, the two new tables after them
+  // every version 6 object as it was, the three new tables after them
   EXPECT_EQ(query_one(db.handle(), "SELECT group_concat(sql, ';') FROM sqlite_master WHERE name NOT LIKE 'spectrum%' "
-                                   "AND name NOT LIKE 'sqlite_autoindex_spectrum%'"),
+                                   "AND name NOT LIKE 'sqlite_autoindex_spectrum%' AND name NOT LIKE '%gradient_stats%'"),
             before);
+  EXPECT_EQ(query_one(db.handle(), "SELECT count(*) FROM sqlite_master WHERE name = 'gradient_stats'"), "1");
   EXPECT_EQ(query(db.handle(), "SELECT name FROM sqlite_master WHERE name LIKE 'spectrum%' ORDER BY name"),
             (std::vector<std::string>{"spectrum_results", "spectrum_summaries"}));
   EXPECT_EQ(query_one(db.handle(), "SELECT (SELECT count(*) FROM runs) || ',' || (SELECT count(*) FROM results) || ',' || "

@@ -73,8 +73,8 @@ TEST_F(StoreTest, MigratesNewFileToTheCurrentVersion) {
   EXPECT_EQ(query_one(db.handle(), "PRAGMA foreign_keys"), "1");
 
   auto tables = query(db.handle(), "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name");
-  EXPECT_EQ(tables, (std::vector<std::string>{"approx_results", "bench_results", "curves", "experiments", "job_params",
-                                              "jobs", "results", "run_plugins", "runs", "spectrum_results",
+  EXPECT_EQ(tables, (std::vector<std::string>{"approx_results", "bench_results", "curves", "experiments", "gradient_stats",
+                                              "job_params", "jobs", "results", "run_plugins", "runs", "spectrum_results",
                                               "spectrum_summaries", "variance_examples"}));
   EXPECT_EQ(query(db.handle(), "SELECT name FROM sqlite_master WHERE type = 'view' ORDER BY name"),
             (std::vector<std::string>{"job_outcomes", "job_results", "run_curves", "run_summary", "seed_stats"}));
@@ -251,6 +251,48 @@ TEST_F(StoreTest, SpectrumRoundTripsAndReplacesTheSameMeasurement) {
   bad.stage = "middle";
   EXPECT_THROW(db.set_spectrum(bad), StoreError);  // CHECK
   EXPECT_EQ(query_one(db.handle(), "SELECT count(*) FROM spectrum_results"), "5");  // a failed write leaves nothing
+}
+
+// attnlab gradients (schema 8): one row per (run, mark, parameter), replaced when measured again,
+// all rows of a call in one transaction (a bad one stores none).
+TEST_F(StoreTest, GradientStatsRoundTripAndReplace) {
+  Database db(file("gradients.db"));
+  const auto experiment = db.add_experiment("e", "e.toml", "[experiment]");
+  const auto run = start_attempt(db, db.add_job(spec(experiment, "h")).job_id);
+  db.finish_run(run, RunStatus::done, {{"test_acc", 0.5}}, "", "");
+  attnlab::store::GradientStats g;
+  g.run_id = run;
+  g.mark = 0.4;
+  g.parameter = "head_in.bias";
+  g.step = 1200;
+  g.examples = 50;
+  g.repeats = 50;
+  g.neurons = 64;
+  g.abs_mean = 0.16609;
+  g.std = 0.094528;
+  g.device = "cpu";
+  auto low = g;
+  low.mark = 0.2;
+  low.step = 400;
+  db.set_gradient_stats({g, low});
+  g.std = 0.1;
+  db.set_gradient_stats({g});  // replaces
+  const auto all = db.gradient_stats({run});
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_DOUBLE_EQ(all[0].mark, 0.2);  // by run, then mark
+  EXPECT_EQ(all[0].step, 400);
+  EXPECT_DOUBLE_EQ(all[1].std, 0.1);
+  EXPECT_DOUBLE_EQ(all[1].abs_mean, 0.16609);
+  EXPECT_EQ(all[1].parameter, "head_in.bias");
+  EXPECT_EQ(all[1].neurons, 64);
+  EXPECT_FALSE(all[1].created_at.empty());
+  EXPECT_TRUE(db.gradient_stats({run + 1}).empty());
+  auto bad = g;
+  bad.repeats = 1;  // CHECK: one repeat has no std
+  auto fine = g;
+  fine.mark = 0.6;
+  EXPECT_THROW(db.set_gradient_stats({fine, bad}), StoreError);
+  EXPECT_EQ(query_one(db.handle(), "SELECT count(*) FROM gradient_stats"), "2");
 }
 
 TEST_F(StoreTest, RefusesNewerSchemaNamingFileAndVersions) {

@@ -38,6 +38,7 @@ int cmd_bench_one(const Args& args);                          // cmd_bench.cpp (
 int cmd_instability(const Args& args);                        // cmd_instability.cpp
 int cmd_variance(const Args& args);                           // cmd_variance.cpp
 int cmd_inspect(const Args& args);                            // cmd_inspect.cpp
+int cmd_gradients(const Args& args);                          // cmd_gradients.cpp
 int cmd_spectrum(const Args& args);                           // cmd_spectrum.cpp
 
 }  // namespace attnlab

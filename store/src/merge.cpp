@@ -13,7 +13,7 @@ namespace {
 // Every table a shard's rows are read from.
 constexpr const char* kShardTables[] = {"experiments", "jobs", "job_params", "runs",
                                         "run_plugins", "curves", "results", "variance_examples",
-                                        "spectrum_summaries", "spectrum_results"};
+                                        "spectrum_summaries", "spectrum_results", "gradient_stats"};
 
 // ATTACHes the shard read-only as schema "shard" for the lifetime of the object. ATTACH and
 // DETACH cannot run inside a transaction, so this wraps the merge's transaction.
@@ -189,6 +189,10 @@ class Merge {
              "INSERT INTO main.spectrum_results (run_id, layer, stage, batch, idx, sigma_mean, sigma_std, normalised_mean, "
              "normalised_std, energy_mean) SELECT ?1, layer, stage, batch, idx, sigma_mean, sigma_std, normalised_mean, "
              "normalised_std, energy_mean FROM shard.spectrum_results WHERE run_id = ?2",
+             "INSERT INTO main.gradient_stats (run_id, mark, parameter, step, split, examples, repeats, neurons, abs_mean, "
+             "std, device, torch_version, git_revision, created_at) SELECT ?1, mark, parameter, step, split, examples, "
+             "repeats, neurons, abs_mean, std, device, torch_version, git_revision, created_at "
+             "FROM shard.gradient_stats WHERE run_id = ?2",
          }) {
       sql::Statement st(db_, path_, copy);
       st.bind(1, run).bind(2, shard_run);

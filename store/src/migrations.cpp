@@ -7,6 +7,7 @@
 #include "schema_v5.hpp"
 #include "schema_v6.hpp"
 #include "schema_v7.hpp"
+#include "schema_v8.hpp"
 #include "sqlite.hpp"
 
 namespace attnlab::store {
@@ -26,6 +27,7 @@ constexpr Migration kMigrations[] = {
     {5, kSchemaV5},
     {6, kSchemaV6},
     {7, kSchemaV7},
+    {8, kSchemaV8},
 };
 
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == Database::kSchemaVersion,

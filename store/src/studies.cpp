@@ -1,5 +1,5 @@
 // The studies' results: attnlab bench and attnlab approx (schema version 2), attnlab spectrum
-// (schema version 7).
+// (version 7), attnlab gradients (version 8).
 
 #include "attnlab/store.hpp"
 #include "sqlite.hpp"
@@ -179,6 +179,54 @@ std::vector<SpectrumResult> Database::spectrum_results(const std::vector<std::in
       r.values.push_back({values.column_double(0), values.column_double(1), values.column_double(2), values.column_double(3),
                           values.column_double(4)});
     values.reset();
+  }
+  return out;
+}
+
+void Database::set_gradient_stats(const std::vector<GradientStats>& stats) {
+  sql::Transaction tx(db_, path_);
+  sql::Statement run(db_, path_, "SELECT 1 FROM runs WHERE id = ?1");
+  sql::Statement st(db_, path_,
+                    "INSERT OR REPLACE INTO gradient_stats (run_id, mark, parameter, step, split, examples, repeats, neurons, "
+                    "abs_mean, std, device, torch_version, git_revision) "
+                    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)");
+  for (const auto& g : stats) {
+    run.bind(1, g.run_id);
+    if (!run.step()) throw StoreError(path_ + ": no run with id " + std::to_string(g.run_id));
+    run.reset();
+    st.bind(1, g.run_id).bind(2, g.mark).bind(3, g.parameter).bind(4, g.step).bind(5, g.split).bind(6, g.examples)
+        .bind(7, g.repeats).bind(8, g.neurons).bind(9, g.abs_mean).bind(10, g.std).bind_text_or_null(11, g.device)
+        .bind_text_or_null(12, g.torch_version).bind_text_or_null(13, g.git_revision);
+    st.run();
+    st.reset();
+  }
+  tx.commit();
+}
+
+std::vector<GradientStats> Database::gradient_stats(const std::vector<std::int64_t>& run_ids) {
+  sql::Statement st(db_, path_,
+                    "SELECT run_id, mark, parameter, step, split, examples, repeats, neurons, abs_mean, std, device, "
+                    "torch_version, git_revision, created_at FROM gradient_stats "
+                    "WHERE ?1 = 0 OR run_id IN (SELECT value FROM json_each(?2)) ORDER BY run_id, mark, parameter");
+  st.bind(1, static_cast<std::int64_t>(run_ids.empty() ? 0 : 1)).bind(2, sql::json_array(run_ids));
+  std::vector<GradientStats> out;
+  while (st.step()) {
+    GradientStats g;
+    g.run_id = st.column_int64(0);
+    g.mark = st.column_double(1);
+    g.parameter = st.column_text(2);
+    g.step = st.column_int64(3);
+    g.split = st.column_text(4);
+    g.examples = st.column_int64(5);
+    g.repeats = st.column_int64(6);
+    g.neurons = st.column_int64(7);
+    g.abs_mean = st.column_double(8);
+    g.std = st.column_double(9);
+    g.device = st.column_text(10);
+    g.torch_version = st.column_text(11);
+    g.git_revision = st.column_text(12);
+    g.created_at = st.column_text(13);
+    out.push_back(std::move(g));
   }
   return out;
 }

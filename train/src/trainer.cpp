@@ -130,7 +130,8 @@ std::string accuracy_checkpoint_path(const std::string& checkpoint_path, double 
 std::vector<double> accuracy_marks(double every) {
   std::vector<double> marks;
   if (every <= 0) return marks;
-  for (int k = 1; k * every <= 1 + 1e-9; ++k) marks.push_back(k * every);
+  // rounded to 1e-9: 3 x 0.2 is 0.6, the mark a user and the paper's tables write
+  for (int k = 1; k * every <= 1 + 1e-9; ++k) marks.push_back(std::round(k * every * 1e9) / 1e9);
   return marks;
 }
 

@@ -242,6 +242,25 @@ struct ApproxResult {
   std::string created_at;    // filled when read back
 };
 
+// One `attnlab gradients` measurement: a stored run's weights from the validation at which its
+// accuracy first reached `mark`, the first `examples` examples of `split` passed `repeats` times,
+// each with a fresh draw of the attention's randomness; per neuron of `parameter` (the
+// classifier's hidden layer) the mean |gradient| and the sample std over the repeats, averaged
+// over its `neurons` (the KL-Transformer's Table 14). Identified by (run_id, mark, parameter).
+struct GradientStats {
+  std::int64_t run_id = 0;
+  double mark = 0;            // the accuracy mark, a fraction (0.4)
+  std::string parameter;      // e.g. "head_in.bias"
+  std::int64_t step = 0;      // the training step the weights are from
+  std::string split = "val";
+  std::int64_t examples = 0, repeats = 0, neurons = 0;
+  double abs_mean = 0, std = 0;
+  std::string device;
+  std::string torch_version;
+  std::string git_revision;
+  std::string created_at;  // filled when read back
+};
+
 // One value index of an `attnlab spectrum` measurement: the i-th singular value over the matrices
 // measured (mean and sample std), normalised by each matrix's largest (σ_i / σ_1), and its share
 // of the energy (σ_i² / Σσ², mean).
@@ -275,7 +294,7 @@ struct SpectrumResult {
 
 class Database {
  public:
-  static constexpr int kSchemaVersion = 7;
+  static constexpr int kSchemaVersion = 8;
 
   enum class Open {
     migrate,   // create the file if needed and apply forward migrations (run, queue add, db migrate)
@@ -411,6 +430,10 @@ class Database {
   // attnlab spectrum (schema version 7): stores a measurement, replacing one of the same (run,
   // layer, stage, batch); one transaction. The run must exist (StoreError otherwise).
   void set_spectrum(const SpectrumResult& result);
+  // Stores the measurements (each replacing one of the same run, mark and parameter), in one
+  // transaction; reads back those of `run_ids` (all when empty), by run then mark.
+  void set_gradient_stats(const std::vector<GradientStats>& stats);
+  std::vector<GradientStats> gradient_stats(const std::vector<std::int64_t>& run_ids = {});
   // Every stored measurement with its values, or those of `run_ids` only; by run, layer, stage, batch.
   std::vector<SpectrumResult> spectrum_results(const std::vector<std::int64_t>& run_ids = {});
 
