@@ -172,12 +172,12 @@ TEST_F(QueueCli, DbMigrateIsTheOnlyWayAnOldFileMoves) {
   }
   std::string out;
   EXPECT_EQ(queue("list", out), 2);  // readers and workers never migrate
-  EXPECT_NE(out.find("database schema version 3 is older than this attnlab needs (7): run `attnlab db migrate --db " +
+  EXPECT_NE(out.find("database schema version 3 is older than this attnlab needs (8): run `attnlab db migrate --db " +
                      db() + "` first"), std::string::npos) << out;
   EXPECT_EQ(sql("PRAGMA user_version"), "3");
 
   ASSERT_EQ(attnlab("db migrate" + opts(), out), 0) << out;
-  EXPECT_EQ(out, db() + ": schema version 3 -> 7\n");
+  EXPECT_EQ(out, db() + ": schema version 3 -> 8\n");
   EXPECT_EQ(sql("SELECT state || ':' || attempts FROM jobs"), "done:0");
   ASSERT_EQ(attnlab("db migrate" + opts(), out), 0) << out;
   EXPECT_EQ(out, db() + ": schema version 8 -> 8 (up to date)\n");
@@ -188,7 +188,7 @@ TEST_F(QueueCli, DbMigrateIsTheOnlyWayAnOldFileMoves) {
   EXPECT_NE(out.find(path("missing.db") + ": no such database: run `attnlab db migrate --db "), std::string::npos) << out;
   EXPECT_FALSE(fs::exists(path("missing.db")));
   ASSERT_EQ(attnlab("db migrate --db " + path("new.db"), out), 0) << out;
-  EXPECT_EQ(out, path("new.db") + ": schema version 0 -> 7 (new database)\n");
+  EXPECT_EQ(out, path("new.db") + ": schema version 0 -> 8 (new database)\n");
   EXPECT_EQ(attnlab("db vacuum", out), 2);
   EXPECT_NE(out.find("attnlab db: unknown command 'vacuum'"), std::string::npos) << out;
 }

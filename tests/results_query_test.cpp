@@ -262,6 +262,23 @@ TEST_F(Query, CountingRunsAndStates) {
   EXPECT_EQ(column(db, "SELECT attempts FROM job_outcomes WHERE state = 'failed'"), std::vector<std::string>{"3"});
 }
 
+// The fixture's learning rate differs within each (method, dataset) (seed parity): a sweep's key,
+// which the default grouping adds so that 1e-3 and 1e-4 are never averaged as seeds; model.layers
+// is the same everywhere and the seed is what groups summarise over.
+TEST_F(Query, TheDefaultGroupingAddsTheKeysASweepVaries) {
+  Database db(file("r.db"));
+  fill(db);
+  std::vector<std::int64_t> ids;
+  for (const auto& row : store::select_jobs(db, Selection{})) ids.push_back(row.job_id);
+  EXPECT_EQ(store::keys_varying_within_groups(db, ids), std::vector<std::string>{"train.lr"});
+  EXPECT_TRUE(store::keys_varying_within_groups(db, {ids[0], ids[2]}).empty());  // seeds 1 and 3: both 1e-3
+  const auto out = attnlab({"results", "--db", file("r.db"), "--format", "csv"});
+  ASSERT_EQ(out.status, 0) << out.err;
+  EXPECT_EQ(out.out.substr(0, out.out.find('\n')).rfind("method,dataset,train.lr,jobs", 0), 0u) << out.out;
+  EXPECT_NE(out.out.find("skyformer,image,0.001,2,2,"), std::string::npos) << out.out;  // seeds 1 and 3
+  EXPECT_NE(out.out.find("skyformer,image,0.0001,1,1,"), std::string::npos) << out.out;
+}
+
 TEST_F(Query, SeedAggregationMatchesHandWorkedNumbersAndTheView) {
   Database db(file("r.db"));
   fill(db);
@@ -343,7 +360,7 @@ TEST_F(Query, EveryReadmeQueryRuns) {
   EXPECT_GE(statements, blocks);
 }
 
-// A version 4 file (version 5 only adds views; 6 rebuilds the tables it reads; 7 adds the spectrum tables, dropped here) with finished jobs: readers refuse it in one line,
+// A version 4 file (version 5 only adds views; 6 rebuilds the tables it reads; 7 and 8 add the spectrum and gradient tables, dropped here) with finished jobs: readers refuse it in one line,
 // `db migrate` (Open::migrate) adds the views, and they see the jobs that were there.
 TEST_F(Query, Version4FilesGetTheViewsByMigration) {
   {
@@ -352,19 +369,20 @@ TEST_F(Query, Version4FilesGetTheViewsByMigration) {
     char* err = nullptr;
     ASSERT_EQ(sqlite3_exec(db.handle(),
                            "DROP VIEW job_results; DROP VIEW seed_stats; DROP VIEW run_curves; DROP VIEW job_outcomes; "
-                           "DROP TABLE spectrum_results; DROP TABLE spectrum_summaries; PRAGMA user_version = 4",
+                           "DROP TABLE spectrum_results; DROP TABLE spectrum_summaries; DROP TABLE gradient_stats; "
+                           "PRAGMA user_version = 4",
                            nullptr, nullptr, &err),
               SQLITE_OK)
         << (err ? err : "");
   }
   const auto refused = attnlab({"results", "--db", file("old.db")});
   EXPECT_EQ(refused.status, 2);
-  EXPECT_NE(refused.err.find("database schema version 4 is older than this attnlab needs (7): run `attnlab db migrate"),
+  EXPECT_NE(refused.err.find("database schema version 4 is older than this attnlab needs (8): run `attnlab db migrate"),
             std::string::npos)
       << refused.err;
   const auto migrated = attnlab({"db", "migrate", "--db", file("old.db")});
   ASSERT_EQ(migrated.status, 0) << migrated.err;
-  EXPECT_EQ(migrated.out, file("old.db") + ": schema version 4 -> 7\n");
+  EXPECT_EQ(migrated.out, file("old.db") + ": schema version 4 -> 8\n");
   Database db(file("old.db"), Database::Open::existing);
   EXPECT_EQ(column(db, "SELECT n || ' ' || failed FROM seed_stats WHERE method = 'softmax' AND dataset = 'listops' "
                        "AND metric = 'test_acc'"),

@@ -18,7 +18,7 @@ int cmd_results(const Args& args) {
   options.add_options()
       ("db", po::value<std::string>()->default_value("attnlab.db"), "results database")
       ("where", po::value<std::vector<std::string>>()->composing(), "filter (repeatable: all must hold)")
-      ("group-by", po::value<std::vector<std::string>>()->composing(), "keys to group by (default method,dataset)")
+      ("group-by", po::value<std::vector<std::string>>()->composing(), "keys to group by (default method,dataset, and the config keys that differ within those groups: a sweep's)")
       ("metric", po::value<std::vector<std::string>>()->composing(), "result names (default test_acc)")
       ("format", po::value<std::string>()->default_value("table"), "table, csv, json or markdown")
       ("jobs", "one row per job (its counting run) instead of groups")
@@ -39,7 +39,17 @@ int cmd_results(const Args& args) {
   // A sweep whose runs all failed, or have not finished, has no test_acc yet: the counts still
   // answer "where does it stand?" (a --metric named by hand must exist).
   if (!vm.count("metric") && store::result_names(db).empty()) selection.metrics.clear();
-  const auto rows = store::select_jobs(db, selection);
+  auto rows = store::select_jobs(db, selection);
+  if (!vm.count("group-by")) {
+    // By default a sweep's keys join method and dataset: values of a swept key are not seeds.
+    std::vector<std::int64_t> ids;
+    for (const auto& row : rows) ids.push_back(row.job_id);
+    const auto swept = store::keys_varying_within_groups(db, ids);
+    if (!swept.empty()) {
+      selection.group_by.insert(selection.group_by.end(), swept.begin(), swept.end());
+      rows = store::select_jobs(db, selection);
+    }
+  }
   if (rows.empty() && format == results::Format::table) {
     std::cout << "no jobs match\n";
     return 0;

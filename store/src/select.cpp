@@ -60,6 +60,21 @@ std::vector<std::string> config_keys(Database& db) {
   return column_values(db, "SELECT DISTINCT key FROM job_params ORDER BY key");
 }
 
+std::vector<std::string> keys_varying_within_groups(Database& db, const std::vector<std::int64_t>& job_ids) {
+  std::string ids = "[";
+  for (std::size_t i = 0; i < job_ids.size(); ++i) ids += (i ? "," : "") + std::to_string(job_ids[i]);
+  // Not the seed (what a group summarises over), nor what never changes a job's numbers.
+  sql::Statement st(db.handle(), db.path(),
+                    "SELECT DISTINCT key FROM (SELECT p.key AS key FROM job_params AS p JOIN jobs AS j ON j.id = p.job_id "
+                    "WHERE p.job_id IN (SELECT value FROM json_each(?1)) "
+                    "AND p.key NOT IN ('method', 'dataset', 'seed', 'train.checkpoint_every', 'train.accuracy_checkpoints') "
+                    "GROUP BY j.method, j.dataset, p.key HAVING count(DISTINCT p.value) > 1) ORDER BY key");
+  st.bind(1, ids + "]");
+  std::vector<std::string> keys;
+  while (st.step()) keys.push_back(st.column_text(0));
+  return keys;
+}
+
 std::vector<std::string> result_names(Database& db) {
   return column_values(db, "SELECT DISTINCT name FROM results ORDER BY name");
 }

@@ -88,6 +88,11 @@ std::vector<std::string> config_keys(Database& db);
 // Where the given runs ran, one line per distinct environment, e.g. "cpu (AMD EPYC 7B13), 1
 // thread, LibTorch 1.13.1: 6 runs". Times and memory are only comparable within one line.
 std::vector<std::string> run_environments(Database& db, const std::vector<std::int64_t>& run_ids);
+// The config keys whose values differ among the given jobs of one (method, dataset), sorted: a
+// sweep's keys (datasets.sparse_sum.sparsity, train.lr), which a summary over seeds must group by
+// rather than average over. Never the seed, nor keys that do not change a job's numbers
+// (train.checkpoint_every, train.accuracy_checkpoints).
+std::vector<std::string> keys_varying_within_groups(Database& db, const std::vector<std::int64_t>& job_ids);
 // Every result name some run has, sorted.
 std::vector<std::string> result_names(Database& db);
 
