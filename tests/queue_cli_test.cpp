@@ -100,7 +100,7 @@ TEST_F(QueueCli, ListShowCancelRetry) {
   ASSERT_EQ(queue("show 1", out), 0) << out;
   EXPECT_NE(out.find("job 1: softmax on listops, seed 1, experiment 'tiny'"), std::string::npos) << out;
   EXPECT_NE(out.find("state: queued (0 attempt(s); 0 failure(s) of 3 allowed; 0 ended from outside of 10 allowed)"), std::string::npos) << out;
-  EXPECT_NE(out.find("[train]\nbatch_size = 8"), std::string::npos) << out;
+  EXPECT_NE(out.find("[train]\naccuracy_checkpoints = 0.0\nbatch_size = 8"), std::string::npos) << out;
   EXPECT_NE(out.find("attempts: none yet"), std::string::npos) << out;
   EXPECT_EQ(queue("show 7", out), 2);
   EXPECT_NE(out.find("queue show: no job 7 in " + db()), std::string::npos) << out;
