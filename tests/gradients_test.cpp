@@ -7,6 +7,7 @@
 #include "test_support.hpp"
 
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include <ATen/ATen.h>
@@ -108,6 +109,34 @@ TEST_F(GradientsCli, MeasuresStoresAndPrintsTable14) {
   EXPECT_NE(out.find("sparse_sum  0.1"), std::string::npos) << out;
   EXPECT_EQ(attnlab("gradients 2 " + common(), out), 2) << out;
   EXPECT_NE(out.find("none of the runs named has an accuracy checkpoint"), std::string::npos) << out;
+}
+
+// conf/kl-sparsity.toml as shipped, shrunk to a few steps on tiny splits (CI): the sweep makes its
+// six jobs, they run, `results` keeps the sparsities apart, and Fig. 6 is one curves command.
+TEST_F(GradientsCli, TheSparsityExperimentFileRunsShort) {
+  std::ifstream in(std::string(ATTNLAB_SOURCE_DIR) + "/conf/kl-sparsity.toml");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string toml = text.str();
+  const std::vector<std::pair<std::string, std::string>> shrink = {
+      {"length = 200", "length = 20"},   {"train_size = 160002", "train_size = 90"}, {"val_size = 39996", "val_size = 18"},
+      {"test_size = 39996", "test_size = 18"}, {"steps = 8000", "steps = 4"},       {"batch_size = 400", "batch_size = 9"},
+      {"eval_every = 200", "eval_every = 2"},  {"warmup = 100", "warmup = 2"},        {"log_every = 50", "log_every = 2"}};
+  for (const auto& [from, to] : shrink) {
+    const auto at = toml.find(from);
+    ASSERT_NE(at, std::string::npos) << "conf/kl-sparsity.toml has no '" << from << "'";
+    toml.replace(at, from.size(), to);
+  }
+  std::ofstream(path("kl-sparsity.toml")) << toml;
+  std::string out;
+  ASSERT_EQ(attnlab("run " + path("kl-sparsity.toml") + " " + common(), out), 0) << out;
+  EXPECT_EQ(testing::query_one(db(), "SELECT count(*) FROM jobs WHERE state = 'done'"), "6");
+  ASSERT_EQ(attnlab("results --format csv " + common().substr(0, common().find(" --threads")), out), 0) << out;
+  EXPECT_EQ(out.rfind("method,dataset,datasets.sparse_sum.sparsity,", 0), 0u) << out;
+  EXPECT_NE(out.find("gmm_prf,sparse_sum,0.5,1,1,"), std::string::npos) << out;
+  ASSERT_EQ(attnlab("curves --db " + db() + " --where \"experiment = kl-sparsity\" --metric acc --split val "
+                    "--group-by method,datasets.sparse_sum.sparsity --format csv", out), 0) << out;
+  EXPECT_NE(out.find("gmm_rks sparsity=0.9"), std::string::npos) << out;
 }
 
 }  // namespace
