@@ -202,7 +202,8 @@ struct Recorder : TrainObserver {
   void on_progress(const Progress&) override {}
 };
 
-RunOutcome short_run(std::uint64_t seed, Recorder& recorder) {
+// 40 steps of softmax on the toy task, validation every 20.
+TrainJob short_job(std::uint64_t seed) {
   TrainJob job;
   job.model = testing::tiny_model(32);
   job.train.steps = 40;
@@ -214,9 +215,14 @@ RunOutcome short_run(std::uint64_t seed, Recorder& recorder) {
   job.task = {10, 4, 12, 1};
   job.seed = seed;
   job.make_attention = [](const AttentionShape&) { return make_softmax(); };
+  return job;
+}
+
+RunOutcome short_run(const TrainJob& job, Recorder& recorder) {
   TrainSplits splits{toy_split(256, 12, 11), toy_split(64, 12, 12), toy_split(64, 12, 13)};
   return train_and_evaluate(job, splits, recorder);
 }
+RunOutcome short_run(std::uint64_t seed, Recorder& recorder) { return short_run(short_job(seed), recorder); }
 
 double result(const RunOutcome& o, const std::string& name) {
   for (const auto& [n, v] : o.results)
@@ -252,22 +258,12 @@ TEST(Training, SameSeedSameNumbersOnCpu) {
 TEST(Training, AccuracyCheckpointsAreKeptWhereEachMarkIsFirstReached) {
   const auto dir = std::filesystem::temp_directory_path() / ("attnlab-acc-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
-  TrainJob job;
-  job.model = testing::tiny_model(32);
-  job.train.steps = 40;
-  job.train.batch_size = 8;
-  job.train.lr = 3e-3;
-  job.train.warmup = 5;
+  TrainJob job = short_job(7);
   job.train.eval_every = 5;
-  job.train.log_every = 10;
   job.train.accuracy_checkpoints = 0.2;
-  job.task = {10, 4, 12, 1};
-  job.seed = 7;
   job.checkpoint_path = (dir / "best.pt").string();
-  job.make_attention = [](const AttentionShape&) { return make_softmax(); };
-  TrainSplits splits{toy_split(256, 12, 11), toy_split(64, 12, 12), toy_split(64, 12, 13)};
   Recorder r;
-  const auto outcome = train_and_evaluate(job, splits, r);
+  const auto outcome = short_run(job, r);
   ASSERT_EQ(outcome.status, TrainStatus::done) << outcome.error;
   std::map<double, std::int64_t> marked;  // mark -> step
   for (const auto& p : r.points)
