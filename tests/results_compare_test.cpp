@@ -378,6 +378,36 @@ TEST_F(CompareCommand, ExpressionsAndQuotedMethodNamesSelectTheSides) {
   EXPECT_NEAR(number(two.at("text"), "B mean"), 0.53, 1e-12);
 }
 
+// A sweep's keys join --by: each sparsity is compared with the same sparsity, never averaged as seeds.
+TEST_F(ResultsTest, CompareKeepsASweepsValuesApart) {
+  {
+    store::Database db(file("sweep.db"));
+    const double acc[2][2][2] = {{{0.90, 0.80}, {0.30, 0.50}}, {{0.70, 0.60}, {0.40, 0.60}}};  // method, sparsity, seed
+    const char* methods[] = {"gmm_rks", "gmm_prf"};
+    const char* sparsities[] = {"0.1", "0.9"};
+    for (int m = 0; m < 2; ++m)
+      for (int p = 0; p < 2; ++p)
+        for (int seed = 0; seed < 2; ++seed) {
+          FakeJob job;
+          job.method = methods[m], job.dataset = "sparse_sum", job.seed = seed + 1;
+          job.params = {{"datasets.sparse_sum.sparsity", sparsities[p]}};
+          job.results = {{"test_acc", acc[m][p][seed]}};
+          add_job(db, job);
+        }
+  }
+  const auto out = attnlab({"compare", "gmm_rks", "gmm_prf", "--format", "csv", "--db", file("sweep.db")});
+  ASSERT_EQ(out.status, 0) << out.err;
+  const auto rows = parse_csv(out.out);
+  ASSERT_EQ(rows.size(), 3u) << out.out;
+  EXPECT_EQ(rows[0][0], "dataset");
+  EXPECT_EQ(rows[0][1], "datasets.sparse_sum.sparsity");
+  const auto diff = std::find(rows[0].begin(), rows[0].end(), "diff") - rows[0].begin();
+  EXPECT_EQ(rows[1][1], "0.1");
+  EXPECT_NEAR(std::stod(rows[1][diff]), 0.85 - 0.65, 1e-12);
+  EXPECT_EQ(rows[2][1], "0.9");
+  EXPECT_NEAR(std::stod(rows[2][diff]), 0.40 - 0.50, 1e-12);
+}
+
 TEST_F(CompareCommand, ErrorsAreOneLine) {
   auto one_line_error = [](const testing::Output& o, const std::string& part) {
     EXPECT_EQ(o.status, 2);

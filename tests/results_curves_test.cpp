@@ -218,19 +218,22 @@ TEST_F(CurvesTest, WhereTakesTheCountingRunsOfTheMatchingJobs) {
 
 // --group-by: runs labelled, and with --mean grouped, by config keys (a swept learning rate here):
 // two lr = 0.001 seeds averaged, the lr = 0.002 run alone.
-TEST_F(CurvesTest, GroupByAConfigKeySplitsTheMeans) {
-  const std::string db_path = file("sweep.db");
-  {
-    store::Database db(db_path);
-    const std::vector<std::pair<std::int64_t, std::string>> jobs = {{1, "0.001"}, {2, "0.001"}, {1, "0.002"}};
-    for (std::size_t i = 0; i < jobs.size(); ++i) {
-      FakeJob job;
-      job.seed = jobs[i].first;
-      job.params = {{"train.lr", jobs[i].second}};
-      job.curve = acc_curve(kSoftmaxAcc[i], job.seed);
-      add_job(db, job);
-    }
+// softmax/listops at train.lr 0.001 (seeds 1 and 2) and 0.002 (seed 1), the first three curves above.
+std::string lr_sweep_db(const std::string& path) {
+  store::Database db(path);
+  const std::vector<std::pair<std::int64_t, std::string>> jobs = {{1, "0.001"}, {2, "0.001"}, {1, "0.002"}};
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    FakeJob job;
+    job.seed = jobs[i].first;
+    job.params = {{"train.lr", jobs[i].second}};
+    job.curve = acc_curve(kSoftmaxAcc[i], job.seed);
+    add_job(db, job);
   }
+  return path;
+}
+
+TEST_F(CurvesTest, GroupByAConfigKeySplitsTheMeans) {
+  const std::string db_path = lr_sweep_db(file("sweep.db"));
   const auto out = attnlab({"curves", "--where", "method = softmax", "--metric", "acc", "--mean", "--group-by",
                             "method,train.lr", "--db", db_path});
   ASSERT_EQ(out.status, 0) << out.err;
@@ -247,6 +250,24 @@ TEST_F(CurvesTest, GroupByAConfigKeySplitsTheMeans) {
   const auto bad = attnlab({"curves", "--where", "method = softmax", "--metric", "acc", "--group-by", "train.lrr", "--db", db_path});
   EXPECT_EQ(bad.status, 2);
   EXPECT_NE(bad.err.find("curves: unknown key 'train.lrr' (did you mean: train.lr)"), std::string::npos) << bad.err;
+}
+
+// Without --group-by, a sweep's keys label and group the runs: --mean never averages lr 0.001 and
+// 0.002 as if they were seeds.
+TEST_F(CurvesTest, ASweepsKeysGroupTheMeansWithoutBeingAsked) {
+  const std::string db_path = lr_sweep_db(file("sweep.db"));
+  const auto out = attnlab({"curves", "--where", "method = softmax", "--metric", "acc", "--mean", "--db", db_path});
+  ASSERT_EQ(out.status, 0) << out.err;
+  const auto rows = csv_rows(out.out);
+  ASSERT_EQ(rows.size(), 1u + 4 + 5);
+  EXPECT_EQ(rows[1][0], "softmax listops lr=0.001");
+  EXPECT_EQ(rows[1][3], "2");
+  EXPECT_NEAR(number(rows[4][6]), 0.5, 1e-12);  // mean of 0.4 and 0.6 at step 30
+  EXPECT_EQ(rows[5][0], "softmax listops lr=0.002");
+  EXPECT_EQ(rows[5][3], "1");
+  const auto per_run = attnlab({"curves", "--where", "method = softmax", "--metric", "acc", "--db", db_path});
+  ASSERT_EQ(per_run.status, 0) << per_run.err;
+  EXPECT_EQ(csv_rows(per_run.out)[1][0], "softmax listops lr=0.001");
 }
 
 TEST_F(CurvesTest, ErrorsAreOneLineNamingWhatIsWrong) {

@@ -246,6 +246,57 @@ TEST_F(Tables, ResultsCsvAndJsonFromTheBinaryParseBackToTheSameNumbers) {
   sqlite3_finalize(st);
 }
 
+// A sweep's values are not seeds: a swept dataset setting gets its own column, any other swept
+// setting its own row, and --paper (one configuration a cell) is refused, naming the key.
+TEST_F(ResultsTest, ASweepsValuesGetTheirOwnColumnsAndRowsNeverAveragedAsSeeds) {
+  Database db(file("sweep.db"));
+  const auto add = [&](const char* method, const char* dataset, std::int64_t seed, const char* key, const char* value,
+                       double acc) {
+    FakeJob f;
+    f.method = method, f.dataset = dataset, f.seed = seed;
+    f.params = {{key, value}};
+    f.results = {{"test_acc", acc}};
+    add_job(db, f);
+  };
+  const char* sparsity = "datasets.sparse_sum.sparsity";
+  add("gmm_rks", "sparse_sum", 1, sparsity, "0.1", 0.9);
+  add("gmm_rks", "sparse_sum", 2, sparsity, "0.1", 0.8);
+  add("gmm_rks", "sparse_sum", 1, sparsity, "0.9", 0.3);
+  add("gmm_rks", "sparse_sum", 2, sparsity, "0.9", 0.5);
+  add("gmm_prf", "sparse_sum", 1, sparsity, "0.9", 0.2);
+  add("gmm_prf", "listops", 1, "train.lr", "0.001", 0.2);
+  add("gmm_prf", "listops", 1, "train.lr", "0.0001", 0.4);
+
+  PaperTableOptions o;
+  const Grid g = paper_table(db, PaperTable::accuracy, o);
+  ASSERT_EQ(g.header, (std::vector<std::string>{"method", "sparse_sum sparsity=0.1", "sparse_sum sparsity=0.9", "listops",
+                                                "average"}));
+  ASSERT_EQ(g.rows.size(), 4u);
+  EXPECT_EQ(g.rows[0][0].text, "gmm_rks");
+  EXPECT_EQ(g.rows[0][1].text, "0.8500 ± 0.0707 (2)");  // never 0.625 over four "seeds"
+  EXPECT_EQ(g.rows[0][2].text, "0.4000 ± 0.1414 (2)");
+  EXPECT_EQ(g.rows[1][0].text, "gmm_prf");  // its sparse_sum job has a sparsity but no swept other setting
+  EXPECT_EQ(g.rows[1][2].text, "0.2000 (1)†");
+  EXPECT_EQ(g.rows[2][0].text, "gmm_prf lr=0.001");
+  EXPECT_EQ(g.rows[2][3].text, "0.2000 (1)†");
+  EXPECT_EQ(g.rows[3][0].text, "gmm_prf lr=0.0001");
+  EXPECT_EQ(g.rows[3][3].text, "0.4000 (1)†");
+  EXPECT_NE(g.notes[1].find("never averaged as seeds: datasets.sparse_sum.sparsity, train.lr"), std::string::npos)
+      << g.notes[1];
+
+  // One configuration selected: no split.
+  o.where = {"datasets.sparse_sum.sparsity = 0.1"};
+  const Grid one = paper_table(db, PaperTable::accuracy, o);
+  EXPECT_EQ(one.header, (std::vector<std::string>{"method", "sparse_sum", "average"}));
+
+  const auto refused = attnlab({"table", "accuracy", "--paper", "kl", "--db", file("sweep.db")});
+  EXPECT_EQ(refused.status, 2);
+  EXPECT_NE(refused.err.find("differ in datasets.sparse_sum.sparsity, train.lr, and each of the paper's cells is one "
+                             "configuration: choose one with --where"),
+            std::string::npos)
+      << refused.err;
+}
+
 TEST_F(Tables, CommandsEndToEndAndTheirErrors) {
   const auto table = attnlab({"table", "accuracy", "--db", file("t.db")});
   ASSERT_EQ(table.status, 0) << table.err;

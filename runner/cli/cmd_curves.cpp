@@ -137,7 +137,18 @@ int cmd_curves(const Args& args) {
   std::vector<results::MeanCurve> means;
   try {
     runs = results::read_run_curves(db, ids, split, metric);
-    if (vm.count("group-by")) results::group_curves(db, runs, split_list(vm["group-by"].as<std::string>(), "--group-by"));
+    if (vm.count("group-by")) {
+      results::group_curves(db, runs, split_list(vm["group-by"].as<std::string>(), "--group-by"));
+    } else {
+      // A sweep's values are not seeds: its keys label (and with --mean, group) the runs too.
+      std::vector<std::int64_t> jobs;
+      for (const auto& run : runs) jobs.push_back(run.job_id);
+      std::vector<std::string> keys = store::keys_varying_within_groups(db, jobs);
+      if (!keys.empty()) {
+        keys.insert(keys.begin(), {"method", "dataset"});
+        results::group_curves(db, runs, keys);
+      }
+    }
     if (mean) means = results::mean_over_seeds(runs);
   } catch (const std::runtime_error& e) {
     throw std::runtime_error(std::string("curves: ") + e.what());

@@ -84,16 +84,28 @@ Comparison compare(store::Database& db, const CompareOptions& o) {
   if (o.resamples < 1) throw std::runtime_error("compare: --resamples must be at least 1");
   const std::string& metric = o.metric;
   const std::vector<std::string>& where = o.where;
-  const std::vector<std::string>& by = o.by;
   Side sides[2] = {{"A", o.a, "", {}}, {"B", o.b, "", {}}};
   for (Side& side : sides) {
     side.expression = side_expression(side.given);
-    store::Selection selection{where, by, {metric}};
+    store::Selection selection{where, o.by, {metric}};
     selection.where.push_back(side.expression);
     side.jobs = store::select_jobs(db, selection);  // a bad expression, key or metric: QueryError
     if (side.jobs.empty())
       throw std::runtime_error("compare: " + side.name + " ('" + side.given + "') selects no job in " + db.path());
   }
+  // A sweep's keys join `by`, as in `attnlab results`: its values are not seeds.
+  std::vector<std::int64_t> both;
+  for (const Side& side : sides)
+    for (const auto& job : side.jobs) both.push_back(job.job_id);
+  std::vector<std::string> by = o.by;
+  for (const auto& key : store::keys_varying_within_groups(db, both))
+    if (std::find(by.begin(), by.end(), key) == by.end()) by.push_back(key);
+  if (by.size() > o.by.size())
+    for (Side& side : sides) {
+      store::Selection selection{where, by, {metric}};
+      selection.where.push_back(side.expression);
+      side.jobs = store::select_jobs(db, selection);
+    }
   std::set<std::int64_t> ids[2];
   for (int s = 0; s < 2; ++s)
     for (const auto& job : sides[s].jobs) ids[s].insert(job.job_id);

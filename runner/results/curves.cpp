@@ -1,6 +1,7 @@
 #include "results/curves.hpp"
 
 #include "attnlab/query.hpp"
+#include "results/sweep.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -173,7 +174,7 @@ void group_curves(store::Database& db, std::vector<RunCurve>& runs, const std::v
       const std::string& key = keys[k];
       const std::string value = row.group[k].empty() ? "-" : row.group[k];
       const std::string part = store::is_builtin_key(key) ? (key == "seed" ? "seed " + value : value)
-                                                          : key.substr(key.rfind('.') + 1) + "=" + value;
+                                                          : key_value_label(key, value);
       label += (label.empty() ? "" : " ") + part;
     }
     by_job[row.job_id] = label;

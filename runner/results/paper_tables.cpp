@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "results/aggregate.hpp"
+#include "results/sweep.hpp"
 
 namespace attnlab::results {
 namespace {
@@ -49,20 +50,26 @@ void append_unique(std::vector<std::string>& v, const std::string& x) {
 }
 
 // The selected jobs as cells per (method, task): values[q] the stored values of selection.metrics[q]
-// (q < count) over the done seeds; with `last_is_passes`, the last metric is variance_passes.
+// (q < count) over the done seeds; with `last_is_passes`, the last metric is variance_passes. A
+// sweep's values get their own rows and columns (results/sweep.hpp): "gmm_rks lr=0.001",
+// "sparse_sum sparsity=0.1".
 struct Collected {
   std::size_t jobs = 0;
   std::vector<std::string> methods, tasks;  // in the order the jobs were first enqueued: the experiment file's
   std::map<std::pair<std::string, std::string>, CellData> cells;
   std::set<double> passes;
+  std::vector<std::string> swept;  // the keys that split rows or columns
 };
 
 Collected collect(store::Database& db, const store::Selection& selection, std::size_t count, bool last_is_passes) {
   Collected got;
   const auto rows = store::select_jobs(db, selection);
+  const Sweep sweep = find_sweep(db, rows);
+  got.swept = sweep.keys;
   got.jobs = rows.size();
   for (const auto& r : rows) {
-    auto& c = got.cells[{r.method, r.dataset}];
+    const std::string method = sweep.row(r), task = sweep.task(r);
+    auto& c = got.cells[{method, task}];
     c.values.resize(count);
     ++c.jobs;
     if (is_failed_state(r.state)) ++c.failed;
@@ -73,8 +80,8 @@ Collected collect(store::Database& db, const store::Selection& selection, std::s
         if (r.metrics[q] && !std::isnan(*r.metrics[q])) c.values[q].push_back(*r.metrics[q]);
       if (last_is_passes && r.metrics.back()) got.passes.insert(*r.metrics.back());
     }
-    append_unique(got.tasks, r.dataset);
-    append_unique(got.methods, r.method);
+    append_unique(got.tasks, task);
+    append_unique(got.methods, method);
   }
   return got;
 }
@@ -148,6 +155,13 @@ Grid paper_comparison(store::Database& db, PaperTable which, const PaperTableOpt
     selection.metrics.push_back(metric_of[m]);
   }
   const Collected got = collect(db, selection, selection.metrics.size(), false);
+  if (!got.swept.empty()) {
+    std::string keys;
+    for (const auto& k : got.swept) keys += (keys.empty() ? "" : ", ") + k;
+    throw PaperError("--paper: the selected jobs of one method and task differ in " + keys +
+                     ", and each of the paper's cells is one configuration: choose one with --where (e.g. \"" +
+                     got.swept.front() + " = VALUE\"), or drop --paper to see them side by side");
+  }
 
   // Columns: the tasks in the paper's order (each from the first of its tables that has it; a cost
   // task once per time and memory table), then each table's printed average.
@@ -504,6 +518,11 @@ Grid paper_table(store::Database& db, PaperTable which, const PaperTableOptions&
     return grid;
   }
   grid.notes.push_back("mean ± sample std over the seeds that ended done (n); - no finished seed");
+  if (!got.swept.empty()) {
+    std::string keys;
+    for (const auto& k : got.swept) keys += (keys.empty() ? "" : ", ") + k;
+    grid.notes.push_back("a sweep's values are kept apart, never averaged as seeds: " + keys);
+  }
   grid.notes.push_back(std::string(kFewerSeedsMark) + " fewer seeds than the table's fullest cell (" +
                        std::to_string(most) + "); " + kFailedMark +
                        " the cell has failed, diverged or oom jobs, never averaged in "

@@ -15,6 +15,7 @@
 #include "results/curves.hpp"
 #include "results/formats.hpp"
 #include "results/paper_tables.hpp"
+#include "results/sweep.hpp"
 
 namespace attnlab::results {
 namespace fs = std::filesystem;
@@ -243,11 +244,16 @@ class Report {
     s.where.push_back("status = done");
     const auto rows = store::select_jobs(db_, s);
     if (rows.empty()) return;
+    // A sweep's values are not seeds: a task per swept dataset setting, a line per swept other setting.
+    const Sweep sweep = find_sweep(db_, rows);
     std::vector<std::string> tasks;
     std::map<std::string, std::vector<std::int64_t>> runs_of_task;
+    std::map<std::int64_t, std::string> line_of_run;
     for (const auto& r : rows) {
-      if (std::find(tasks.begin(), tasks.end(), r.dataset) == tasks.end()) tasks.push_back(r.dataset);
-      runs_of_task[r.dataset].push_back(r.run_id);
+      const std::string task = sweep.task(r);
+      if (std::find(tasks.begin(), tasks.end(), task) == tasks.end()) tasks.push_back(task);
+      runs_of_task[task].push_back(r.run_id);
+      line_of_run[r.run_id] = sweep.row(r);
     }
     readme_ += "## Curves\n\nPer task, every method's mean over seeds with a ± 1 std band (validation against "
                "wall-clock time since the run started, training loss against step); per method and task, every "
@@ -255,8 +261,10 @@ class Report {
     for (const auto& task : tasks) {
       readme_ += "### " + task + "\n\n";
       for (const auto& k : kCurves) {
-        const auto runs = curves_that_exist(db_, runs_of_task[task], k, summary_.skipped);
+        auto runs = curves_that_exist(db_, runs_of_task[task], k, summary_.skipped);
         if (runs.empty()) continue;
+        if (!sweep.keys.empty())
+          for (auto& run : runs) run.group = line_of_run[run.run_id];
         std::vector<MeanCurve> means;
         try {
           means = mean_over_seeds(runs);

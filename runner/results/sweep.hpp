@@ -1,0 +1,31 @@
+// A sweep's values are not seeds. Where the selected jobs of one (method, dataset) differ in a
+// config key (store::keys_varying_within_groups: a swept sparsity, learning rate, feature count),
+// every summary over seeds (`table`, `compare`, `curves`, `report`) keeps those values apart,
+// labelled as `curves --group-by` labels them: a dataset's keys beside the task ("sparse_sum
+// sparsity=0.1"), the others beside the method ("gmm_rks lr=0.001").
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "attnlab/query.hpp"
+
+namespace attnlab::results {
+
+// "sparsity=0.1" for datasets.sparse_sum.sparsity = 0.1: the key's last part and the value.
+std::string key_value_label(const std::string& key, const std::string& value);
+
+struct Sweep {
+  std::vector<std::string> keys;                 // the swept keys, sorted; empty: nothing swept
+  std::map<std::int64_t, std::string> task_of;   // job id -> its task label, where it differs from the dataset
+  std::map<std::int64_t, std::string> row_of;    // job id -> its row label, where it differs from the method
+  std::string task(const store::JobRow& job) const;  // "sparse_sum sparsity=0.1", or the dataset
+  std::string row(const store::JobRow& job) const;   // "gmm_rks lr=0.001", or the method
+};
+
+// The sweep among `jobs` (rows of store::select_jobs).
+Sweep find_sweep(store::Database& db, const std::vector<store::JobRow>& jobs);
+
+}  // namespace attnlab::results
