@@ -77,6 +77,17 @@ TEST(GradientSpread, Table14AsPrinted) {
   EXPECT_EQ(published_table14("softmax", 0.1, 0.2), nullptr);
 }
 
+// A validation that jumps from below 20% to 64% passes three marks at once: the curve keeps 60% at
+// that step, and 20% and 40% are read as reached there too (their checkpoints were saved then).
+TEST(GradientSpread, MarksPassedTogetherShareTheirStep) {
+  const std::vector<std::pair<std::int64_t, double>> curve = {{1500, 0.8}, {800, 0.6}};
+  const std::vector<std::pair<double, std::int64_t>> want = {{0.2, 800}, {0.4, 800}, {0.6, 800}, {0.8, 1500}};
+  EXPECT_EQ(marks_reached(curve, 0.2), want);
+  EXPECT_TRUE(marks_reached({}, 0.2).empty());
+  const std::vector<std::pair<double, std::int64_t>> halves = {{0.5, 10}};
+  EXPECT_EQ(marks_reached({{10, 0.5}}, 0.5), halves);  // 100% never reached
+}
+
 struct GradientsCli : testing::CliTest {
   std::string db() const { return path("g.db"); }
   std::string common() const { return "--db " + db() + " --threads 1 --cache-dir " + path("cache"); }
@@ -137,6 +148,8 @@ TEST_F(GradientsCli, TheSparsityExperimentFileRunsShort) {
   ASSERT_EQ(attnlab("curves --db " + db() + " --where \"experiment = kl-sparsity\" --metric acc --split val "
                     "--group-by method,datasets.sparse_sum.sparsity --format csv", out), 0) << out;
   EXPECT_NE(out.find("gmm_rks sparsity=0.9"), std::string::npos) << out;
+  ASSERT_EQ(attnlab("table accuracy --format csv --db " + db(), out), 0) << out;
+  EXPECT_NE(out.find("gmm_prf,sparse_sum sparsity=0.5,"), std::string::npos) << out;  // a column per sparsity
 }
 
 }  // namespace

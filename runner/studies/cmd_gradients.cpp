@@ -144,8 +144,10 @@ int cmd_gradients(const Args& args) {
     auto dataset = registry.find(PluginKind::dataset, plan.dataset)->make_dataset({cache}, plan.dataset_params);
     const TaskInfo task = dataset->info();
     const SplitData data = load_checked(plan.dataset, *dataset, split_name == "val" ? Split::val : Split::test);
-    for (const auto& point : marks) {
-      const std::string path = accuracy_checkpoint_path(best, point.value);
+    std::vector<std::pair<std::int64_t, double>> curve;
+    for (const auto& point : marks) curve.emplace_back(point.step, point.value);
+    for (const auto& [mark, step] : marks_reached(curve, plan.train.real("accuracy_checkpoints"))) {
+      const std::string path = accuracy_checkpoint_path(best, mark);
       EncoderClassifier model = load_trained_model(registry, plan, task, path, device);
       const std::uint64_t seed = vm["seed"].as<std::uint64_t>() != 0 ? vm["seed"].as<std::uint64_t>()
                                                                       : static_cast<std::uint64_t>(plan.seed) ^ kAttentionStream;
@@ -158,9 +160,9 @@ int cmd_gradients(const Args& args) {
       }
       store::GradientStats g;
       g.run_id = run_id;
-      g.mark = point.value;
+      g.mark = mark;
       g.parameter = parameter;
-      g.step = point.step;
+      g.step = step;
       g.split = split_name;
       g.examples = std::min(examples, data.size());
       g.repeats = repeats;
@@ -171,7 +173,7 @@ int cmd_gradients(const Args& args) {
       g.torch_version = compat::torch_version();
       g.git_revision = build_info::git_revision();
       measured.push_back(g);
-      std::cerr << "  " << what << " at " << fixed(100 * point.value, "%.0f") << "% (step " << point.step << "): std "
+      std::cerr << "  " << what << " at " << fixed(100 * mark, "%.0f") << "% (step " << step << "): std "
                 << fixed(spread.std) << ", |g| " << fixed(spread.abs_mean) << "\n";
     }
   }

@@ -1,5 +1,6 @@
 #include "studies/gradients.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -49,6 +50,20 @@ constexpr Table14Row kTable14[] = {
     {0.9, 0.6, {0.119243, 0.206855}, {0.126247, 0.217067}}, {0.9, 0.8, {0.136816, 0.240525}, {0.168633, 0.295976}},
 };
 }  // namespace
+
+std::vector<std::pair<double, std::int64_t>> marks_reached(const std::vector<std::pair<std::int64_t, double>>& curve,
+                                                           double every) {
+  auto points = curve;
+  std::sort(points.begin(), points.end());
+  std::vector<std::pair<double, std::int64_t>> reached;
+  for (const double mark : accuracy_marks(every))
+    for (const auto& [step, highest] : points)
+      if (highest + 1e-9 >= mark) {
+        reached.emplace_back(mark, step);
+        break;
+      }
+  return reached;
+}
 
 const PublishedGradients* published_table14(const std::string& method, double sparsity, double mark) {
   if (method != "gmm_rks" && method != "gmm_prf") return nullptr;

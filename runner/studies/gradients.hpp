@@ -6,6 +6,8 @@
 // deviation over the repeats, each averaged over the neurons.
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "attnlab/dataset.hpp"
 #include "attnlab/train/model.hpp"
@@ -24,6 +26,13 @@ struct GradientSpread {
 GradientSpread measure_gradient_spread(EncoderClassifier& model, const SplitData& split, std::int64_t examples,
                                        std::int64_t repeats, AttentionDraws& draws, const std::string& parameter,
                                        c10::Device device);
+
+// When each accuracy mark was first reached, from a run's `val/accuracy_mark` curve: (mark, step) in
+// the order of `accuracy_marks(every)`. One validation can pass several marks and keeps a checkpoint
+// for each, but the curve holds one point per step, the highest mark: every lower mark not reached
+// before is read as reached there too.
+std::vector<std::pair<double, std::int64_t>> marks_reached(const std::vector<std::pair<std::int64_t, double>>& curve,
+                                                           double every);
 
 // The KL-Transformer's Table 14 as printed, or nullptr: (sparsity, mark) -> std and abs mean for
 // GMM-RKS and GMM-PRF ("gmm_rks", "gmm_prf").
