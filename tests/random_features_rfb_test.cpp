@@ -140,6 +140,22 @@ TEST(GmmRks, EstimateIsTheMixtureOfCosinesOfTheDraw) {
   EXPECT_TRUE(at::allclose(got, want, 1e-9, 1e-12)) << (got - want).abs().max().item<double>();
 }
 
+// smoothing = s appends the constant feature s: the same draw's estimate plus s² (the ratio read
+// here is (K̂(x, y) + s²) / (K̂(x, x) + s²), and K̂(x, x) = 1).
+TEST(GmmRks, SmoothingAddsItsSquareToEveryEstimate) {
+  const std::int64_t h = 2, c = 2, d = 8, mm = 16;
+  const double s = 1.5;
+  auto plain = make_rf("gmm_rks", {{"components", c}, {"features", mm}}, {h, d, 32});
+  auto smoothed = make_rf("gmm_rks", {{"components", c}, {"features", mm}, {"smoothing", s}}, {h, d, 32});
+  const auto p = random_pairs(4, h, d, 0.8, 3);
+  at::NoGradGuard no_grad;
+  const auto k = estimate(*plain, p.x, p.y, p.x, 7);
+  const auto k_smoothed = estimate(*smoothed, p.x, p.y, p.x, 7);
+  const auto want = (k + s * s) / (1 + s * s);
+  EXPECT_TRUE(at::allclose(k_smoothed, want, 1e-5, 1e-6)) << (k_smoothed - want).abs().max().item<double>();
+  EXPECT_GT((k_smoothed - k).abs().max().item<double>(), 1e-2);  // it did change the estimate
+}
+
 // μ = 0, Σ = I, C = 1: the Gaussian kernel exp(−‖x − y‖²/2), error ∝ 1/√M.
 TEST(GmmRks, ConvergesToTheGaussianKernelAsOneOverRootM) {
   const std::int64_t h = 4, d = 8;

@@ -97,7 +97,7 @@ class FrequencyGenerator : public torch::nn::Module {
 //   eps (real, default 1e-6): the denominator's guard in linear_attention.
 #define ATTNLAB_RF_COMMON_PARAMS                                                                             \
   {"redraw_every", ::attnlab::ParamType::integer, "100", 0, 1e9, nullptr,                                    \
-   "training steps between fresh draws of the random features (KL-Transformer: 100); 0 draws once"},        \
+   "training steps between fresh draws of the random features (the KL-Transformer code's GMM and generative maps: 1); 0 draws once"},        \
       {"eval_draw", ::attnlab::ParamType::string, "fixed", 0, 0, "fixed|fresh",                               \
        "evaluation with the last training draw (fixed) or a fresh draw per evaluation pass (fresh)"},        \
       {"eps", ::attnlab::ParamType::real, "1e-06", 0, 1, nullptr, "guard added to the linear attention's denominator"}
