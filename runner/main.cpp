@@ -37,6 +37,7 @@ const char* kUsage =
     "  worker    claim and run queued jobs, one process per device, until told to stop (or --idle-exit)\n"
     "  bench-queue  claims per second of 1, 4, 8 workers on no-op jobs\n"
     "  slurm     run an experiment as a SLURM job array (submit) and merge its results (collect)\n"
+    "  env       this build and machine for a bug report: LibTorch, CUDA, BLAS, allocator, threads, devices, plugin folders\n"
     "\n"
     "attnlab <command> --help shows a command's options.\n";
 
@@ -60,6 +61,7 @@ int main(int argc, char** argv) {
   if (command == "--version") return std::cout << "attnlab " << attnlab::build_info::kVersion << " (" << attnlab::build_info::git_revision() << ")\n", 0;
   try {
     if (command == "plugins") return attnlab::cmd_plugins(args);
+    if (command == "env") return attnlab::cmd_env(args);
     if (command == "new") return attnlab::cmd_new(args);
     if (command == "check") return attnlab::cmd_check(args, self_executable(argv[0]));
     if (command == "run") return attnlab::cmd_run(args, self_executable(argv[0]));

@@ -4,6 +4,8 @@
 
 #include "test_support.hpp"
 
+#include <torch/version.h>
+
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -16,7 +18,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
+#include <string>
+#include <vector>
 #include <thread>
 
 extern char** environ;
@@ -76,6 +81,37 @@ TEST_F(Cli, PluginsListsMethodsDatasetsAndParameters) {
   EXPECT_NE(out.find("listops"), std::string::npos);
   EXPECT_NE(out.find("- dropout (real, default 0.0, range [0, 0.99])"), std::string::npos) << out;
   EXPECT_NE(out.find("- max_len (integer"), std::string::npos);
+}
+
+// attnlab env reports what is loaded: this LibTorch, the threads as asked, the BLAS library mapped
+// into the process, and every bundled plugin file counted under its folder.
+TEST_F(Cli, EnvSaysWhatThisBuildAndMachineAre) {
+  std::string out;
+  ASSERT_EQ(attnlab("env --threads 1 --format csv", out), 0) << out;
+  std::map<std::string, std::vector<std::string>> rows;  // item -> values (the plugin folders repeat)
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const auto comma = line.find(',');
+    if (comma == std::string::npos) continue;
+    std::string value = line.substr(comma + 1);
+    if (value.size() >= 2 && value.front() == '"') value = value.substr(1, value.size() - 2);
+    rows[line.substr(0, comma)].push_back(value);
+  }
+  ASSERT_EQ(rows.count("LibTorch"), 1u) << out;
+  EXPECT_EQ(rows["LibTorch"][0].rfind(TORCH_VERSION, 0), 0u) << out;
+  EXPECT_EQ(rows["threads"][0].rfind("1 intra-op (--threads)", 0), 0u) << out;
+  EXPECT_NE(rows["BLAS"][0].find(".so"), std::string::npos) << out;  // a library, not a guess
+  EXPECT_EQ(rows["devices"][0].rfind("cpu", 0), 0u) << out;
+  // The bundled attention plugins: every attn_*.so beside the binary's build folder, loaded.
+  const fs::path plugins = fs::canonical(fs::path(ATTNLAB_BINARY).parent_path().parent_path() / "plugins");
+  int files = 0;
+  for (const auto& entry : fs::directory_iterator(plugins)) files += entry.path().extension() == ".so";
+  const std::string want = plugins.string() + ": " + std::to_string(files) + " attention, 0 dataset";
+  EXPECT_NE(std::find(rows["plugin folder"].begin(), rows["plugin folder"].end(), want), rows["plugin folder"].end())
+      << "no '" << want << "' in\n" << out;
+  ASSERT_EQ(attnlab("env --format json", out), 0) << out;
+  EXPECT_EQ(out.front(), '[') << out;
 }
 
 TEST_F(Cli, RunStoresEveryRowAndPrintsTheSummary) {

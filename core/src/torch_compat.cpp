@@ -15,7 +15,9 @@
 #include <torch/version.h>
 
 #ifdef ATTNLAB_WITH_CUDA
+#include <cuda_runtime_api.h>
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #endif
@@ -58,6 +60,35 @@ std::string device_name(const c10::Device& device) {
 #endif
   (void)device;
   return cpu_model_name();
+}
+
+std::int64_t device_memory_bytes(const c10::Device& device) {
+#ifdef ATTNLAB_WITH_CUDA
+  if (device.is_cuda()) return static_cast<std::int64_t>(at::cuda::getDeviceProperties(device.index())->totalGlobalMem);
+#endif
+  (void)device;
+  std::ifstream in("/proc/meminfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("MemTotal:", 0) == 0) return std::atoll(line.c_str() + 9) * 1024;  // "MemTotal:  24000000 kB"
+  return 0;
+}
+
+std::string cuda_versions() {
+#ifdef ATTNLAB_WITH_CUDA
+  const auto dotted = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
+  int runtime = 0, driver = 0;
+  cudaRuntimeGetVersion(&runtime);
+  cudaDriverGetVersion(&driver);
+  std::string cudnn = "none";
+  try {
+    cudnn = std::to_string(at::detail::getCUDAHooks().versionCuDNN());
+  } catch (const std::exception&) {
+  }
+  return "runtime " + dotted(runtime) + ", driver " + dotted(driver) + ", cuDNN " + cudnn;
+#else
+  return "";
+#endif
 }
 
 c10::Device parse_device(const std::string& text) {

@@ -8,6 +8,8 @@ namespace attnlab {
 
 using Args = std::vector<std::string>;
 
+int cmd_env(const Args& args);  // cli/cmd_env.cpp: this build and machine
+
 // plugin_host/: finding, checking and creating plugins
 int cmd_plugins(const Args& args);  // cmd_plugins.cpp
 int cmd_check(const Args& args, const std::string& self_exe);  // conformance.cpp

@@ -13,6 +13,9 @@ std::string torch_version();  // "1.13.0"
 bool built_with_cuda();
 int cuda_device_count();       // 0 without CUDA
 std::string device_name(const c10::Device& device);  // GPU name, or the CPU model
+std::int64_t device_memory_bytes(const c10::Device& device);  // a GPU's total memory, or the machine's (MemTotal)
+// "runtime 12.4, driver 12.6, cuDNN 90100" in a CUDA build; "" without CUDA.
+std::string cuda_versions();
 
 // Parses "cpu", "cuda", "cuda:N"; throws std::invalid_argument naming the device when it is
 // malformed or not present on this machine.
