@@ -59,6 +59,11 @@ struct Collected {
   std::map<std::pair<std::string, std::string>, CellData> cells;
   std::set<double> passes;
   std::vector<std::string> swept;  // the keys that split rows or columns
+  std::string swept_text() const {
+    std::string keys;
+    for (const auto& k : swept) keys += (keys.empty() ? "" : ", ") + k;
+    return keys;
+  }
 };
 
 Collected collect(store::Database& db, const store::Selection& selection, std::size_t count, bool last_is_passes) {
@@ -156,9 +161,7 @@ Grid paper_comparison(store::Database& db, PaperTable which, const PaperTableOpt
   }
   const Collected got = collect(db, selection, selection.metrics.size(), false);
   if (!got.swept.empty()) {
-    std::string keys;
-    for (const auto& k : got.swept) keys += (keys.empty() ? "" : ", ") + k;
-    throw PaperError("--paper: the selected jobs of one method and task differ in " + keys +
+    throw PaperError("--paper: the selected jobs of one method and task differ in " + got.swept_text() +
                      ", and each of the paper's cells is one configuration: choose one with --where (e.g. \"" +
                      got.swept.front() + " = VALUE\"), or drop --paper to see them side by side");
   }
@@ -518,11 +521,7 @@ Grid paper_table(store::Database& db, PaperTable which, const PaperTableOptions&
     return grid;
   }
   grid.notes.push_back("mean ± sample std over the seeds that ended done (n); - no finished seed");
-  if (!got.swept.empty()) {
-    std::string keys;
-    for (const auto& k : got.swept) keys += (keys.empty() ? "" : ", ") + k;
-    grid.notes.push_back("a sweep's values are kept apart, never averaged as seeds: " + keys);
-  }
+  if (!got.swept.empty()) grid.notes.push_back("a sweep's values are kept apart, never averaged as seeds: " + got.swept_text());
   grid.notes.push_back(std::string(kFewerSeedsMark) + " fewer seeds than the table's fullest cell (" +
                        std::to_string(most) + "); " + kFailedMark +
                        " the cell has failed, diverged or oom jobs, never averaged in "
