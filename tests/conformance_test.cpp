@@ -1,8 +1,8 @@
 // The conformance suite every attention plugin runs (in the spirit of llama.cpp's test-backend-ops):
 // the checks of runner/plugin_host/conformance.cpp (parameters, shapes and dtypes, padding invariance,
-// finite-difference gradients, seeded determinism, large inputs, batch independence), that each
-// kind of defect fails exactly its check, and each method's exactness limit where it converges to
-// exact attention.
+// finite-difference gradients, seeded determinism, large inputs, batch independence, reduced
+// precision under autocast), that each kind of defect fails exactly its check, and each method's
+// exactness limit where it converges to exact attention.
 // A new plugin is picked up automatically: every attention plugin the host finds is tested.
 #include <gtest/gtest.h>
 
@@ -75,13 +75,14 @@ TEST(ConformanceChecks, EachDefectFailsExactlyItsCheck) {
   const std::vector<std::pair<std::string, std::string>> expected = {
       {"defect_padding", "padding invariance"}, {"defect_overflow", "large inputs"},
       {"defect_detached", "gradients"},          {"defect_batch", "batch independence"},
-      {"defect_seed", "seeded determinism"}};
+      {"defect_seed", "seeded determinism"},     {"defect_precision", "reduced precision"}};
   const std::map<std::string, std::string> message = {
       {"defect_padding", "garbage at the padded positions changed real tokens' outputs by up to"},
       {"defect_overflow", "outputs not finite at |q|, |k| ~ 30 (float)"},
       {"defect_detached", "no gradient reaches k (a detached path?)"},
       {"defect_batch", "changing the other sequence of the batch changed this one's output by up to"},
-      {"defect_seed", "stochastic, but a new seed drew nothing new"}};
+      {"defect_seed", "stochastic, but a new seed drew nothing new"},
+      {"defect_precision", "bf16: relative error"}};
   for (const auto& [name, failing] : expected) {
     const auto* plugin = defects.find(PluginKind::attention, name);
     ASSERT_NE(plugin, nullptr) << name;

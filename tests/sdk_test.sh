@@ -16,7 +16,7 @@ mv "$scratch/installed" "$scratch/prefix"  # relocatable: nothing points into th
 attnlab="$scratch/prefix/bin/attnlab"
 for f in lib/cmake/attnlab/attnlabConfig.cmake lib/cmake/attnlab/attnlabConfigVersion.cmake \
          include/attnlab/attention.hpp include/attnlab/dataset.hpp include/attnlab/dataset_plugin.hpp \
-         include/attnlab/random_features.hpp include/attnlab/fastfood.hpp \
+         include/attnlab/random_features.hpp include/attnlab/fastfood.hpp include/attnlab/precision.hpp \
          lib/attnlab/plugins/attn_softmax.so lib/attnlab/datasets/data_listops.so share/attnlab/conf/quickstart.toml \
          share/attnlab/conf/papers/skyformer.toml share/attnlab/conf/papers/kl-transformer.toml; do
   [ -e "prefix/$f" ] || fail "the install lacks $f"
@@ -36,6 +36,11 @@ grep -qx "attnlab: error: new: 'Bad-Name' is not a plugin name: .*" err.log || f
 if "$attnlab" new dataset again --dir mine 2> err.log; then fail "wrote into a folder that is not empty"; fi
 grep -qx "attnlab: error: new: mine exists and is not an empty folder; nothing written" err.log || fail "$(cat err.log)"
 
+# Every installed header compiles with only the installed ones beside it: the method includes them all
+for h in prefix/include/attnlab/*.hpp; do echo "#include <attnlab/$(basename "$h")>"; done > mine/every_header.hpp
+[ "$(wc -l < mine/every_header.hpp)" -ge 10 ] || fail "too few installed headers: $(cat mine/every_header.hpp)"
+sed -i '1i #include "every_header.hpp"' mine/mine.cpp
+
 # Built with find_package(attnlab) and nothing else
 for p in mine bits; do
   cmake -S $p -B $p/build -DCMAKE_PREFIX_PATH="$scratch/prefix" -DCMAKE_BUILD_TYPE=Release > $p.configure.log 2>&1 ||
@@ -52,7 +57,7 @@ grep -qx "Searched: mine/build, bits/build, $scratch/prefix/lib/attnlab/plugins,
 
 # The conformance suite passes on the new method as written, and catches a defect
 "$attnlab" check mine/build/attn_mine.so > check.log || { cat check.log; fail "attnlab check fails the template"; }
-[ "$(grep -c '^  pass  ' check.log)" = 7 ] || fail "not 7 checks passed: $(cat check.log)"
+[ "$(grep -c '^  pass  ' check.log)" = 8 ] || fail "not 8 checks passed: $(cat check.log)"
 # --bench: its training step beside softmax's, each measured by a bench process of the installed attnlab
 "$attnlab" check mine/build/attn_mine.so --bench --bench-lengths 32,64 > check.log 2>&1 ||
   { cat check.log; fail "attnlab check --bench fails the template"; }

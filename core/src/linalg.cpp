@@ -6,9 +6,16 @@
 
 #include <ATen/ATen.h>
 
+#include "attnlab/precision.hpp"
+
 namespace attnlab::linalg {
 
-at::Tensor iterative_pinv(const at::Tensor& a, int iterations, NormScope scope) {
+// All three run in fp32 inside autocast (attnlab/precision.hpp): the iteration cubes its residual,
+// so bf16's 8 bits would be its floor, and κ's squared distance by expansion cancels catastrophically.
+
+at::Tensor iterative_pinv(const at::Tensor& a_in, int iterations, NormScope scope) {
+  FullPrecision full;
+  const auto a = full_precision(a_in);
   TORCH_CHECK(a.dim() >= 2 && a.size(-1) == a.size(-2), "iterative_pinv: expected [..., m, m], got ", a.sizes());
   TORCH_CHECK(iterations >= 0, "iterative_pinv: iterations must be >= 0");
   const auto m = a.size(-1);
@@ -41,7 +48,8 @@ at::Tensor iterative_pinv(const at::Tensor& a, int iterations, NormScope scope) 
 
 at::Tensor exact_pinv(const at::Tensor& a, bool hermitian, double rcond) {
   TORCH_CHECK(a.dim() >= 2 && a.size(-1) == a.size(-2), "exact_pinv: expected [..., m, m], got ", a.sizes());
-  return at::linalg_pinv(a, rcond, hermitian);
+  FullPrecision full;
+  return at::linalg_pinv(full_precision(a), rcond, hermitian);
 }
 
 at::Tensor pinv(const at::Tensor& a, const PinvOptions& options) {
@@ -61,8 +69,10 @@ PinvMethod parse_pinv_method(const std::string& text) {
   throw std::invalid_argument("pinv: expected iterative or exact, got '" + text + "'");
 }
 
-at::Tensor gaussian_kernel(const at::Tensor& x, const at::Tensor& y, const at::Tensor& x_valid,
+at::Tensor gaussian_kernel(const at::Tensor& x_in, const at::Tensor& y_in, const at::Tensor& x_valid,
                            const at::Tensor& y_valid) {
+  FullPrecision full;
+  const auto x = full_precision(x_in), y = full_precision(y_in);
   // −‖x − y‖²/2 = xᵀy − ‖x‖²/2 − ‖y‖²/2 as one product of rows extended by two columns,
   // [x, −‖x‖²/2, 1] · [y, 1, −‖y‖²/2], which saves two passes over the [n, m] result (and their
   // reductions in the backward pass). An invalid row's −‖·‖²/2 becomes a large negative number,

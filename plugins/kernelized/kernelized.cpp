@@ -11,6 +11,7 @@
 
 #include "attnlab/attention.hpp"
 #include "attnlab/linalg.hpp"
+#include "attnlab/precision.hpp"
 
 namespace attnlab::kernelized {
 
@@ -42,7 +43,11 @@ struct GaussianKernelAttention : public torch::autograd::Function<GaussianKernel
 
 class KernelizedAttention : public AttentionMethod {
  public:
-  at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& key_valid) override {
+  at::Tensor forward(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in, const at::Tensor& key_valid) override {
+    // In fp32 inside autocast: κ's squared distance by expansion cancels in bf16, and the
+    // hand-written backward wants one type throughout. The exact reference: precision before speed.
+    FullPrecision full;
+    const auto q = full_precision(q_in), k = full_precision(k_in), v = full_precision(v_in);
     const auto in = linalg::scale_and_mask(q, k, v, key_valid);  // padded keys' kernel columns are then 0
     return GaussianKernelAttention::apply(in.q, in.k, in.v, in.valid.unsqueeze(1));
   }

@@ -10,6 +10,7 @@
 
 #include "attnlab/attention.hpp"
 #include "attnlab/linalg.hpp"
+#include "attnlab/precision.hpp"
 
 namespace attnlab::nystromformer {
 
@@ -43,7 +44,11 @@ class NystromformerAttention : public AttentionMethod {
     }
   }
 
-  at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& key_valid) override {
+  at::Tensor forward(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in, const at::Tensor& key_valid) override {
+    // In fp32 inside autocast: A's iterative pseudo-inverse needs more than bf16's 8 bits, and so
+    // do the products with A⁺ (its entries can be large). O(n m) work: cheap.
+    FullPrecision full;
+    const auto q = full_precision(q_in), k = full_precision(k_in), v = full_precision(v_in);
     const auto batch = q.size(0), heads = q.size(1), n = q.size(2);
     const auto m = landmarks_;
     // q kᵀ/√p as (q/p^¼)(k/p^¼)ᵀ; padded rows zeroed, so nothing there reaches a real token.

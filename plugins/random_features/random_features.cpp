@@ -11,6 +11,8 @@
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/nn/init.h>
 
+#include "attnlab/precision.hpp"
+
 namespace attnlab::rf {
 
 at::Tensor linear_attention(const at::Tensor& phi_q, const at::Tensor& phi_k, const at::Tensor& v,
@@ -150,7 +152,13 @@ RandomFeatureAttention::RandomFeatureAttention(const ParamValues& params)
 
 at::Tensor RandomFeatureAttention::forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                            const at::Tensor& key_valid) {
-  return linear_attention(features(q, at::Tensor()), features(k, key_valid), v, key_valid, eps_);
+  // In fp32 inside autocast: a feature's exponent or phase ωᵀx rounded to bf16 is off by ~0.4% of
+  // its size (exp(ωᵀx) by as much, cos wholly at |ωᵀx| ~ 100), and RKS's normaliser Σⱼ k̂(q, kⱼ)
+  // can cancel to near 0. Conformance's "reduced precision" check measured up to 3× fp32's output
+  // (gmm_rks) without this.
+  FullPrecision full;
+  return linear_attention(features(full_precision(q), at::Tensor()), features(full_precision(k), key_valid),
+                          full_precision(v), key_valid, eps_);
 }
 
 GenerativeAttention::GenerativeAttention(const AttentionShape& shape, const ParamValues& params)
@@ -165,7 +173,8 @@ GenerativeAttention::GenerativeAttention(const AttentionShape& shape, const Para
 
 at::Tensor GenerativeAttention::forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                         const at::Tensor& key_valid) {
-  omega_ = generator_->forward(noise_).to(q.scalar_type());  // [M, d]
+  FullPrecision full;  // the frequencies too: they enter every feature's exponent or phase
+  omega_ = generator_->forward(noise_).to(full_precision(q).scalar_type());  // [M, d]
   auto out = RandomFeatureAttention::forward(q, k, v, key_valid);
   omega_ = at::Tensor();
   return out;

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "attnlab/precision.hpp"
 #include "attnlab/torch_compat.hpp"
 #include "cli/cli_options.hpp"
 #include "cli/commands.hpp"
@@ -71,6 +72,10 @@ void check_defaults(const PluginInfo& info) {
   }
 }
 
+// Relative error allowed under autocast against fp32 (the "reduced precision" check): bf16 keeps 8
+// significant bits (unit roundoff 2⁻⁸ ≈ 0.004); a few roundings in a row stay well within it.
+constexpr double kReducedPrecisionTolerance = 0.02;
+
 class AttentionChecks {
  public:
   AttentionChecks(const LoadedPlugin& plugin, const c10::Device& device) : plugin_(plugin), device_(device) {}
@@ -84,6 +89,7 @@ class AttentionChecks {
     else if (check == "seeded determinism") seeded_determinism();
     else if (check == "large inputs") large_inputs();
     else if (check == "batch independence") batch_independence();
+    else if (check == "reduced precision") reduced_precision();
     else throw std::invalid_argument("no conformance check named '" + check + "'");
     return result_;
   }
@@ -260,6 +266,51 @@ class AttentionChecks {
     result_.figure = "max change " + figure(change) + " when the other sequence changes";
   }
 
+  // Under autocast (a bf16 run; fp16 too on CUDA), fed the bf16/fp16 q, k, v a model's projections
+  // hand it there, the method must stay close to its fp32 output on the same rounded inputs and
+  // draw: relative error ‖out − out₃₂‖ / ‖out₃₂‖ over real tokens within kReducedPrecisionTolerance,
+  // outputs and gradients finite. What reduced precision ruins (an iterative pseudo-inverse, a
+  // squared distance by expansion, a large exponential) belongs in a FullPrecision scope.
+  void reduced_precision() {
+    const std::int64_t n = 64, real = 45, dim = 16;
+    auto g = at::make_generator<at::CPUGeneratorImpl>(13);
+    auto weights = at::randn({2, 2, n, dim}, g, at::kFloat);
+    weights[1].slice(1, real, n).zero_();  // padded query rows are unspecified
+    weights = weights.to(device_);
+    auto m = make({2, dim, n});
+    std::vector<Precision> precisions = {Precision::bf16};
+    if (device_.is_cuda()) precisions.push_back(Precision::fp16);
+    for (const Precision precision : precisions) {
+      const auto type = reduced_type(precision);
+      const auto drawn = make_inputs(n, real, 2, dim, at::kFloat, 10, device_);
+      // q, k entries of standard deviation 2 (scores q·kᵀ/√d of standard deviation 4), v of 1
+      const Inputs in{(drawn.q * 4).to(type), (drawn.k * 4).to(type), drawn.v.to(type), drawn.valid};
+      const auto reference = forward(*m, {in.q.to(at::kFloat), in.k.to(at::kFloat), in.v.to(at::kFloat), in.valid});
+      Inputs low{in.q.clone().requires_grad_(true), in.k.clone().requires_grad_(true), in.v.clone().requires_grad_(true), in.valid};
+      at::Tensor out;
+      {
+        AutocastScope autocast(device_, precision);
+        out = forward(*m, low);
+      }
+      const std::string name = to_string(precision);
+      auto real_rows = [&](const at::Tensor& t) { return at::cat({t[0], t[1].slice(1, 0, real)}, 1).to(at::kFloat); };
+      const auto got = real_rows(out.detach()), want = real_rows(reference.detach());
+      if (!got.isfinite().all().item<bool>()) {
+        fail(name + ": a real token's output is not finite");
+        continue;
+      }
+      const double error = ((got - want).norm() / want.norm()).item<double>();
+      if (!(error <= kReducedPrecisionTolerance))
+        fail(name + ": relative error " + figure(error) + " against fp32, above " + figure(kReducedPrecisionTolerance));
+      (out.to(at::kFloat) * weights).sum().backward();
+      for (const auto& [grad_name, t] : {std::pair<const char*, at::Tensor>{"q", low.q}, {"k", low.k}, {"v", low.v}})
+        if (t.grad().defined() && !t.grad().isfinite().all().item<bool>())
+          fail(name + ": the gradient for " + grad_name + " is not finite");
+      result_.figure += (result_.figure.empty() ? "" : ", ") + name + " relative error " + figure(error);
+    }
+    result_.figure += " (tolerance " + figure(kReducedPrecisionTolerance) + ")";
+  }
+
   const LoadedPlugin& plugin_;
   c10::Device device_;
   CheckResult result_;
@@ -428,8 +479,9 @@ std::vector<CheckResult> check_dataset(const LoadedPlugin& plugin, const ParamVa
 }
 
 const std::vector<std::string>& attention_check_names() {
-  static const std::vector<std::string> names = {"parameters",         "shape and dtype", "padding invariance", "gradients",
-                                                 "seeded determinism", "large inputs",    "batch independence"};
+  static const std::vector<std::string> names = {"parameters",         "shape and dtype", "padding invariance",
+                                                 "gradients",          "seeded determinism", "large inputs",
+                                                 "batch independence", "reduced precision"};
   return names;
 }
 

@@ -20,7 +20,7 @@ struct CheckResult {
 };
 
 // The checks, in the order they run: "parameters", "shape and dtype", "padding invariance",
-// "gradients", "seeded determinism", "large inputs", "batch independence".
+// "gradients", "seeded determinism", "large inputs", "batch independence", "reduced precision".
 const std::vector<std::string>& attention_check_names();
 
 // One check of an attention plugin on `device`; an exception the plugin throws is a failure.

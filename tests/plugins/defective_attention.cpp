@@ -5,6 +5,7 @@
 //   3 detached: no gradient flows to k             -> "gradients"
 //   4 batch: the first sequence sees the second's  -> "batch independence"
 //   5 seed: draws its randomness from its own seed -> "seeded determinism"
+//   6 precision: adds (256 v + 1) − 256 v − 1, 0 in exact arithmetic, ~1 in bf16 -> "reduced precision"
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -32,6 +33,7 @@ class DefectiveAttention : public AttentionMethod {
       weights = at::softmax(scores.masked_fill(real.logical_not(), -INFINITY), -1);
     }
     auto out = at::matmul(weights, v);
+    if (DEFECT == 6) out = out + ((v * 256 + 1) - v * 256 - 1);  // a cancellation bf16 cannot afford
     if (DEFECT == 4 && out.size(0) > 1) out = at::cat({out.slice(0, 0, 1) + 0.01 * v.slice(0, 1, 2).mean(), out.slice(0, 1)}, 0);
     return out;
   }

@@ -1,7 +1,8 @@
 #pragma once
 // Linear algebra shared by the landmark methods (Skyformer, Nyströmformer): the Moore-Penrose
 // pseudo-inverse of batched square matrices, by the iteration of Razavi et al. (2014) or exactly,
-// and the Gaussian kernel between two sets of rows.
+// and the Gaussian kernel between two sets of rows. All of them compute in fp32 (at least) inside
+// autocast, and return fp32 for bf16/fp16 inputs.
 #include <string>
 
 #include <ATen/core/Tensor.h>
