@@ -119,6 +119,36 @@ TEST_F(Bench, ShowPrintsTheStoredRows) {
   EXPECT_EQ(rows, 2) << out;
 }
 
+// --precision bf16 measures the step as a bf16 run takes it (autocast forward, fp32 weights); the
+// table then has a precision column, and each row's ratios are to softmax in its own precision.
+TEST_F(Bench, PrecisionIsStoredAndRatiosStayWithinOnePrecision) {
+  std::string out;
+  const std::string base = "bench --db " + path("b.db") + " --cache-dir " + path("cache") +
+                           " --methods softmax,skyformer --lengths 32 --batch-size 2 --steps 2 --warmup 1 --threads 1";
+  ASSERT_EQ(attnlab(base, out), 0) << out;
+  EXPECT_EQ(out.find("precision"), std::string::npos) << out;  // fp32 alone: no column
+  ASSERT_EQ(attnlab(base + " --precision bf16", out), 0) << out;
+  const auto db = path("b.db");
+  EXPECT_EQ(query(db, "SELECT count(*) FROM bench_results WHERE status = 'done'"), "4");
+  EXPECT_EQ(query(db, "SELECT count(*) FROM bench_results WHERE config_toml LIKE '%precision = ''bf16''%'"), "2");
+  ASSERT_EQ(attnlab("bench --show --db " + db, out), 0) << out;
+  EXPECT_NE(out.find("precision"), std::string::npos) << out;
+  for (const char* precision : {"fp32", "bf16"}) {
+    int softmax_rows = 0;
+    std::istringstream in(out);
+    for (std::string line; std::getline(in, line);) {
+      const auto cells = words(line);
+      // when method dataset length batch device threads precision status step min-max ratio ...
+      if (cells.size() < 12 || cells[7] != precision || cells[1] != "softmax") continue;
+      ++softmax_rows;
+      EXPECT_EQ(cells[11], "1.00") << line;  // its own reference, not the other precision's
+    }
+    EXPECT_EQ(softmax_rows, 1) << precision << "\n" << out;
+  }
+  EXPECT_NE(attnlab(base + " --precision fp8", out), 0);
+  EXPECT_NE(out.find("--precision"), std::string::npos) << out;
+}
+
 // The first process of the children of `parent`, or 0.
 pid_t child_of(pid_t parent) {
   for (const auto& entry : fs::directory_iterator("/proc")) {

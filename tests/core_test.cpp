@@ -135,15 +135,7 @@ TEST(Softmax, PaddingNeverChangesRealTokens) {
 
 // --- the model and a short seeded training run --------------------------------------------------
 
-// A toy task the model can learn: the label is the first token (classes 0..3), tokens 1..8.
-SplitData toy_split(std::int64_t n, std::int64_t len, std::uint64_t seed) {
-  auto g = at::make_generator<at::CPUGeneratorImpl>(seed);
-  SplitData d;
-  d.tokens = at::randint(1, 9, {n, 1, len}, g, at::kShort);
-  d.lengths = at::randint(len / 2, len + 1, {n, 1}, g, at::kLong);
-  d.labels = (d.tokens.select(1, 0).select(1, 0).to(at::kLong) - 1) % 4;
-  return d;
-}
+const auto toy_split = testing::first_token_split;
 
 TEST(Model, PaddedTokensDoNotChangeTheLogits) {
   at::manual_seed(3);

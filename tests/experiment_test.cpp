@@ -7,8 +7,10 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 
 #include "experiment/experiment.hpp"
+#include "plugin_host/hashing.hpp"
 
 namespace attnlab {
 namespace {
@@ -128,6 +130,37 @@ TEST(Experiment, CheckpointCadenceIsNotPartOfTheJobIdentity) {
   EXPECT_NE(load_experiment(write_file("steps.toml", steps), registry()).jobs[0].config_hash, plain.jobs[0].config_hash);
 }
 
+// [train] precision, tf32 and deterministic came after jobs were stored: at their defaults they stay
+// out of the identity, which is then the hash of the configuration without them (and without the
+// cadence keys), as before they existed; away from their defaults each makes another job.
+TEST(Experiment, PrecisionKeysAtTheirDefaultsKeepTheIdentityJobsHadBeforeThem) {
+  const std::string base = kGood;
+  const auto plain = load_experiment(write_file("plain.toml", base), registry());
+  const auto& job = plain.jobs[0];
+  std::string before;  // the configuration as a build without the three keys wrote it
+  std::istringstream lines(job.config_toml);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("precision = ", 0) != 0 && line.rfind("tf32 = ", 0) != 0 && line.rfind("deterministic = ", 0) != 0 &&
+        line.rfind("checkpoint_every = ", 0) != 0 && line.rfind("accuracy_checkpoints = ", 0) != 0)
+      before += line + "\n";
+  ASSERT_NE(before, job.config_toml + "\n");
+  EXPECT_EQ(job.config_hash, sha256_of_text(before));
+
+  auto with = [&](const std::string& name, const std::string& setting) {
+    std::string text = base;
+    text.replace(text.find("steps = 30"), 10, "steps = 30\n" + setting);
+    return load_experiment(write_file(name, text), registry()).jobs[0];
+  };
+  EXPECT_EQ(with("explicit.toml", "precision = \"fp32\"\ntf32 = false\ndeterministic = false").config_hash, job.config_hash);
+  const auto bf16 = with("bf16.toml", "precision = \"bf16\"");
+  EXPECT_NE(bf16.config_hash, job.config_hash);
+  EXPECT_EQ(bf16.train.string("precision"), "bf16");
+  EXPECT_NE(with("tf32.toml", "tf32 = true").config_hash, job.config_hash);
+  EXPECT_NE(with("det.toml", "deterministic = true").config_hash, job.config_hash);
+  const std::string refused = error_of("[train]\nprecision = \"fp8\"\n[methods.softmax]\n[datasets.listops]\n");
+  EXPECT_EQ(refused.substr(refused.find(":2:")), ":2: [train] precision: 'fp8' is not one of fp32|bf16|fp16");
+}
+
 // toml++ sorts a table's keys by name; the jobs keep the file's order (methods, then datasets,
 // then seeds), which the results tables and pictures show. A sub-table written before its parent's
 // sibling ([methods.softmax.model] before [methods.performer]) counts where its method first appears.
@@ -159,7 +192,7 @@ TEST(Experiment, ErrorsNameFileLineAndKey) {
   EXPECT_EQ(error_of("[train]\nsteps = 10\nlrr = 0.1\n[methods.softmax]\n[datasets.listops]\n"),
             file + ":3: [train] lrr: unknown key (known: steps, batch_size, grad_accum, lr, weight_decay, beta1, beta2, "
                    "eps, warmup, decay, clip_norm, eval_every, eval_batches, log_every, instability_steps, variance_passes, "
-                   "variance_split, accuracy_checkpoints, checkpoint_every)");
+                   "variance_split, accuracy_checkpoints, checkpoint_every, precision, tf32, deterministic)");
   EXPECT_EQ(error_of("[train]\nsteps = \"ten\"\n[methods.softmax]\n[datasets.listops]\n"),
             file + ":2: [train] steps: expected an integer, got a string");
   EXPECT_EQ(error_of("[model]\npooling = \"max\"\n[methods.softmax]\n[datasets.listops]\n"),

@@ -279,6 +279,34 @@ TEST_F(Query, TheDefaultGroupingAddsTheKeysASweepVaries) {
   EXPECT_NE(out.out.find("skyformer,image,0.0001,1,1,"), std::string::npos) << out.out;
 }
 
+// A precision other than fp32 is always shown, even when every job shares it; fp32 (and jobs stored
+// before the key existed) is not, unless it varies.
+TEST_F(Query, ANonFp32PrecisionIsShownEvenWhenEveryJobSharesIt) {
+  {
+    Database db(file("p.db"));
+    for (std::int64_t seed = 1; seed <= 2; ++seed) {
+      FakeJob f;
+      f.method = "softmax", f.dataset = "listops", f.seed = seed;
+      f.params = {{"train.precision", "bf16"}};
+      f.results = {{"test_acc", 0.3 + 0.1 * seed}};
+      add_job(db, f);
+      FakeJob old = f;  // stored before precision existed: no key
+      old.method = "performer";
+      old.params = {};
+      add_job(db, old);
+    }
+  }
+  auto first_line = [](const std::string& text) { return text.substr(0, text.find('\n')); };
+  const auto out = attnlab({"results", "--db", file("p.db"), "--format", "csv"});
+  ASSERT_EQ(out.status, 0) << out.err;
+  EXPECT_EQ(first_line(out.out).rfind("method,dataset,train.precision,jobs", 0), 0u) << out.out;
+  EXPECT_NE(out.out.find("softmax,listops,bf16,2,2,"), std::string::npos) << out.out;
+  EXPECT_NE(out.out.find("performer,listops,,2,2,"), std::string::npos) << out.out;
+  const auto old_only = attnlab({"results", "--db", file("p.db"), "--where", "method = performer", "--format", "csv"});
+  ASSERT_EQ(old_only.status, 0) << old_only.err;
+  EXPECT_EQ(first_line(old_only.out).rfind("method,dataset,jobs", 0), 0u) << old_only.out;
+}
+
 TEST_F(Query, SeedAggregationMatchesHandWorkedNumbersAndTheView) {
   Database db(file("r.db"));
   fill(db);

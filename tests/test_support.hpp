@@ -12,6 +12,10 @@
 #include <sstream>
 #include <string>
 
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include "attnlab/dataset.hpp"
 #include "attnlab/train/config.hpp"
 #include "plugin_host/plugin_host.hpp"
 
@@ -25,6 +29,17 @@ inline const PluginRegistry& built_plugins() {
     return r;
   }();
   return registry;
+}
+
+// A toy task the model learns in a few dozen steps: the label is the first token (classes 0..3),
+// tokens 1..8, lengths from len/2 to len.
+inline SplitData first_token_split(std::int64_t n, std::int64_t len, std::uint64_t seed) {
+  auto g = at::make_generator<at::CPUGeneratorImpl>(seed);
+  SplitData d;
+  d.tokens = at::randint(1, 9, {n, 1, len}, g, at::kShort);
+  d.lengths = at::randint(len / 2, len + 1, {n, 1}, g, at::kLong);
+  d.labels = (d.tokens.select(1, 0).select(1, 0).to(at::kLong) - 1) % 4;
+  return d;
 }
 
 // A one-layer model small enough for training tests (dim 16, 2 heads of 8).

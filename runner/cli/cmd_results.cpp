@@ -6,6 +6,7 @@
 #include "cli/cli_options.hpp"
 #include "cli/commands.hpp"
 #include "results/aggregate.hpp"
+#include "results/sweep.hpp"
 
 namespace attnlab {
 
@@ -41,10 +42,11 @@ int cmd_results(const Args& args) {
   if (!vm.count("metric") && store::result_names(db).empty()) selection.metrics.clear();
   auto rows = store::select_jobs(db, selection);
   if (!vm.count("group-by")) {
-    // By default a sweep's keys join method and dataset: values of a swept key are not seeds.
+    // By default a sweep's keys join method and dataset (values of a swept key are not seeds), and
+    // so does a precision other than fp32.
     std::vector<std::int64_t> ids;
     for (const auto& row : rows) ids.push_back(row.job_id);
-    const auto swept = store::keys_varying_within_groups(db, ids);
+    const auto swept = results::summary_keys(db, ids);
     if (!swept.empty()) {
       selection.group_by.insert(selection.group_by.end(), swept.begin(), swept.end());
       rows = store::select_jobs(db, selection);

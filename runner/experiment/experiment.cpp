@@ -158,8 +158,15 @@ void finish_plan(JobPlan& job) {
   // The identity leaves out what changes how a job runs but never its numbers (resume is exact):
   // a new checkpoint cadence, or checkpoints kept at accuracy marks, is the same job, not a new one.
   toml::table identity = root;
-  identity.get_as<toml::table>("train")->erase("checkpoint_every");
-  identity.get_as<toml::table>("train")->erase("accuracy_checkpoints");
+  auto& train = *identity.get_as<toml::table>("train");
+  train.erase("checkpoint_every");
+  train.erase("accuracy_checkpoints");
+  // Keys added after jobs were stored enter the identity only away from their defaults, which are
+  // what those jobs ran with: a database's jobs keep their hashes (a re-added file adds nothing).
+  for (const auto& [key, old_default] : {std::pair<const char*, std::string>{"precision", "fp32"}, {"tf32", "false"},
+                                         {"deterministic", "false"}})
+    if (const auto it = job.train.all().find(key); it != job.train.all().end() && to_text(it->second) == old_default)
+      train.erase(key);
   std::ostringstream identity_text;
   identity_text << identity << "\n";
   job.config_hash = sha256_of_text(identity_text.str());

@@ -9,6 +9,7 @@
 #include "attnlab/query.hpp"
 #include "queue/progress.hpp"
 #include "results/aggregate.hpp"
+#include "results/sweep.hpp"
 #include "cli/text_table.hpp"
 
 namespace attnlab {
@@ -42,7 +43,7 @@ std::string experiment_summary(store::Database& db, const std::vector<std::int64
   for (auto id : job_ids) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
   selection.where = {"job IN (" + ids + ")"};
   selection.group_by = {"method", "dataset"};
-  for (const auto& key : store::keys_varying_within_groups(db, job_ids)) selection.group_by.push_back(key);  // a sweep's
+  for (const auto& key : results::summary_keys(db, job_ids)) selection.group_by.push_back(key);  // a sweep's, precision
   const auto known = store::result_names(db);  // a sweep whose runs all failed has no results yet
   for (const char* m : {"test_acc", "majority_rate"})
     if (std::find(known.begin(), known.end(), m) != known.end()) selection.metrics.push_back(m);

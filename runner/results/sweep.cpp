@@ -1,5 +1,6 @@
 #include "results/sweep.hpp"
 
+#include <algorithm>
 #include <set>
 
 namespace attnlab::results {
@@ -16,6 +17,14 @@ std::string Sweep::task(const store::JobRow& job) const {
 std::string Sweep::row(const store::JobRow& job) const {
   const auto it = row_of.find(job.job_id);
   return it == row_of.end() ? job.method : it->second;
+}
+
+std::vector<std::string> summary_keys(store::Database& db, const std::vector<std::int64_t>& job_ids) {
+  auto keys = store::keys_varying_within_groups(db, job_ids);
+  const auto precisions = store::config_values(db, job_ids, "train.precision");
+  const bool swept = std::find(keys.begin(), keys.end(), "train.precision") != keys.end();
+  if (!swept && precisions.size() == 1 && precisions.front() != "fp32") keys.push_back("train.precision");
+  return keys;
 }
 
 Sweep find_sweep(store::Database& db, const std::vector<store::JobRow>& jobs) {

@@ -17,6 +17,7 @@
 #include <torch/optim/adamw.h>
 #include <torch/utils.h>
 
+#include "attnlab/precision.hpp"
 #include "attnlab/train/config.hpp"
 #include "attnlab/train/model.hpp"
 #include "attnlab/torch_compat.hpp"
@@ -74,6 +75,15 @@ std::string model_section(const std::string& config_toml) {
   if (begin == std::string::npos) return "";
   const auto end = config_toml.find("\n[", begin);
   return config_toml.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+}
+
+// [train] precision of a stored configuration; fp32 for one stored before the key existed.
+std::string precision_of(const std::string& config_toml) {
+  try {
+    return toml::parse(config_toml)["train"]["precision"].value_or(std::string("fp32"));
+  } catch (const toml::parse_error&) {
+    return "?";
+  }
 }
 
 bool comparable(const store::BenchResult& a, const store::BenchResult& b) {
@@ -159,6 +169,10 @@ StepTimes time_training_steps(const BenchCase& c, const PluginRegistry& registry
   task.max_len = c.seq_len;
   const ModelConfig model_config = model_config_from(c.model);
   const TrainConfig train = train_config_from(c.train);
+  const Precision precision = parse_precision(train.precision);
+  if (std::string why; !autocast_supported(device, precision, &why)) throw std::runtime_error(why);
+  compat::set_tf32(train.tf32);
+  compat::set_deterministic(train.deterministic);
 
   torch::manual_seed(static_cast<std::uint64_t>(c.seed));  // weights and dropout
   AttentionFactory* factory = method->make_attention;
@@ -181,13 +195,15 @@ StepTimes time_training_steps(const BenchCase& c, const PluginRegistry& registry
   const auto labels = at::randint(task.num_classes, {c.batch_size}, data_generator, at::kLong).to(device);
 
   std::int64_t steps_taken = 0;
-  // One training step as the trainer takes it: forward, loss, backward, clipping, AdamW.
+  LossScaler scaler(precision == Precision::fp16);
+  const auto parameters = model->parameters();
+  // One training step as the trainer takes it: forward (autocast at the precision), loss, backward,
+  // unscaling, clipping, AdamW.
   auto step = [&] {
     optimizer.zero_grad();
-    auto logits = model->forward(tokens, lengths);
-    at::cross_entropy_loss(logits, labels).backward();
-    if (train.clip_norm > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), train.clip_norm);
-    optimizer.step();
+    const auto logits = forward_logits(model, tokens, lengths, device, precision);
+    scaler.scale(at::cross_entropy_loss(logits, labels)).backward();
+    apply_gradients(optimizer, parameters, train.clip_norm, scaler);
     draws.after_step(++steps_taken);  // the redraws a real run pays for
   };
 
@@ -247,6 +263,11 @@ std::string bench_table(const std::vector<store::BenchResult>& rows, bool contex
   std::vector<std::string> header;
   if (context) header = {"when", "method", "dataset", "length", "batch", "device", "threads"};
   else header = {"method", "length"};
+  // a precision column once a row is not fp32 (each row's ratios are to softmax in its precision)
+  std::vector<std::string> precisions;
+  for (const auto& r : rows) precisions.push_back(precision_of(r.config_toml));
+  const bool mixed = std::any_of(precisions.begin(), precisions.end(), [](const auto& p) { return p != "fp32"; });
+  if (mixed) header.push_back("precision");
   for (const char* h : {"status", "step (s)", "min-max (s)", "time vs softmax", "peak mem", "mem vs softmax"}) header.push_back(h);
   TextTable table(header);
 
@@ -260,7 +281,8 @@ std::string bench_table(const std::vector<store::BenchResult>& rows, bool contex
     std::size_t best = rows.size();
     for (std::size_t j = 0; j < rows.size(); ++j) {
       const std::size_t distance = j > i ? j - i : i - j;
-      if (rows[j].method == "softmax" && rows[j].status == "done" && distance < best && comparable(r, rows[j])) {
+      if (rows[j].method == "softmax" && rows[j].status == "done" && distance < best && comparable(r, rows[j]) &&
+          precisions[i] == precisions[j]) {
         reference = &rows[j];
         best = distance;
       }
@@ -272,6 +294,7 @@ std::string bench_table(const std::vector<store::BenchResult>& rows, bool contex
              std::to_string(r.threads)};
     else
       row = {r.method, std::to_string(r.seq_len)};
+    if (mixed) row.push_back(precisions[i]);
     row.push_back(r.status);
     row.push_back(done ? seconds_text(r.step_seconds_median) : "-");
     row.push_back(done ? seconds_text(r.step_seconds_min) + "-" + seconds_text(r.step_seconds_max) : "-");

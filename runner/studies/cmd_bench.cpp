@@ -77,7 +77,7 @@ void apply_model_overrides(ParamValues& model, const std::vector<std::pair<std::
   }
 }
 
-void set_train(ParamValues& train, const char* key, std::int64_t value, const char* option) {
+void set_train(ParamValues& train, const char* key, const ParamValue& value, const char* option) {
   try {
     train.set(key, check_param(*find_param(kTrainParams, kTrainParamCount, key), value));
   } catch (const ParamError& e) {
@@ -116,7 +116,8 @@ int cmd_bench(const Args& raw_args, const std::string& self_exe) {
       ("steps", po::value<std::int64_t>()->default_value(5), "timed steps (the median is reported)")
       ("warmup", po::value<std::int64_t>()->default_value(2), "untimed steps before them")
       ("seed", po::value<std::int64_t>()->default_value(1), "seed of weights, dropout, tokens and labels")
-      ("config", po::value<std::string>(), "experiment file whose [model], [train] (optimiser), [methods.X] and [datasets.Y] apply")
+      ("precision", po::value<std::string>(), "fp32, bf16 or fp16: the forward pass autocast as [train] precision does (default: the --config file's, else fp32)")
+      ("config", po::value<std::string>(), "experiment file whose [model], [train] (optimiser, precision), [methods.X] and [datasets.Y] apply")
       ("show", "print the stored bench results and stop")
       ("help,h", "this help");
   add_device_option(options);
@@ -209,6 +210,7 @@ int cmd_bench(const Args& raw_args, const std::string& self_exe) {
     // what the measuring process really runs: this batch size, warmup + steps steps
     set_train(c.train, "batch_size", batch_size, "batch-size");
     set_train(c.train, "steps", warmup + steps, "steps");
+    if (vm.count("precision")) set_train(c.train, "precision", vm["precision"].as<std::string>(), "precision");
     cases.push_back(std::move(c));
   }
   // The dataset must describe its task with these parameters (a missing folder, say) before

@@ -68,7 +68,9 @@ int cmd_variance(const Args& args) {
   const SplitData data = load_checked(plan.dataset, *dataset, split);
   const std::int64_t batch = vm["batch-size"].as<std::int64_t>() > 0 ? vm["batch-size"].as<std::int64_t>()
                                                                        : train_config_from(plan.train).batch_size;
-  const VarianceMetrics m = measure_variance(model, data, batch, device, passes, draws);
+  // at the run's precision: the metrics describe the model as it was trained and evaluated
+  const VarianceMetrics m = measure_variance(model, data, batch, device, passes, draws, {},
+                                             parse_precision(train_config_from(plan.train).precision));
   db.set_results(run_id, {{"variance_passes", static_cast<double>(m.passes)},
                           {"rsd", m.rsd},
                           {"pi", m.pi},

@@ -75,6 +75,19 @@ std::vector<std::string> keys_varying_within_groups(Database& db, const std::vec
   return keys;
 }
 
+std::vector<std::string> config_values(Database& db, const std::vector<std::int64_t>& job_ids, const std::string& key) {
+  std::string ids = "[";
+  for (std::size_t i = 0; i < job_ids.size(); ++i) ids += (i ? "," : "") + std::to_string(job_ids[i]);
+  sql::Statement st(db.handle(), db.path(),
+                    "SELECT DISTINCT value FROM job_params WHERE job_id IN (SELECT value FROM json_each(?1)) AND key = ?2 "
+                    "ORDER BY value");
+  st.bind(1, ids + "]");
+  st.bind(2, key);
+  std::vector<std::string> values;
+  while (st.step()) values.push_back(st.column_text(0));
+  return values;
+}
+
 std::vector<std::string> result_names(Database& db) {
   return column_values(db, "SELECT DISTINCT name FROM results ORDER BY name");
 }

@@ -48,6 +48,13 @@ const ParamSpec kTrainParams[] = {
      "for attnlab gradients (the KL-Transformer's Table 14); 0 = none"},
     {"checkpoint_every", ParamType::integer, "1000", 0, kBig, nullptr,
      "training steps between resume checkpoints (model, optimiser, RNG states, data position); 0 = never"},
+    {"precision", ParamType::string, "fp32", 0, 0, "fp32|bf16|fp16",
+     "forward passes in fp32, or under autocast in bf16 or fp16 (fp32 weights and optimiser state; fp16 with "
+     "dynamic loss scaling, skipped steps counted)"},
+    {"tf32", ParamType::boolean, "false", 0, 0, nullptr, "let CUDA fp32 matmuls and convolutions use TF32 tensor cores"},
+    {"deterministic", ParamType::boolean, "false", 0, 0, nullptr,
+     "deterministic algorithms only (an op without one fails the job, naming the op): the same job twice gives "
+     "the same numbers on a GPU too"},
 };
 const std::size_t kTrainParamCount = sizeof(kTrainParams) / sizeof(kTrainParams[0]);
 
@@ -91,6 +98,9 @@ TrainConfig train_config_from(const ParamValues& v) {
   c.variance_split = v.string("variance_split");
   c.checkpoint_every = v.integer("checkpoint_every");
   c.accuracy_checkpoints = v.real("accuracy_checkpoints");
+  c.precision = v.string("precision");
+  c.tf32 = v.boolean("tf32");
+  c.deterministic = v.boolean("deterministic");
   return c;
 }
 

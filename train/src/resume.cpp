@@ -179,6 +179,10 @@ JobKey job_key(const TrainJob& job, std::int64_t train_examples) {
     << "\ntask.vocab_size=" << job.task.vocab_size << "\ntask.num_classes=" << job.task.num_classes
     << "\ntask.max_len=" << job.task.max_len << "\ntask.inputs=" << job.task.inputs
     << "\ntask.many_hot=" << job.task.many_hot << "\ndata.train_examples=" << train_examples << "\n";
+  // later keys, away from their defaults only: checkpoints written before them stay resumable
+  if (t.precision != "fp32") c << "train.precision=" << t.precision << "\n";
+  if (t.tf32) c << "train.tf32=true\n";
+  if (t.deterministic) c << "train.deterministic=true\n";
   return {job.identity, job.seed, c.str()};
 }
 
@@ -224,6 +228,9 @@ void save(const std::string& path, const JobKey& key, const LoopState& loop, con
   archive.write("data_order", data.order, true);
   archive.write("data_position", c10::IValue(data.position));
   archive.write("data_epoch", c10::IValue(data.epoch));
+  archive.write("loss_scale", c10::IValue(parts.scaler.current_scale()));
+  archive.write("loss_scale_clean_steps", c10::IValue(parts.scaler.clean_steps()));
+  archive.write("skipped_steps", c10::IValue(parts.scaler.skipped_steps()));
 
   write_atomically(archive, path);
 }
@@ -287,6 +294,8 @@ LoopState load(const std::string& path, const JobKey& key, const Parts& parts) {
     parts.draws.set_generator_state(file.tensor("rng_attention").cpu());
     parts.batches.restore({file.tensor("data_generator").cpu(), file.tensor("data_order").cpu(),
                            file.integer("data_position"), file.integer("data_epoch")});
+    if (c10::IValue scale; archive.try_read("loss_scale", scale))
+      parts.scaler.restore(scale.toDouble(), file.integer("loss_scale_clean_steps"), file.integer("skipped_steps"));
   } catch (const CheckpointError&) {
     throw;
   } catch (const std::exception& e) {

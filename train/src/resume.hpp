@@ -14,6 +14,7 @@
 #include <torch/optim/optimizer.h>
 
 #include "attnlab/train/data_loader.hpp"
+#include "attnlab/train/loss_scaler.hpp"
 #include "attnlab/train/trainer.hpp"
 
 namespace attnlab::resume {
@@ -51,6 +52,7 @@ struct Parts {
   AttentionDraws& draws;
   BatchIterator& batches;
   c10::Device device;
+  LossScaler& scaler;  // fp16's loss scale; written always, read when present (older files: fp32 runs)
 };
 
 // Writes the checkpoint to a temporary file beside `path`, syncs it and renames it over `path`:

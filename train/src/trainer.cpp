@@ -16,6 +16,8 @@
 
 #include "attnlab/train/data_loader.hpp"
 #include "attnlab/train/instability.hpp"
+#include "attnlab/train/loss_scaler.hpp"
+#include "attnlab/precision.hpp"
 #include "attnlab/torch_compat.hpp"
 #include "resume.hpp"
 
@@ -30,7 +32,7 @@ struct Evaluation {
 };
 
 Evaluation evaluate(EncoderClassifier& model, const SplitData& split, std::int64_t batch_size, c10::Device device,
-                    std::int64_t max_batches) {
+                    std::int64_t max_batches, Precision precision) {
   c10::InferenceMode no_grad;
   model->eval();
   BatchIterator batches(split, batch_size, device, /*shuffle=*/false, 0);
@@ -39,7 +41,7 @@ Evaluation evaluate(EncoderClassifier& model, const SplitData& split, std::int64
   auto correct = at::zeros({}, at::TensorOptions(device).dtype(at::kLong));
   std::int64_t seen = 0, used = 0;
   while ((max_batches == 0 || used < max_batches) && batches.next(batch)) {
-    auto logits = model->forward(batch.tokens, batch.lengths);
+    auto logits = forward_logits(model, batch.tokens, batch.lengths, device, precision);
     loss_sum += at::cross_entropy_loss(logits, batch.labels, {}, at::Reduction::Sum).to(at::kDouble);
     correct += logits.argmax(1).eq(batch.labels).sum();
     seen += batch.labels.size(0);
@@ -49,7 +51,38 @@ Evaluation evaluate(EncoderClassifier& model, const SplitData& split, std::int64
   return {loss_sum.item<double>() / seen, static_cast<double>(correct.item<std::int64_t>()) / seen};
 }
 
+// The first line of a failure (c10 errors append a backtrace). LibTorch's refusal of an op under
+// deterministic algorithms names the op, then suggests Python switches: the op and our setting.
+std::string one_line_error(const std::exception& e) {
+  std::string what = e.what();
+  what = what.substr(0, what.find('\n'));
+  const auto refusal = what.find(" does not have a deterministic implementation");
+  if (refusal != std::string::npos) what = what.substr(0, refusal) + " has no deterministic implementation ([train] deterministic = true)";
+  return what;
+}
+
 }  // namespace
+
+at::Tensor forward_logits(EncoderClassifier& model, const at::Tensor& tokens, const at::Tensor& lengths,
+                          const c10::Device& device, Precision precision) {
+  at::Tensor logits;
+  {
+    AutocastScope autocast(device, precision);
+    logits = model->forward(tokens, lengths);
+  }
+  return logits.to(at::kFloat);  // the same tensor when it is fp32 already
+}
+
+bool apply_gradients(torch::optim::Optimizer& optimizer, const std::vector<at::Tensor>& parameters, double clip_norm,
+                     LossScaler& scaler) {
+  const bool finite = scaler.unscale(parameters);
+  if (finite) {
+    if (clip_norm > 0) torch::nn::utils::clip_grad_norm_(parameters, clip_norm);
+    optimizer.step();
+  }
+  scaler.update(finite);
+  return finite;
+}
 
 AttentionDraws::AttentionDraws(std::vector<std::shared_ptr<AttentionMethod>> methods, std::uint64_t seed)
     : generator_(at::make_generator<at::CPUGeneratorImpl>(seed)) {
@@ -75,7 +108,7 @@ void AttentionDraws::fresh_draw() {
 
 VarianceMetrics measure_variance(EncoderClassifier& model, const SplitData& split, std::int64_t batch_size,
                                  c10::Device device, std::int64_t passes, AttentionDraws& draws,
-                                 const std::function<void(std::int64_t done)>& after_pass) {
+                                 const std::function<void(std::int64_t done)>& after_pass, Precision precision) {
   c10::InferenceMode no_grad;
   model->eval();
   std::vector<at::Tensor> logits;
@@ -84,7 +117,7 @@ VarianceMetrics measure_variance(EncoderClassifier& model, const SplitData& spli
     BatchIterator batches(split, batch_size, device, /*shuffle=*/false, 0);
     Batch batch;
     std::vector<at::Tensor> pass;
-    while (batches.next(batch)) pass.push_back(model->forward(batch.tokens, batch.lengths).to(at::kCPU, at::kFloat));
+    while (batches.next(batch)) pass.push_back(forward_logits(model, batch.tokens, batch.lengths, device, precision).cpu());
     logits.push_back(at::cat(pass));
     if (after_pass) after_pass(p + 1);
   }
@@ -157,6 +190,11 @@ RunOutcome train_and_evaluate(const TrainJob& job, const TrainSplits& data, Trai
   auto seconds_since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
   const bool resuming = job.resume && !job.resume_path.empty() && std::filesystem::exists(job.resume_path);
   const auto job_key = resume::job_key(job, data.train.size());
+  const Precision precision = parse_precision(tc.precision);
+  if (std::string why; !autocast_supported(job.device, precision, &why)) throw std::runtime_error(why);
+  // process-wide switches, set for every job (each job has a process of its own in the runner)
+  compat::set_tf32(tc.tf32);
+  compat::set_deterministic(tc.deterministic);
 
   RunOutcome outcome;
   resume::LoopState loop;  // everything the loop carries between steps, as a resume checkpoint holds it
@@ -182,7 +220,9 @@ RunOutcome train_and_evaluate(const TrainJob& job, const TrainSplits& data, Trai
                                                          .eps(tc.eps)
                                                          .weight_decay(tc.weight_decay));
   BatchIterator train_batches(data.train, tc.batch_size, job.device, /*shuffle=*/true, job.seed ^ kDataStream);
-  const resume::Parts parts{*model, optimizer, draws, train_batches, job.device};
+  LossScaler scaler(precision == Precision::fp16);
+  const auto parameters = model->parameters();
+  const resume::Parts parts{*model, optimizer, draws, train_batches, job.device, scaler};
   if (resuming) {
     // everything above was built as a fresh run builds it; the checkpoint overwrites its state
     loop = resume::load(job.resume_path, job_key, parts);
@@ -214,16 +254,15 @@ RunOutcome train_and_evaluate(const TrainJob& job, const TrainSplits& data, Trai
       optimizer.zero_grad();
       for (std::int64_t micro = 0; micro < tc.grad_accum; ++micro) {
         train_batches.next(batch);
-        auto logits = model->forward(batch.tokens, batch.lengths);
+        auto logits = forward_logits(model, batch.tokens, batch.lengths, job.device, precision);
         auto loss = at::cross_entropy_loss(logits, batch.labels);
-        (tc.grad_accum > 1 ? loss / static_cast<double>(tc.grad_accum) : loss).backward();
+        scaler.scale(tc.grad_accum > 1 ? loss / static_cast<double>(tc.grad_accum) : loss).backward();
         loop.loss_sum += loss.detach().to(at::kDouble);
         loop.correct += logits.detach().argmax(1).eq(batch.labels).sum();
         loop.seen += batch.labels.size(0);
         ++loop.micro_batches;
       }
-      if (tc.clip_norm > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), tc.clip_norm);
-      optimizer.step();
+      apply_gradients(optimizer, parameters, tc.clip_norm, scaler);
       loop.steps_done = step + 1;
       draws.after_step(loop.steps_done);
 
@@ -238,6 +277,7 @@ RunOutcome train_and_evaluate(const TrainJob& job, const TrainSplits& data, Trai
         points.push_back({loop.steps_done, "train", "loss", loop.last_train_loss, wall});
         points.push_back({loop.steps_done, "train", "acc", loop.last_train_acc, wall});
         points.push_back({loop.steps_done, "train", "lr", lr, wall});
+        if (scaler.enabled()) points.push_back({loop.steps_done, "train", "loss_scale", scaler.current_scale(), wall});
         if (!std::isfinite(loop.last_train_loss)) {
           outcome.status = TrainStatus::diverged;
           outcome.error = "training loss became " + std::to_string(loop.last_train_loss) + " by step " + std::to_string(loop.steps_done);
@@ -250,7 +290,7 @@ RunOutcome train_and_evaluate(const TrainJob& job, const TrainSplits& data, Trai
       if (loop.steps_done % tc.eval_every == 0 || last) {
         const auto eval_start = Clock::now();
         draws.before_evaluation();
-        const auto val = evaluate(model, data.val, tc.batch_size, job.device, tc.eval_batches);
+        const auto val = evaluate(model, data.val, tc.batch_size, job.device, tc.eval_batches, precision);
         loop.eval_seconds += seconds_since(eval_start);
         loop.last_val = val.acc;
         const double wall = seconds_since(start);
@@ -294,8 +334,7 @@ RunOutcome train_and_evaluate(const TrainJob& job, const TrainSplits& data, Trai
     }
   } catch (const std::exception& e) {
     outcome.status = compat::is_out_of_memory(e) ? TrainStatus::oom : TrainStatus::failed;
-    std::string what = e.what();
-    outcome.error = what.substr(0, what.find('\n'));  // c10 errors append a backtrace
+    outcome.error = one_line_error(e);
   }
 
   const double train_seconds = seconds_since(start) - loop.eval_seconds;
@@ -305,6 +344,10 @@ RunOutcome train_and_evaluate(const TrainJob& job, const TrainSplits& data, Trai
   r.push_back({"steps_per_second", loop.steps_done / std::max(train_seconds, 1e-9)});
   r.push_back({"param_count", static_cast<double>(model->parameter_count())});
   r.push_back({"majority_rate", majority_rate(data.test.labels, job.task.num_classes)});
+  if (scaler.enabled()) {
+    r.push_back({"skipped_steps", static_cast<double>(scaler.skipped_steps())});
+    r.push_back({"loss_scale", scaler.current_scale()});
+  }
   if (loop.best_step >= 0) {
     r.push_back({"best_val_acc", loop.best_val});
     r.push_back({"best_step", static_cast<double>(loop.best_step)});
@@ -313,7 +356,7 @@ RunOutcome train_and_evaluate(const TrainJob& job, const TrainSplits& data, Trai
     try {
       restore(model, loop.best_state);
       draws.before_evaluation();
-      const auto test = evaluate(model, data.test, tc.batch_size, job.device, 0);
+      const auto test = evaluate(model, data.test, tc.batch_size, job.device, 0, precision);
       r.push_back({"test_acc", test.acc});
       r.push_back({"test_loss", test.loss});
       points.push_back({loop.best_step, "test", "acc", test.acc, seconds_since(start)});
@@ -323,7 +366,7 @@ RunOutcome train_and_evaluate(const TrainJob& job, const TrainSplits& data, Trai
         const auto m = measure_variance(model, tc.variance_split == "val" ? data.val : data.test, tc.batch_size,
                                         job.device, tc.variance_passes, draws, [&](std::int64_t done) {
                                           observer.on_variance_pass(done, tc.variance_passes, seconds_since(passes_start));
-                                        });
+                                        }, precision);
         r.push_back({"variance_passes", static_cast<double>(m.passes)});
         r.push_back({"rsd", m.rsd});
         r.push_back({"pi", m.pi});
@@ -333,7 +376,7 @@ RunOutcome train_and_evaluate(const TrainJob& job, const TrainSplits& data, Trai
       }
     } catch (const std::exception& e) {
       outcome.status = compat::is_out_of_memory(e) ? TrainStatus::oom : TrainStatus::failed;
-      outcome.error = std::string("test evaluation: ") + e.what();
+      outcome.error = "test evaluation: " + one_line_error(e);
     }
   }
   r.push_back({"peak_memory_bytes", static_cast<double>(compat::peak_memory_bytes(job.device))});

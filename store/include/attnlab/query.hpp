@@ -93,6 +93,9 @@ std::vector<std::string> run_environments(Database& db, const std::vector<std::i
 // rather than average over. Never the seed, nor keys that do not change a job's numbers
 // (train.checkpoint_every, train.accuracy_checkpoints).
 std::vector<std::string> keys_varying_within_groups(Database& db, const std::vector<std::int64_t>& job_ids);
+// The distinct values of config `key` among the given jobs, sorted; a job stored before the key
+// existed has none and adds nothing.
+std::vector<std::string> config_values(Database& db, const std::vector<std::int64_t>& job_ids, const std::string& key);
 // Every result name some run has, sorted.
 std::vector<std::string> result_names(Database& db);
 

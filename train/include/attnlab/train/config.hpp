@@ -43,6 +43,9 @@ struct TrainConfig {
   std::string variance_split = "test"; // val | test
   std::int64_t checkpoint_every = 1000;  // steps between resume checkpoints (0: none)
   double accuracy_checkpoints = 0;       // > 0: weights kept at each multiple of it first reached (val accuracy)
+  std::string precision = "fp32";  // fp32 | bf16 | fp16: autocast of the forward passes, fp32 weights
+  bool tf32 = false;               // TF32 tensor cores for fp32 matmuls (CUDA)
+  bool deterministic = false;      // deterministic algorithms only; an op without one is an error
 };
 
 extern const ParamSpec kModelParams[];

@@ -15,9 +15,12 @@
 
 #include <ATen/core/Generator.h>
 #include <c10/core/Device.h>
+#include <torch/optim/optimizer.h>
 
 #include "attnlab/attention.hpp"
+#include "attnlab/precision.hpp"
 #include "attnlab/train/config.hpp"
+#include "attnlab/train/loss_scaler.hpp"
 #include "attnlab/dataset.hpp"
 #include "attnlab/train/model.hpp"
 #include "attnlab/train/variance.hpp"
@@ -126,6 +129,15 @@ std::string accuracy_checkpoint_path(const std::string& checkpoint_path, double 
 // The marks of `every` (0.2: 0.2, 0.4, ..., 1.0), computed as k·every, k = 1, 2, ...
 std::vector<double> accuracy_marks(double every);
 
+// The model's logits in fp32, its forward pass autocast at `precision` (AutocastScope).
+at::Tensor forward_logits(EncoderClassifier& model, const at::Tensor& tokens, const at::Tensor& lengths,
+                          const c10::Device& device, Precision precision);
+// After the backward pass: fp16's gradients unscaled, clipped to `clip_norm` (0: not), the
+// optimiser's step, the loss scale updated. A step whose gradients hold an inf or NaN is skipped
+// (returns false); without loss scaling every step is taken.
+bool apply_gradients(torch::optim::Optimizer& optimizer, const std::vector<at::Tensor>& parameters, double clip_norm,
+                     LossScaler& scaler);
+
 // Learning rate at `step` (0-based): linear warm-up to lr, then constant, linear, sqrt or cosine decay.
 double learning_rate_at(const TrainConfig& config, std::int64_t step);
 
@@ -135,10 +147,11 @@ double majority_rate(const at::Tensor& labels, std::int64_t num_classes);
 class AttentionDraws;
 // The KL-Transformer's variance metrics of the model as it is (eval mode): `passes` passes over
 // `split`, each after a fresh draw of every stochastic attention method; `after_pass(done)`, if
-// given, after each pass (progress).
+// given, after each pass (progress); the forward passes autocast at `precision` (the run's).
 VarianceMetrics measure_variance(EncoderClassifier& model, const SplitData& split, std::int64_t batch_size,
                                  c10::Device device, std::int64_t passes, AttentionDraws& draws,
-                                 const std::function<void(std::int64_t done)>& after_pass = {});
+                                 const std::function<void(std::int64_t done)>& after_pass = {},
+                                 Precision precision = Precision::fp32);
 
 // The draws of the model's stochastic attention methods, from one generator seeded by the run:
 // once at construction, after every method->redraw_every() training steps, and before each
