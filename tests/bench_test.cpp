@@ -149,6 +149,39 @@ TEST_F(Bench, PrecisionIsStoredAndRatiosStayWithinOnePrecision) {
   EXPECT_NE(out.find("--precision"), std::string::npos) << out;
 }
 
+// --attention-only times the attention module's forward alone; softmax's rows then carry its
+// throughput, 4·B·H·N²·Dh FLOPs over the median time, and the ratios compare like with like.
+TEST_F(Bench, AttentionOnlyTimesTheForwardAndPrintsSoftmaxThroughput) {
+  std::string out;
+  const std::string base = "bench --db " + path("b.db") + " --cache-dir " + path("cache") +
+                           " --methods softmax,performer --lengths 64 --batch-size 2 --steps 3 --warmup 1 --threads 1";
+  ASSERT_EQ(attnlab(base + " --attention-only", out), 0) << out;
+  const auto db = path("b.db");
+  EXPECT_EQ(query(db, "SELECT count(*) FROM bench_results WHERE status = 'done' AND config_toml LIKE '%attention_only = true%'"),
+            "2");
+  const double median = std::stod(query(db, "SELECT step_seconds_median FROM bench_results WHERE method = 'softmax'"));
+  const double tflops = 4.0 * 2 * 2 * 64 * 64 * 32 / median / 1e12;  // batch 2, 2 heads of 32 (dim 64), 64 tokens
+  const auto cells = words(line_starting(out, "softmax    64 "));
+  // method length part status step min-max ratio peak(2 words) ratio TFLOP/s
+  ASSERT_EQ(cells.size(), 11u) << out;
+  EXPECT_EQ(cells[2], "attention");
+  EXPECT_EQ(cells[6], "1.00");
+  EXPECT_NEAR(std::stod(cells[10]), tflops, tflops * 0.01) << out;
+  EXPECT_EQ(words(line_starting(out, "performer  64 ")).back(), "-") << out;  // no FLOP count but softmax's
+
+  ASSERT_EQ(attnlab(base, out), 0) << out;  // the training step: its own reference
+  ASSERT_EQ(attnlab("bench --show --db " + db, out), 0) << out;
+  int softmax_rows = 0;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    const auto row = words(line);
+    if (row.size() < 12 || row[1] != "softmax") continue;
+    ++softmax_rows;
+    EXPECT_EQ(row[11], "1.00") << line;  // when method dataset length batch device threads part status step min-max ratio
+  }
+  EXPECT_EQ(softmax_rows, 2) << out;
+}
+
 // The first process of the children of `parent`, or 0.
 pid_t child_of(pid_t parent) {
   for (const auto& entry : fs::directory_iterator("/proc")) {

@@ -12,6 +12,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <c10/core/InferenceMode.h>
 #include <toml++/toml.h>
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/adamw.h>
@@ -77,13 +78,21 @@ std::string model_section(const std::string& config_toml) {
   return config_toml.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
 }
 
-// [train] precision of a stored configuration; fp32 for one stored before the key existed.
-std::string precision_of(const std::string& config_toml) {
+// What a stored row measured beyond comparable(): [train] precision (fp32 for a row stored before
+// the key existed) and the part ("step", or "attention" for attention_only).
+struct Measured {
+  std::string precision = "?", part = "step";
+  bool operator==(const Measured& o) const { return precision == o.precision && part == o.part; }
+};
+Measured measured_of(const std::string& config_toml) {
+  Measured m;
   try {
-    return toml::parse(config_toml)["train"]["precision"].value_or(std::string("fp32"));
+    const auto config = toml::parse(config_toml);
+    m.precision = config["train"]["precision"].value_or(std::string("fp32"));
+    if (config["bench"]["attention_only"].value_or(false)) m.part = "attention";
   } catch (const toml::parse_error&) {
-    return "?";
   }
+  return m;
 }
 
 bool comparable(const store::BenchResult& a, const store::BenchResult& b) {
@@ -118,6 +127,7 @@ std::string bench_config_toml(const BenchCase& c, const PluginRegistry& registry
   bench.insert_or_assign("batch_size", c.batch_size);
   bench.insert_or_assign("steps", c.steps);
   bench.insert_or_assign("warmup", c.warmup);
+  if (c.attention_only) bench.insert_or_assign("attention_only", true);
   root.insert_or_assign("bench", std::move(bench));
   std::ostringstream text;
   text << root << "\n";
@@ -148,6 +158,10 @@ BenchCase parse_bench_config(const std::string& text, const std::string& where, 
   c.batch_size = bench_integer(*bench, "batch_size", 1, where);
   c.steps = bench_integer(*bench, "steps", 1, where);
   c.warmup = bench_integer(*bench, "warmup", 0, where);
+  if (const auto* node = bench->get("attention_only")) {
+    if (!node->is_boolean()) throw ConfigError(where + ": [bench] attention_only: not a boolean");
+    c.attention_only = node->as_boolean()->get();
+  }
   try {
     model_config_from(c.model);
   } catch (const ParamError& e) {
@@ -221,6 +235,63 @@ StepTimes time_training_steps(const BenchCase& c, const PluginRegistry& registry
   return out;
 }
 
+StepTimes time_attention_forward(const BenchCase& c, const PluginRegistry& registry, const std::string& device_text) {
+  const c10::Device device = compat::parse_device(device_text);
+  const auto* method = registry.find(PluginKind::attention, c.method);
+  if (!method) throw std::runtime_error("no attention plugin named '" + c.method + "'");
+  const ModelConfig model_config = model_config_from(c.model);
+  const TrainConfig train = train_config_from(c.train);
+  const Precision precision = parse_precision(train.precision);
+  if (std::string why; !autocast_supported(device, precision, &why)) throw std::runtime_error(why);
+  compat::set_tf32(train.tf32);
+  compat::set_deterministic(train.deterministic);
+
+  torch::manual_seed(static_cast<std::uint64_t>(c.seed));  // methods with weights of their own
+  auto attention = method->make_attention({model_config.heads, model_config.head_dim, c.seq_len}, c.method_params);
+  attention->to(device);
+  attention->eval();
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(static_cast<std::uint64_t>(c.seed) ^ kAttentionStream);
+  if (attention->stochastic()) attention->redraw(generator);
+  // q, k, v as a model's projections hand them over under the precision's autocast; drawn on the CPU
+  // so that the same seed gives the same inputs on any device
+  auto data_generator = at::make_generator<at::CPUGeneratorImpl>(static_cast<std::uint64_t>(c.seed) ^ kDataStream);
+  const std::vector<std::int64_t> shape = {c.batch_size, model_config.heads, c.seq_len, model_config.head_dim};
+  auto draw = [&] { return at::randn(shape, data_generator).to(device, reduced_type(precision)); };
+  const auto q = draw(), k = draw(), v = draw();
+  const auto key_valid = at::ones({c.batch_size, c.seq_len}, at::TensorOptions(device).dtype(at::kBool));
+
+  c10::InferenceMode no_grad;
+  auto forward = [&] {
+    AutocastScope autocast(device, precision);
+    attention->forward(q, k, v, key_valid);
+  };
+  for (std::int64_t i = 0; i < c.warmup; ++i) forward();
+  compat::synchronize(device);
+  compat::reset_peak_memory(device);
+  StepTimes out;
+  for (std::int64_t i = 0; i < c.steps; ++i) {
+    const auto start = Clock::now();
+    forward();
+    compat::synchronize(device);
+    out.seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  out.peak_memory_bytes = compat::peak_memory_bytes(device);
+  return out;
+}
+
+double softmax_attention_flops(const store::BenchResult& row) {
+  try {
+    const auto config = toml::parse(row.config_toml);
+    const auto heads = config["model"]["heads"].value_or(std::int64_t{0});
+    auto head_dim = config["model"]["head_dim"].value_or(std::int64_t{0});
+    if (head_dim == 0 && heads > 0) head_dim = config["model"]["dim"].value_or(std::int64_t{0}) / heads;  // dim / heads
+    return 4.0 * static_cast<double>(row.batch_size) * static_cast<double>(heads) * static_cast<double>(row.seq_len) *
+           static_cast<double>(row.seq_len) * static_cast<double>(head_dim);
+  } catch (const toml::parse_error&) {
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+}
+
 store::BenchResult run_bench_case(const BenchCase& c, const std::string& config_toml, const PluginRegistry& registry,
                                   const std::string& device_text, int threads, const std::string& cache_dir) {
   store::BenchResult r;
@@ -239,7 +310,8 @@ store::BenchResult run_bench_case(const BenchCase& c, const std::string& config_
     device = compat::parse_device(device_text);
     r.device = device->str();  // cuda -> cuda:0
     r.device_name = compat::device_name(*device);
-    const StepTimes t = time_training_steps(c, registry, device_text, cache_dir);
+    const StepTimes t = c.attention_only ? time_attention_forward(c, registry, device_text)
+                                         : time_training_steps(c, registry, device_text, cache_dir);
     r.steps_timed = static_cast<std::int64_t>(t.seconds.size());
     r.step_seconds_median = median(t.seconds);
     r.step_seconds_min = *std::min_element(t.seconds.begin(), t.seconds.end());
@@ -263,12 +335,16 @@ std::string bench_table(const std::vector<store::BenchResult>& rows, bool contex
   std::vector<std::string> header;
   if (context) header = {"when", "method", "dataset", "length", "batch", "device", "threads"};
   else header = {"method", "length"};
-  // a precision column once a row is not fp32 (each row's ratios are to softmax in its precision)
-  std::vector<std::string> precisions;
-  for (const auto& r : rows) precisions.push_back(precision_of(r.config_toml));
-  const bool mixed = std::any_of(precisions.begin(), precisions.end(), [](const auto& p) { return p != "fp32"; });
+  // a precision column once a row is not fp32, a part column and softmax's TFLOP/s once a row is an
+  // attention-only measurement; each row's ratios are to softmax measured alike
+  std::vector<Measured> measured;
+  for (const auto& r : rows) measured.push_back(measured_of(r.config_toml));
+  const bool mixed = std::any_of(measured.begin(), measured.end(), [](const auto& m) { return m.precision != "fp32"; });
+  const bool parts = std::any_of(measured.begin(), measured.end(), [](const auto& m) { return m.part != "step"; });
   if (mixed) header.push_back("precision");
+  if (parts) header.push_back("part");
   for (const char* h : {"status", "step (s)", "min-max (s)", "time vs softmax", "peak mem", "mem vs softmax"}) header.push_back(h);
+  if (parts) header.push_back("softmax TFLOP/s");
   TextTable table(header);
 
   const double nan = std::numeric_limits<double>::quiet_NaN();
@@ -282,7 +358,7 @@ std::string bench_table(const std::vector<store::BenchResult>& rows, bool contex
     for (std::size_t j = 0; j < rows.size(); ++j) {
       const std::size_t distance = j > i ? j - i : i - j;
       if (rows[j].method == "softmax" && rows[j].status == "done" && distance < best && comparable(r, rows[j]) &&
-          precisions[i] == precisions[j]) {
+          measured[i] == measured[j]) {
         reference = &rows[j];
         best = distance;
       }
@@ -294,13 +370,20 @@ std::string bench_table(const std::vector<store::BenchResult>& rows, bool contex
              std::to_string(r.threads)};
     else
       row = {r.method, std::to_string(r.seq_len)};
-    if (mixed) row.push_back(precisions[i]);
+    if (mixed) row.push_back(measured[i].precision);
+    if (parts) row.push_back(measured[i].part);
     row.push_back(r.status);
     row.push_back(done ? seconds_text(r.step_seconds_median) : "-");
     row.push_back(done ? seconds_text(r.step_seconds_min) + "-" + seconds_text(r.step_seconds_max) : "-");
     row.push_back(ratio_text(ratios ? r.step_seconds_median / reference->step_seconds_median : nan));
     row.push_back(done && r.peak_memory_bytes > 0 ? format_bytes(r.peak_memory_bytes) : "-");
     row.push_back(ratio_text(ratios ? r.peak_memory_bytes / reference->peak_memory_bytes : nan));
+    if (parts) {
+      const bool counted = done && r.method == "softmax" && measured[i].part == "attention" && r.step_seconds_median > 0;
+      char tflops[32];
+      if (counted) std::snprintf(tflops, sizeof tflops, "%.3g", softmax_attention_flops(r) / r.step_seconds_median / 1e12);
+      row.push_back(counted ? tflops : "-");
+    }
     table.add(std::move(row));
     if (!done) errors += "  " + r.method + " at " + std::to_string(r.seq_len) + ": " + r.status + (r.error.empty() ? "" : ": " + r.error) + "\n";
   }

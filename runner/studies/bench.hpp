@@ -23,12 +23,16 @@ struct BenchCase {
   std::int64_t steps = 5;   // timed steps
   std::int64_t warmup = 2;  // untimed steps before them
   std::int64_t seed = 1;    // weights, dropout, attention randomness, tokens and labels
+  // The attention module's forward alone (no model, no backward) on q, k, v of the model's heads
+  // and head width, as the precision's autocast hands them over: what a kernel's throughput is.
+  bool attention_only = false;
   ParamValues model, train, method_params, dataset_params;  // train: the optimiser settings (lr, betas, eps, weight decay, clip norm)
 };
 
 // The resolved configuration as TOML: a job configuration (method, dataset, seed, [model], [train],
 // [methods.M], [datasets.D]; read back by parse_job_config) followed by a [bench] table (seq_len,
-// batch_size, steps, warmup). This is what the child process receives and what is stored.
+// batch_size, steps, warmup, and attention_only when set). This is what the child process receives
+// and what is stored.
 std::string bench_config_toml(const BenchCase& c, const PluginRegistry& registry);
 // The inverse; checks every value against the schemas. `where` names the text in errors.
 BenchCase parse_bench_config(const std::string& toml, const std::string& where, const PluginRegistry& registry);
@@ -43,6 +47,13 @@ struct StepTimes {
 // included). `device`: cpu, cuda, cuda:N.
 StepTimes time_training_steps(const BenchCase& c, const PluginRegistry& registry, const std::string& device,
                               const std::string& cache_dir);
+// With c.attention_only: warm-up and timed forward passes of one attention module (inference mode,
+// autocast at [train] precision) on seeded q, k, v [batch, heads, seq_len, head_dim], every key real.
+StepTimes time_attention_forward(const BenchCase& c, const PluginRegistry& registry, const std::string& device);
+
+// Softmax attention's matmul FLOPs for one forward of a stored bench row: 4·B·H·N²·Dh (QKᵀ and PV,
+// two FLOPs a multiply-add; the softmax itself not counted, as throughput figures usually do).
+double softmax_attention_flops(const store::BenchResult& row);
 
 // time_training_steps with the environment around it, as a row to store: status done, or oom /
 // failed with the first line of the error. Never throws for a failed measurement.
@@ -52,7 +63,8 @@ store::BenchResult run_bench_case(const BenchCase& c, const std::string& config_
 double median(std::vector<double> values);  // NaN when empty; mean of the middle two for an even count
 
 // The results as a table: method, length, status, median step time, min-max, its ratio to softmax,
-// peak memory, its ratio to softmax. The ratios compare a row with the softmax row measured with the
+// peak memory, its ratio to softmax; a precision column once a row is not fp32, and once a row is an
+// attention-only measurement a "part" column and softmax's TFLOP/s (softmax_attention_flops / time). The ratios compare a row with the softmax row measured with the
 // same settings (dataset, length, batch, device, threads, LibTorch, model) nearest to it in `rows`.
 // `context` adds when, dataset, batch, device and threads (for --show). Errors of rows that are not
 // done follow the table, one line each.

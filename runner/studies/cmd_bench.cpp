@@ -116,6 +116,7 @@ int cmd_bench(const Args& raw_args, const std::string& self_exe) {
       ("steps", po::value<std::int64_t>()->default_value(5), "timed steps (the median is reported)")
       ("warmup", po::value<std::int64_t>()->default_value(2), "untimed steps before them")
       ("seed", po::value<std::int64_t>()->default_value(1), "seed of weights, dropout, tokens and labels")
+      ("attention-only", "time the attention module's forward alone (no model, no backward) on q, k, v of the model's heads; softmax rows then show TFLOP/s (4 B H N^2 Dh / time)")
       ("precision", po::value<std::string>(), "fp32, bf16 or fp16: the forward pass autocast as [train] precision does (default: the --config file's, else fp32)")
       ("config", po::value<std::string>(), "experiment file whose [model], [train] (optimiser, precision), [methods.X] and [datasets.Y] apply")
       ("show", "print the stored bench results and stop")
@@ -211,6 +212,7 @@ int cmd_bench(const Args& raw_args, const std::string& self_exe) {
     set_train(c.train, "batch_size", batch_size, "batch-size");
     set_train(c.train, "steps", warmup + steps, "steps");
     if (vm.count("precision")) set_train(c.train, "precision", vm["precision"].as<std::string>(), "precision");
+    c.attention_only = vm.count("attention-only") > 0;
     cases.push_back(std::move(c));
   }
   // The dataset must describe its task with these parameters (a missing folder, say) before

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The GPU round: ON the GPU machine, in the project root, after scripts/gpu/build.sh in the same
 # device call (scripts/gpu/README.md). Stages: attnlab env; `attnlab check` of every attention
-# plugin on the GPU; `attnlab bench` in fp32 and in bf16; the stored bench table; the CTest suite
+# plugin on the GPU; `attnlab bench` in fp32 and in bf16, and the attention forward alone in bf16
+# (softmax's TFLOP/s); the stored bench table; the CTest suite
 # last (what only a GPU can tell comes first: device time is short, and CI runs the suite anyway).
 # Everything lands in $OUT (./gpu-out if unset): a log per stage and summary.txt, one line per
 # stage. A stage that fails or runs out of its time is recorded and the round goes on.
 #
 # Knobs (environment):
-#   ROUND_SKIP=tests,bench       stages left out: env, tests, checks, bench (both), bench-fp32, bench-bf16, show
+#   ROUND_SKIP=tests,bench       stages left out: env, tests, checks, bench (all three), bench-fp32, bench-bf16, bench-attn, show
 #   ROUND_METHODS=softmax,performer  attention methods checked and benched (default: every plugin found)
 #   ROUND_LENGTHS=1024,4096,16384  ROUND_BATCH=32  ROUND_DEVICE=cuda:0
 #   ROUND_BENCH_ARGS="--steps 3"  ROUND_CTEST_ARGS="--label-exclude integration"  (added to those commands)
@@ -110,6 +111,8 @@ stage env "$env_s" env.txt "$attnlab" env
 checks
 stage bench-fp32 "$bench_s" bench.log "$attnlab" bench "${bench[@]}" --precision fp32
 stage bench-bf16 "$bench_s" bench.log "$attnlab" bench "${bench[@]}" --precision bf16
+# the attention forward alone in bf16: softmax's TFLOP/s against the dense bf16 peak (989 on an H100)
+stage bench-attn "$bench_s" bench.log "$attnlab" bench "${bench[@]}" --precision bf16 --attention-only
 # A bench stopped at its time limit leaves bench.db-wal and -shm beside bench.db (WAL mode), two
 # files over the 8 the device tool returns: fold them in (the last connection to close does).
 if [ -e "$out/bench.db-wal" ]; then
