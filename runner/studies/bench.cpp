@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <sstream>
 
@@ -99,6 +100,23 @@ bool comparable(const store::BenchResult& a, const store::BenchResult& b) {
   return a.dataset == b.dataset && a.seq_len == b.seq_len && a.batch_size == b.batch_size && a.device == b.device &&
          a.device_name == b.device_name && a.threads == b.threads && a.torch_version == b.torch_version &&
          model_section(a.config_toml) == model_section(b.config_toml);
+}
+
+// `warmup` untimed calls, then `steps` timed ones, each waited for on the device; the memory peak
+// over the timed ones.
+StepTimes time_calls(const std::function<void()>& call, std::int64_t warmup, std::int64_t steps, const c10::Device& device) {
+  for (std::int64_t i = 0; i < warmup; ++i) call();
+  compat::synchronize(device);
+  compat::reset_peak_memory(device);
+  StepTimes out;
+  for (std::int64_t i = 0; i < steps; ++i) {
+    const auto start = Clock::now();
+    call();
+    compat::synchronize(device);
+    out.seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  out.peak_memory_bytes = compat::peak_memory_bytes(device);
+  return out;
 }
 
 }  // namespace
@@ -221,18 +239,7 @@ StepTimes time_training_steps(const BenchCase& c, const PluginRegistry& registry
     draws.after_step(++steps_taken);  // the redraws a real run pays for
   };
 
-  for (std::int64_t i = 0; i < c.warmup; ++i) step();
-  compat::synchronize(device);
-  compat::reset_peak_memory(device);
-  StepTimes out;
-  for (std::int64_t i = 0; i < c.steps; ++i) {
-    const auto start = Clock::now();
-    step();
-    compat::synchronize(device);
-    out.seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
-  }
-  out.peak_memory_bytes = compat::peak_memory_bytes(device);
-  return out;
+  return time_calls(step, c.warmup, c.steps, device);
 }
 
 StepTimes time_attention_forward(const BenchCase& c, const PluginRegistry& registry, const std::string& device_text) {
@@ -265,18 +272,7 @@ StepTimes time_attention_forward(const BenchCase& c, const PluginRegistry& regis
     AutocastScope autocast(device, precision);
     attention->forward(q, k, v, key_valid);
   };
-  for (std::int64_t i = 0; i < c.warmup; ++i) forward();
-  compat::synchronize(device);
-  compat::reset_peak_memory(device);
-  StepTimes out;
-  for (std::int64_t i = 0; i < c.steps; ++i) {
-    const auto start = Clock::now();
-    forward();
-    compat::synchronize(device);
-    out.seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
-  }
-  out.peak_memory_bytes = compat::peak_memory_bytes(device);
-  return out;
+  return time_calls(forward, c.warmup, c.steps, device);
 }
 
 double softmax_attention_flops(const store::BenchResult& row) {
