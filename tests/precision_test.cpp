@@ -126,9 +126,12 @@ double result(const RunOutcome& o, const std::string& name) {
 
 class MixedPrecision : public ::testing::Test {
  protected:
-  void TearDown() override { compat::set_deterministic(false); }  // process-wide: leave it as found
+  void TearDown() override {  // process-wide switches: leave them as found
+    compat::set_deterministic(false);
+    compat::set_tf32(false);
+  }
 
-  RunOutcome run(const std::string& precision, bool deterministic = false, bool put = false) {
+  RunOutcome run(const std::string& precision, bool deterministic = false, bool put = false, bool tf32 = false) {
     static const TrainSplits data{testing::first_token_split(160, 12, 1), testing::first_token_split(48, 12, 2),
                                   testing::first_token_split(48, 12, 3)};
     TrainJob job;
@@ -144,6 +147,7 @@ class MixedPrecision : public ::testing::Test {
     job.train.checkpoint_every = 0;
     job.train.precision = precision;
     job.train.deterministic = deterministic;
+    job.train.tf32 = tf32;
     job.task = {10, 4, 12, 1};
     job.seed = 3;
     seen.clear();
@@ -205,6 +209,15 @@ TEST_F(MixedPrecision, ADeterministicJobFailsAtAnOpWithoutADeterministicImplemen
   const auto allowed = run("fp32", /*deterministic=*/false, /*put=*/true);
   EXPECT_EQ(allowed.status, TrainStatus::done) << allowed.error;
   EXPECT_FALSE(compat::deterministic());
+}
+
+// Each run sets TF32 as its [train] says, whatever the run before it set (CUDA reads the switch;
+// on the CPU it is only the switch).
+TEST_F(MixedPrecision, EachRunSetsTf32AsItsTrainSectionSays) {
+  ASSERT_EQ(run("fp32", false, false, /*tf32=*/true).status, TrainStatus::done);
+  EXPECT_TRUE(compat::tf32_allowed());
+  ASSERT_EQ(run("fp32").status, TrainStatus::done);
+  EXPECT_FALSE(compat::tf32_allowed());
 }
 
 }  // namespace
