@@ -6,6 +6,7 @@
 
 #include "test_support.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <filesystem>
@@ -161,9 +162,14 @@ class Resume : public ::testing::Test {
   std::string path(const std::string& name) const { return (dir / name).string(); }
 
   // 60 steps of 2 micro-batches, dropout 0.1, curves every 10 steps, validation every 20, the
-  // instability score first, variance passes at the end (stochastic methods).
-  TrainJob job(const std::string& method) const {
+  // instability score first, variance passes at the end (stochastic methods). "NAME bf16": the
+  // method in a bf16 run (CPU autocast).
+  TrainJob job(std::string method) const {
     TrainJob j;
+    if (const auto space = method.find(' '); space != std::string::npos) {
+      j.train.precision = method.substr(space + 1);
+      method = method.substr(0, space);
+    }
     j.model = testing::tiny_model(32);
     j.train.steps = 60;
     j.train.batch_size = 8;
@@ -279,7 +285,13 @@ TEST_P(ResumeMethod, StoppedMidStepThenResumedMatchesAnUninterruptedRun) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Methods, ResumeMethod,
-                         ::testing::Values("softmax", "random_projection", "performer", "skyformer"));
+                         ::testing::Values("softmax", "random_projection", "performer", "skyformer", "softmax bf16",
+                                           "performer bf16"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), ' ', '_');
+                           return name;
+                         });
 
 TEST_F(Resume, StoppedAfterTheLastStepResumesIntoTheTestEvaluation) {
   const auto base = job("random_projection");
