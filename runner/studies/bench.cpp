@@ -201,10 +201,7 @@ StepTimes time_training_steps(const BenchCase& c, const PluginRegistry& registry
   task.max_len = c.seq_len;
   const ModelConfig model_config = model_config_from(c.model);
   const TrainConfig train = train_config_from(c.train);
-  const Precision precision = parse_precision(train.precision);
-  if (std::string why; !autocast_supported(device, precision, &why)) throw std::runtime_error(why);
-  compat::set_tf32(train.tf32);
-  compat::set_deterministic(train.deterministic);
+  const Precision precision = apply_precision_settings(train, device);
 
   torch::manual_seed(static_cast<std::uint64_t>(c.seed));  // weights and dropout
   AttentionFactory* factory = method->make_attention;
@@ -248,10 +245,7 @@ StepTimes time_attention_forward(const BenchCase& c, const PluginRegistry& regis
   if (!method) throw std::runtime_error("no attention plugin named '" + c.method + "'");
   const ModelConfig model_config = model_config_from(c.model);
   const TrainConfig train = train_config_from(c.train);
-  const Precision precision = parse_precision(train.precision);
-  if (std::string why; !autocast_supported(device, precision, &why)) throw std::runtime_error(why);
-  compat::set_tf32(train.tf32);
-  compat::set_deterministic(train.deterministic);
+  const Precision precision = apply_precision_settings(train, device);
 
   torch::manual_seed(static_cast<std::uint64_t>(c.seed));  // methods with weights of their own
   auto attention = method->make_attention({model_config.heads, model_config.head_dim, c.seq_len}, c.method_params);

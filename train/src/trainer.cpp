@@ -63,6 +63,15 @@ std::string one_line_error(const std::exception& e) {
 
 }  // namespace
 
+Precision apply_precision_settings(const TrainConfig& train, const c10::Device& device) {
+  const Precision precision = parse_precision(train.precision);
+  if (std::string why; !autocast_supported(device, precision, &why)) throw std::runtime_error(why);
+  // process-wide switches, set for every run (each job has a process of its own in the runner)
+  compat::set_tf32(train.tf32);
+  compat::set_deterministic(train.deterministic);
+  return precision;
+}
+
 at::Tensor forward_logits(EncoderClassifier& model, const at::Tensor& tokens, const at::Tensor& lengths,
                           const c10::Device& device, Precision precision) {
   at::Tensor logits;
@@ -190,11 +199,7 @@ RunOutcome train_and_evaluate(const TrainJob& job, const TrainSplits& data, Trai
   auto seconds_since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
   const bool resuming = job.resume && !job.resume_path.empty() && std::filesystem::exists(job.resume_path);
   const auto job_key = resume::job_key(job, data.train.size());
-  const Precision precision = parse_precision(tc.precision);
-  if (std::string why; !autocast_supported(job.device, precision, &why)) throw std::runtime_error(why);
-  // process-wide switches, set for every job (each job has a process of its own in the runner)
-  compat::set_tf32(tc.tf32);
-  compat::set_deterministic(tc.deterministic);
+  const Precision precision = apply_precision_settings(tc, job.device);
 
   RunOutcome outcome;
   resume::LoopState loop;  // everything the loop carries between steps, as a resume checkpoint holds it

@@ -129,6 +129,10 @@ std::string accuracy_checkpoint_path(const std::string& checkpoint_path, double 
 // The marks of `every` (0.2: 0.2, 0.4, ..., 1.0), computed as k·every, k = 1, 2, ...
 std::vector<double> accuracy_marks(double every);
 
+// [train] precision, tf32 and deterministic put in force for a run on `device` (the last two are
+// process-wide switches, set every time); the precision, or std::runtime_error in one line when this
+// LibTorch cannot autocast that device to it.
+Precision apply_precision_settings(const TrainConfig& train, const c10::Device& device);
 // The model's logits in fp32, its forward pass autocast at `precision` (AutocastScope).
 at::Tensor forward_logits(EncoderClassifier& model, const at::Tensor& tokens, const at::Tensor& lengths,
                           const c10::Device& device, Precision precision);
