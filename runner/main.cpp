@@ -38,6 +38,7 @@ const char* kUsage =
     "  bench-queue  claims per second of 1, 4, 8 workers on no-op jobs\n"
     "  slurm     run an experiment as a SLURM job array (submit) and merge its results (collect)\n"
     "  env       this build and machine for a bug report: LibTorch, CUDA, BLAS, allocator, threads, devices, plugin folders\n"
+    "  serve     the database and the live queue in a browser (read-only; JSON endpoints too)\n"
     "\n"
     "attnlab <command> --help shows a command's options.\n";
 
@@ -62,6 +63,7 @@ int main(int argc, char** argv) {
   try {
     if (command == "plugins") return attnlab::cmd_plugins(args);
     if (command == "env") return attnlab::cmd_env(args);
+    if (command == "serve") return attnlab::cmd_serve(args);
     if (command == "new") return attnlab::cmd_new(args);
     if (command == "check") return attnlab::cmd_check(args, self_executable(argv[0]));
     if (command == "run") return attnlab::cmd_run(args, self_executable(argv[0]));

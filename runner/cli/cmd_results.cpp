@@ -5,8 +5,7 @@
 #include "attnlab/query.hpp"
 #include "cli/cli_options.hpp"
 #include "cli/commands.hpp"
-#include "results/aggregate.hpp"
-#include "results/sweep.hpp"
+#include "results/results_query.hpp"
 
 namespace attnlab {
 
@@ -30,34 +29,21 @@ int cmd_results(const Args& args) {
     return split_list(option_values(vm, name), std::string("results: --") + name);
   };
 
-  store::Selection selection;
-  selection.where = option_values(vm, "where");
-  selection.group_by = vm.count("group-by") ? list("group-by") : std::vector<std::string>{"method", "dataset"};
-  selection.metrics = vm.count("metric") ? list("metric") : std::vector<std::string>{"test_acc"};
+  results::ResultsQuery query;
+  query.where = option_values(vm, "where");
+  if (vm.count("group-by")) query.group_by = list("group-by");
+  if (vm.count("metric")) query.metrics = list("metric");
+  query.per_job = vm.count("jobs") > 0;
   const auto format = results::parse_format(vm["format"].as<std::string>());
 
   store::Database db(existing_database(vm["db"].as<std::string>()), store::Database::Open::read_only);
-  // A sweep whose runs all failed, or have not finished, has no test_acc yet: the counts still
-  // answer "where does it stand?" (a --metric named by hand must exist).
-  if (!vm.count("metric") && store::result_names(db).empty()) selection.metrics.clear();
-  auto rows = store::select_jobs(db, selection);
-  if (!vm.count("group-by")) {
-    // By default a sweep's keys join method and dataset (values of a swept key are not seeds), and
-    // so does a precision other than fp32.
-    std::vector<std::int64_t> ids;
-    for (const auto& row : rows) ids.push_back(row.job_id);
-    const auto swept = results::summary_keys(db, ids);
-    if (!swept.empty()) {
-      selection.group_by.insert(selection.group_by.end(), swept.begin(), swept.end());
-      rows = store::select_jobs(db, selection);
-    }
-  }
-  if (rows.empty() && format == results::Format::table) {
+  const bool compact = format == results::Format::table || format == results::Format::markdown;
+  const auto grid = results::results_for(db, query, compact);
+  if (grid.rows.empty() && format == results::Format::table) {
     std::cout << "no jobs match\n";
     return 0;
   }
-  const bool compact = format == results::Format::table || format == results::Format::markdown;
-  std::cout << results::render(results::results_grid(selection, rows, vm.count("jobs") > 0, compact), format);
+  std::cout << results::render(grid, format);
   return 0;
 }
 

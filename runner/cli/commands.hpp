@@ -9,6 +9,7 @@ namespace attnlab {
 using Args = std::vector<std::string>;
 
 int cmd_env(const Args& args);  // cli/cmd_env.cpp: this build and machine
+int cmd_serve(const Args& args);  // serve/cmd_serve.cpp: the database and the live queue in a browser
 
 // plugin_host/: finding, checking and creating plugins
 int cmd_plugins(const Args& args);  // cmd_plugins.cpp

@@ -240,4 +240,17 @@ void Database::requeue_job(std::int64_t job_id) {
   tx.commit();
 }
 
+ReadTransaction::ReadTransaction(Database& db) : db_(db) {
+  char* error = nullptr;
+  if (sqlite3_exec(db_.handle(), "BEGIN DEFERRED", nullptr, nullptr, &error) != SQLITE_OK) {
+    const std::string what = error ? error : "unknown error";
+    sqlite3_free(error);
+    throw StoreError(db_.path() + ": cannot begin a read transaction: " + what);
+  }
+}
+
+ReadTransaction::~ReadTransaction() {
+  sqlite3_exec(db_.handle(), "COMMIT", nullptr, nullptr, nullptr);  // a read: nothing to lose
+}
+
 }  // namespace attnlab::store

@@ -448,4 +448,18 @@ class Database {
   int migrated_from_ = 0;
 };
 
+// One read transaction (BEGIN DEFERRED, ended at destruction): every query through `db` while it
+// lives reads one snapshot of the file, whatever writers commit meanwhile (attnlab serve: one per
+// request, so a page never mixes two moments of a running queue). Not for writing.
+class ReadTransaction {
+ public:
+  explicit ReadTransaction(Database& db);
+  ~ReadTransaction();
+  ReadTransaction(const ReadTransaction&) = delete;
+  ReadTransaction& operator=(const ReadTransaction&) = delete;
+
+ private:
+  Database& db_;
+};
+
 }  // namespace attnlab::store
