@@ -12,7 +12,7 @@ packages=(
   libpng-dev zlib1g-dev   # Pathfinder's PNG images; gzip-compressed IDX files
   dataset-fashion-mnist   # real data that needs no download (Fashion-MNIST, IDX files)
   gnuplot-nox fonts-liberation  # attnlab curves / report pictures (PNG through cairo, SVG)
-  libcpp-httplib-dev libjs-chart.js  # attnlab serve: its HTTP server, and the page's charts served locally
+  libcpp-httplib-dev nlohmann-json3-dev libjs-chart.js  # attnlab serve: HTTP, JSON, the page's charts served locally
   libgtest-dev
   "$@"
 )

@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <httplib.h>
+#include <nlohmann/json.hpp>
+#include <sqlite3.h>
 
 #include "results_support.hpp"
 #include "serve/api.hpp"
@@ -33,6 +35,8 @@ class Serve : public ResultsTest {
     add_job(db, failed);
     FakeJob running;
     running.method = "skyformer", running.outcome = "running";
+    running.params = {{"train.steps", "1000"}};
+    running.curve = {{100, "train", "loss", 1.5, 20.0}, {300, "train", "loss", 1.2, 60.0}, {200, "val", "acc", 0.3, 45.0}};
     add_job(db, running);
     FakeJob queued;
     queued.method = "linformer", queued.outcome = "queued";
@@ -69,35 +73,41 @@ TEST_F(Serve, BadParametersAreA400WithTheReason) {
   store::Database db(file("s.db"), store::Database::Open::read_only);
   const auto bad_filter = serve::results_json(db, {{"where", "dataset ="}});
   EXPECT_EQ(bad_filter.status, 400);
-  EXPECT_EQ(bad_filter.body.rfind("{\"error\": \"--where 'dataset =': ", 0), 0u) << bad_filter.body;
+  EXPECT_EQ(bad_filter.body.rfind(R"({"error":"--where 'dataset =': )", 0), 0u) << bad_filter.body;
   const auto bad_key = serve::results_json(db, {{"group_by", "no_such_key"}});
   EXPECT_EQ(bad_key.status, 400);
   EXPECT_NE(bad_key.body.find("no_such_key"), std::string::npos) << bad_key.body;
   const auto unknown = serve::results_json(db, {{"sql", "DROP TABLE jobs"}});
   EXPECT_EQ(unknown.status, 400);
-  EXPECT_EQ(unknown.body, "{\"error\": \"unknown parameter 'sql' (known: where, group_by, metric, jobs)\"}");
+  EXPECT_EQ(unknown.body, R"j({"error":"unknown parameter 'sql' (known: where, group_by, metric, jobs)"})j");
 }
 
 TEST_F(Serve, TheQueueHasEveryStateTheRunningJobsAndEachFailedAttemptsError) {
   fill();
   store::Database db(file("s.db"), store::Database::Open::read_only);
-  const auto reply = serve::queue_json(db);
+  const auto reply = serve::queue_json(db, {});
   ASSERT_EQ(reply.status, 200);
-  const auto& body = reply.body;
-  EXPECT_EQ(body.rfind("{\"counts\": {\"queued\": 1, ", 0), 0u) << body;
-  EXPECT_NE(body.find("\"running\": 1"), std::string::npos) << body;
-  EXPECT_NE(body.find("\"done\": 4"), std::string::npos) << body;
-  EXPECT_NE(body.find("\"failed\": 1"), std::string::npos) << body;
-  EXPECT_NE(body.find("\"running\": [{\"job\": 6, \"method\": \"skyformer\""), std::string::npos) << body;
-  EXPECT_NE(body.find("\"device\": \"cpu\""), std::string::npos) << body;
-  // three attempts, each with its error
-  const auto failed = body.substr(body.find("\"failed\": [{"));
-  EXPECT_NE(failed.find("\"method\": \"performer\""), std::string::npos) << failed;
-  std::size_t errors = 0;
-  for (auto at = failed.find("\"error\": \"synthetic failure\""); at != std::string::npos;
-       at = failed.find("\"error\": \"synthetic failure\"", at + 1))
-    ++errors;
-  EXPECT_EQ(errors, 3u) << failed;
+  const auto queue = nlohmann::ordered_json::parse(reply.body);
+  EXPECT_EQ(queue["counts"].dump(),
+            R"({"queued":1,"running":1,"submitted":0,"done":4,"failed":1,"diverged":0,"oom":0,"blocked":0,"cancelled":0})");
+  ASSERT_EQ(queue["running"].size(), 1u);
+  const auto& running = queue["running"][0];
+  EXPECT_EQ(running["job"], 6);
+  EXPECT_EQ(running["method"], "skyformer");
+  EXPECT_EQ(running["device"], "cpu");
+  // train.steps = 1000; logged steps 100 at 20 s and 300 at 60 s: 200 steps in 40 s, 700 to go
+  EXPECT_EQ(running["step"], 300);
+  EXPECT_EQ(running["steps"], 1000);
+  EXPECT_DOUBLE_EQ(running["eta_seconds"].get<double>(), 140.0);
+  ASSERT_EQ(queue["failed"].size(), 1u);
+  const auto& failed = queue["failed"][0];
+  EXPECT_EQ(failed["method"], "performer");
+  ASSERT_EQ(failed["attempts"].size(), 3u);  // three attempts, each with its error
+  for (const auto& attempt : failed["attempts"]) {
+    EXPECT_EQ(attempt["status"], "failed");
+    EXPECT_EQ(attempt["error"], "synthetic failure");
+  }
+  EXPECT_EQ(serve::queue_json(db, {{"x", "1"}}).status, 400);
 }
 
 // `attnlab serve --port 0` as a child process: the port it printed, killed at the end.
@@ -165,6 +175,14 @@ TEST_F(Serve, OverHttpThePageTheEndpointsAndNothingElse) {
   ASSERT_TRUE(missing);
   EXPECT_EQ(missing->status, 503);
   EXPECT_NE(missing->body.find("no such database"), std::string::npos) << missing->body;
+  {
+    store::Database newer(file("s.db"));  // a database a later attnlab wrote
+    ASSERT_EQ(sqlite3_exec(newer.handle(), "PRAGMA user_version = 99", nullptr, nullptr, nullptr), SQLITE_OK);
+  }
+  const auto refused = client.Get("/api/queue");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 503);
+  EXPECT_NE(refused->body.find("is newer than this attnlab knows"), std::string::npos) << refused->body;
 }
 
 }  // namespace

@@ -6,11 +6,11 @@
 #include <fstream>
 #include <iostream>
 
-#include "attnlab/query.hpp"
 #include "attnlab/store.hpp"
 #include "cli/cli_options.hpp"
 #include "cli/commands.hpp"
 #include "results/curves.hpp"
+#include "results/curves_query.hpp"
 #include "results/formats.hpp"
 #include "results/plot.hpp"
 
@@ -30,29 +30,6 @@ std::vector<std::int64_t> run_ids(const std::vector<std::string>& words) {
     if (used != w.size() || id <= 0) throw std::runtime_error("curves: '" + w + "' is not a run id");
     ids.push_back(id);
   }
-  return ids;
-}
-
-// The runs that count for the jobs every --where expression selects; jobs without one yet
-// (queued, running, cancelled) are left out, and said so on stderr.
-std::vector<std::int64_t> counting_runs(store::Database& db, const std::vector<std::string>& where) {
-  store::Selection selection;
-  selection.where = where;
-  const auto jobs = store::select_jobs(db, selection);
-  std::string expressions;
-  for (const auto& w : where) expressions += (expressions.empty() ? "'" : " AND '") + w + "'";
-  if (jobs.empty()) throw std::runtime_error("curves: no job in " + db.path() + " matches --where " + expressions);
-  std::vector<std::int64_t> ids;
-  std::size_t without = 0;
-  for (const auto& job : jobs) {
-    if (job.run_id) ids.push_back(job.run_id);
-    else ++without;
-  }
-  if (ids.empty())
-    throw std::runtime_error("curves: the " + std::to_string(jobs.size()) + " job(s) matching --where " + expressions +
-                             " have no run that counts yet (none ended)");
-  if (without)
-    std::cerr << "attnlab: curves: " << without << " matching job(s) with no run that counts yet left out\n";
   return ids;
 }
 
@@ -125,34 +102,24 @@ int cmd_curves(const Args& args) {
   const std::string split = vm["split"].as<std::string>(), metric = vm["metric"].as<std::string>();
   const bool mean = vm.count("mean") > 0;
 
+  results::CurvesQuery query;
+  query.run_ids = ids;
+  query.where = where;
+  query.split = split;
+  query.name = metric;
+  if (vm.count("group-by")) query.group_by = split_list(vm["group-by"].as<std::string>(), "--group-by");
+  query.mean = mean;
   store::Database db(existing_database(vm["db"].as<std::string>()), store::Database::Open::read_only);
-  if (!where.empty()) {
-    try {
-      for (const auto id : counting_runs(db, where)) ids.push_back(id);
-    } catch (const store::QueryError& e) {
-      throw std::runtime_error(std::string("curves: ") + e.what());
-    }
-  }
-  std::vector<results::RunCurve> runs;
-  std::vector<results::MeanCurve> means;
+  results::CurvesAnswer answer;
   try {
-    runs = results::read_run_curves(db, ids, split, metric);
-    if (vm.count("group-by")) {
-      results::group_curves(db, runs, split_list(vm["group-by"].as<std::string>(), "--group-by"));
-    } else {
-      // A sweep's values are not seeds: its keys label (and with --mean, group) the runs too.
-      std::vector<std::int64_t> jobs;
-      for (const auto& run : runs) jobs.push_back(run.job_id);
-      std::vector<std::string> keys = store::keys_varying_within_groups(db, jobs);
-      if (!keys.empty()) {
-        keys.insert(keys.begin(), {"method", "dataset"});
-        results::group_curves(db, runs, keys);
-      }
-    }
-    if (mean) means = results::mean_over_seeds(runs);
+    answer = results::curves_for(db, query);
   } catch (const std::runtime_error& e) {
     throw std::runtime_error(std::string("curves: ") + e.what());
   }
+  if (answer.jobs_without_run)
+    std::cerr << "attnlab: curves: " << answer.jobs_without_run << " matching job(s) with no run that counts yet left out\n";
+  const auto& runs = answer.runs;
+  const auto& means = answer.means;
 
   const std::string title = vm["title"].as<std::string>();
   if (output.picture) {

@@ -1,32 +1,42 @@
 // The JSON endpoints of `attnlab serve`, as plain functions of a database and the query's
-// parameters: what the page reads, what a user may script, and what the tests call without HTTP.
-// Each answers from one read transaction; nothing here writes (the database is opened read-only).
+// parameters: what the page reads, what a user may script (runner/serve/README.md), and what the
+// tests call without HTTP. Each answers from one read transaction; nothing here writes (the server
+// opens the database read-only). Filters go through the results commands' own code (one --where
+// parser, never SQL from the request).
 #pragma once
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "attnlab/store.hpp"
 
 namespace attnlab::serve {
 
 struct Reply {
-  int status = 200;  // 200, or 400 with {"error": "..."} for a bad parameter
-  std::string body;  // JSON
+  int status = 200;  // 200; 400 a bad parameter, 404 an unknown run, 503 an unreadable database
+  std::string body;  // JSON; an error is {"error": "one line"}
 };
 
 using Params = std::multimap<std::string, std::string>;  // a query string's name=value pairs, repeats kept
 
-// GET /api/queue: {"counts": {"queued": n, ...every state}, "running": [job, run, method, dataset,
-// seed, device, worker, host, started_at, heartbeat_at], "failed": [job, method, dataset, seed,
-// "attempts": [run, status, device, error]]}.
-Reply queue_json(store::Database& db);
-
-// GET /api/results?where=EXPR&where=...&group_by=a,b&metric=m1,m2&jobs=1: exactly what
-// `attnlab results --format json` prints for the same options (results::results_for).
-Reply results_json(store::Database& db, const Params& params);
-
-// {"error": "what"} with `status` (400: a bad parameter; 503: the database cannot be read).
 Reply error_reply(int status, const std::string& what);
+
+Reply queue_json(store::Database& db, const Params& params);    // GET /api/queue
+Reply results_json(store::Database& db, const Params& params);  // GET /api/results
+Reply table_json(store::Database& db, const Params& params);    // GET /api/table
+Reply compare_json(store::Database& db, const Params& params);  // GET /api/compare
+Reply runs_json(store::Database& db, const Params& params);     // GET /api/runs
+Reply run_json(store::Database& db, const Params& params);      // GET /api/run
+Reply curves_json(store::Database& db, const Params& params);   // GET /api/curves
+Reply bench_json(store::Database& db, const Params& params);    // GET /api/bench
+Reply approx_json(store::Database& db, const Params& params);   // GET /api/approx
+
+// Every endpoint by path, for the server (and the tests that walk them all).
+struct Endpoint {
+  const char* path;
+  Reply (*answer)(store::Database&, const Params&);
+};
+const std::vector<Endpoint>& endpoints();
 
 }  // namespace attnlab::serve

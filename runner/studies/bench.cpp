@@ -29,6 +29,7 @@
 #include "plugin_host/plugin_host.hpp"
 #include "queue/progress.hpp"
 #include "cli/text_table.hpp"
+#include "results/bench_measured.hpp"
 
 namespace attnlab {
 namespace {
@@ -79,22 +80,7 @@ std::string model_section(const std::string& config_toml) {
   return config_toml.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
 }
 
-// What a stored row measured beyond comparable(): [train] precision (fp32 for a row stored before
-// the key existed) and the part ("step", or "attention" for attention_only).
-struct Measured {
-  std::string precision = "?", part = "step";
-  bool operator==(const Measured& o) const { return precision == o.precision && part == o.part; }
-};
-Measured measured_of(const std::string& config_toml) {
-  Measured m;
-  try {
-    const auto config = toml::parse(config_toml);
-    m.precision = config["train"]["precision"].value_or(std::string("fp32"));
-    if (config["bench"]["attention_only"].value_or(false)) m.part = "attention";
-  } catch (const toml::parse_error&) {
-  }
-  return m;
-}
+using Measured = results::BenchMeasured;
 
 bool comparable(const store::BenchResult& a, const store::BenchResult& b) {
   return a.dataset == b.dataset && a.seq_len == b.seq_len && a.batch_size == b.batch_size && a.device == b.device &&
@@ -328,7 +314,7 @@ std::string bench_table(const std::vector<store::BenchResult>& rows, bool contex
   // a precision column once a row is not fp32, a part column and softmax's TFLOP/s once a row is an
   // attention-only measurement; each row's ratios are to softmax measured alike
   std::vector<Measured> measured;
-  for (const auto& r : rows) measured.push_back(measured_of(r.config_toml));
+  for (const auto& r : rows) measured.push_back(results::bench_measured(r.config_toml));
   const bool mixed = std::any_of(measured.begin(), measured.end(), [](const auto& m) { return m.precision != "fp32"; });
   const bool parts = std::any_of(measured.begin(), measured.end(), [](const auto& m) { return m.part != "step"; });
   if (mixed) header.push_back("precision");

@@ -293,4 +293,17 @@ std::vector<PluginFile> Database::run_plugins(std::int64_t run_id) {
   return plugins;
 }
 
+RunEnvironment Database::run_environment(std::int64_t run_id) {
+  sql::Statement st(db_, path_,
+                    "SELECT coalesce(host, ''), coalesce(device, ''), coalesce(device_name, ''), coalesce(torch_version, ''), "
+                    "coalesce(attnlab_version, ''), coalesce(git_revision, ''), coalesce(threads, 0), coalesce(pid, 0) "
+                    "FROM runs WHERE id = ?1");
+  st.bind(1, run_id);
+  if (!st.step()) throw StoreError(path_ + ": no run with id " + std::to_string(run_id));
+  RunEnvironment env{st.column_text(0), st.column_text(1), st.column_text(2), st.column_text(3),
+                     st.column_text(4), st.column_text(5), st.column_int64(6), {}, st.column_int64(7)};
+  env.plugins = run_plugins(run_id);
+  return env;
+}
+
 }  // namespace attnlab::store

@@ -26,6 +26,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+// Training-curve points reach the observer (the database) at each validation, and between two at
+// most this long after they were logged: a live view (attnlab serve, curves on a running job) sees
+// the step and the loss within seconds, for one small write this often.
+constexpr double kCurveDeliverySeconds = 10.0;
 
 struct Evaluation {
   double loss = kNaN, acc = kNaN;
@@ -242,6 +246,7 @@ RunOutcome train_and_evaluate(const TrainJob& job, const TrainSplits& data, Trai
   compat::reset_peak_memory(job.device);
 
   std::vector<MetricPoint> points;
+  double delivered_at = 0;  // wall seconds of the last delivery of points to the observer
   Batch batch;
 
   try {
@@ -288,6 +293,11 @@ RunOutcome train_and_evaluate(const TrainJob& job, const TrainSplits& data, Trai
           outcome.error = "training loss became " + std::to_string(loop.last_train_loss) + " by step " + std::to_string(loop.steps_done);
           break;
         }
+        if (wall - delivered_at >= kCurveDeliverySeconds) {
+          observer.on_metrics(points);
+          points.clear();
+          delivered_at = wall;
+        }
         const double train_seconds = wall - loop.eval_seconds;
         observer.on_progress({loop.steps_done, tc.steps, loop.last_train_loss, loop.last_train_acc, loop.last_val,
                               loop.steps_done / std::max(train_seconds, 1e-9), wall});
@@ -317,6 +327,7 @@ RunOutcome train_and_evaluate(const TrainJob& job, const TrainSplits& data, Trai
         }
         observer.on_metrics(points);
         points.clear();
+        delivered_at = wall;
       }
 
       // At the end of a step: a periodic resume checkpoint (none after the last step: the run is

@@ -1,64 +1,405 @@
-// attnlab serve's page: reads the JSON endpoints and writes every value as text (textContent,
-// never innerHTML), so a name holding markup shows as that text.
+// attnlab serve's page: one view per route (#/, #/tables, #/runs, #/run/N, #/curves, #/compare,
+// #/bench, #/approx), each drawn from the JSON endpoints (runner/serve/README.md). Every value is
+// written as text (textContent, text nodes; never innerHTML), so a name holding markup shows as
+// that text. Live views poll every 2 s and redraw only when an answer changed; a view's filters
+// live in the address (#/runs?where=...), so a reload or a shared link shows the same thing.
 "use strict";
 
-function table(element, header, rows) {
-  element.replaceChildren();
-  const head = element.insertRow();
-  for (const name of header) {
-    const th = document.createElement("th");
-    th.textContent = name;
+const POLL_MS = 2000;
+
+// ---- small DOM helpers: strings always become text nodes ----
+function el(tag, attrs = {}, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else if (k === "value") e.value = v;
+    else if (k === "checked") e.checked = true;
+    else e.setAttribute(k, v);
+  }
+  for (const c of children.flat()) if (c !== undefined && c !== null) e.append(c instanceof Node ? c : String(c));
+  return e;
+}
+
+function fmt(value) {
+  if (value === null || value === undefined) return "-";
+  if (typeof value !== "number") return String(value);
+  if (Number.isInteger(value)) return String(value);
+  return Math.abs(value) >= 1e4 || (value !== 0 && Math.abs(value) < 1e-3) ? value.toExponential(3) : String(+value.toPrecision(4));
+}
+
+function duration(seconds) {
+  if (seconds === null || seconds === undefined) return "-";
+  const s = Math.round(seconds);
+  if (s < 60) return s + "s";
+  if (s < 3600) return Math.floor(s / 60) + "m" + String(s % 60).padStart(2, "0") + "s";
+  return Math.floor(s / 3600) + "h" + String(Math.floor(s / 60) % 60).padStart(2, "0") + "m";
+}
+
+// "12s ago" for a stored UTC time (2026-11-26T09:16:38.044Z), the text itself if it does not parse
+function ago(iso) {
+  const t = Date.parse(iso);
+  return Number.isNaN(t) ? (iso || "-") : duration(Math.max(0, (Date.now() - t) / 1000)) + " ago";
+}
+
+function bytes(n) {
+  if (n === null || n === undefined) return "-";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) n /= 1024, ++i;
+  return n.toFixed(i ? 1 : 0) + " " + units[i];
+}
+
+// "0.3612", "-0.02", "0.3500 ± 0.0100 (3)†", "1.8 GiB": right-aligned like numbers
+const NUMBER_TEXT = /^[-+]?[0-9][0-9.,e+-]*( ± [0-9.e+-]+)?( \([0-9]+\))?( [KMGT]?i?B)?[†‡]*$/;
+
+// A table of `rows` (arrays of cell values: a Node, or a value shown with fmt); clicking a header
+// sorts by that column (numbers as numbers, missing values last).
+function table(header, rows, {id, sortable = true} = {}) {
+  const t = el("table", {id});
+  const head = t.createTHead().insertRow();
+  const body = t.createTBody();
+  let order = {column: -1, ascending: true};
+  const draw = () => {
+    body.replaceChildren();
+    if (!rows.length) body.insertRow().appendChild(el("td", {colspan: header.length || 1, class: "note"}, "none"));
+    for (const row of rows) {
+      const tr = body.insertRow();
+      for (const value of row) {
+        const td = tr.insertCell();
+        if (value instanceof Node) td.append(value);
+        else td.textContent = fmt(value);
+        if (typeof value === "number" || (typeof value === "string" && NUMBER_TEXT.test(value))) td.className = "number";
+      }
+    }
+  };
+  header.forEach((name, column) => {
+    const th = el("th", {class: sortable ? "sortable" : null}, name);
+    if (sortable) th.addEventListener("click", () => {
+      order = {column, ascending: order.column === column ? !order.ascending : true};
+      const key = v => (v instanceof Node ? v.textContent : v);
+      rows.sort((a, b) => {
+        const x = key(a[column]), y = key(b[column]);
+        if (x === null || x === undefined) return 1;
+        if (y === null || y === undefined) return -1;
+        const c = typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y), undefined, {numeric: true});
+        return order.ascending ? c : -c;
+      });
+      draw();
+    });
     head.appendChild(th);
-  }
-  for (const row of rows) {
-    const tr = element.insertRow();
-    for (const value of row) tr.insertCell().textContent = value === null ? "-" : String(value);
-  }
+  });
+  draw();
+  return t;
 }
 
-async function json(url) {
+const link = (href, text) => el("a", {href}, text);
+const runLink = id => link("#/run/" + id, "run " + id);
+const notes = lines => (lines || []).map(n => el("p", {class: "note"}, n));
+
+// ---- charts (Chart.js, served by attnlab itself) ----
+const PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
+let charts = [];         // live Chart objects of the view, destroyed before it is redrawn
+let pendingCharts = [];  // charts to create once their canvas is in the document
+
+// series: [{label, points: [{x, y}], band: [{x, lo, hi}] (optional)}]
+function chart({title, xLabel, yLabel, series, xLog = false, yLog = false}) {
+  const canvas = el("canvas");
+  const box = el("div", {class: "chart"}, canvas);
+  const datasets = [];
+  series.forEach((s, i) => {
+    const color = PALETTE[i % PALETTE.length];
+    if (s.band) {
+      datasets.push({label: s.label + " +std", data: s.band.map(p => ({x: p.x, y: p.hi})), borderWidth: 0, pointRadius: 0, band: true, fill: false});
+      datasets.push({label: s.label + " −std", data: s.band.map(p => ({x: p.x, y: p.lo})), borderWidth: 0, pointRadius: 0, band: true,
+                     fill: "-1", backgroundColor: color + "33"});
+    }
+    datasets.push({label: s.label, data: s.points, borderColor: color, backgroundColor: color, borderWidth: 1.5,
+                   pointRadius: s.points.length > 40 ? 0 : 2, fill: false});
+  });
+  pendingCharts.push(() => charts.push(new Chart(canvas, {
+    type: "line",
+    data: {datasets},
+    options: {
+      animation: false, maintainAspectRatio: false, parsing: false, spanGaps: false,
+      scales: {x: {type: xLog ? "logarithmic" : "linear", bounds: "data", title: {display: true, text: xLabel}},
+               y: {type: yLog ? "logarithmic" : "linear", title: {display: true, text: yLabel}}},
+      plugins: {title: {display: !!title, text: title},
+                legend: {labels: {filter: item => !datasets[item.datasetIndex].band}}},
+    },
+  })));
+  return box;
+}
+
+// ---- the views: controls (drawn once per address) and content (redrawn when its data changed) ----
+async function get(url) {
   const response = await fetch(url, {cache: "no-store"});
-  const body = await response.json();
-  if (!response.ok) throw new Error(body.error || response.statusText);
-  return body;
-}
-
-async function refreshQueue() {
-  const queue = await json("api/queue");
-  table(document.getElementById("counts"), Object.keys(queue.counts), [Object.values(queue.counts)]);
-  table(document.getElementById("running"), ["job", "method", "dataset", "seed", "device", "heartbeat"],
-        queue.running.map(r => [r.job, r.method, r.dataset, r.seed, r.device, r.heartbeat_at]));
-  table(document.getElementById("failed"), ["job", "method", "dataset", "seed", "attempt errors"],
-        queue.failed.map(f => [f.job, f.method, f.dataset, f.seed,
-                               f.attempts.map(a => `run ${a.run}: ${a.error}`).join(" | ")]));
-}
-
-async function refreshResults() {
-  const where = document.getElementById("where").value.trim();
-  const error = document.getElementById("results-error");
+  const text = await response.text();
+  let body;
   try {
-    const rows = await json("api/results" + (where ? "?where=" + encodeURIComponent(where) : ""));
-    error.textContent = "";
-    table(document.getElementById("results"), rows.length ? Object.keys(rows[0]) : [], rows.map(r => Object.values(r)));
+    body = JSON.parse(text);
   } catch (e) {
-    error.textContent = e.message;
+    throw new Error(url + ": not JSON (" + response.status + ")");
   }
+  if (!response.ok) throw Object.assign(new Error(body.error || response.statusText), {status: response.status});
+  return {body, text};
+}
+
+function query(params, names) {
+  const q = new URLSearchParams();
+  for (const name of names) for (const v of params.getAll(name)) if (v !== "") q.append(name, v);
+  const s = q.toString();
+  return s ? "?" + s : "";
+}
+
+// A form whose fields write the address (so a reload keeps them); `fields`: [name, label, kind, choices]
+function filterForm(route, params, fields) {
+  const inputs = {};
+  const form = el("form", {onsubmit: event => {
+    event.preventDefault();
+    const q = new URLSearchParams();
+    for (const [name, input] of Object.entries(inputs)) {
+      const v = input.type === "checkbox" ? (input.checked ? "1" : "") : input.value.trim();
+      if (v) q.set(name, v);
+    }
+    location.hash = "#/" + route + (q.toString() ? "?" + q : "");
+  }});
+  for (const [name, label, kind = "text", choices = []] of fields) {
+    let input;
+    if (kind === "select") input = el("select", {name}, choices.map(c => el("option", {value: c, selected: params.get(name) === c ? "" : null}, c)));
+    else if (kind === "checkbox") input = el("input", {type: "checkbox", name, checked: params.get(name) === "1"});
+    else input = el("input", {type: "text", name, size: name === "where" ? 50 : 14, value: params.get(name) || "", placeholder: label});
+    inputs[name] = input;
+    form.append(el("label", {}, label + " ", input));
+  }
+  form.append(el("button", {}, "show"));
+  return form;
+}
+
+const views = {
+  "": {
+    live: true,
+    controls: params => [filterForm("", params, [["where", "results where"], ["group_by", "group by"], ["metric", "metrics"]])],
+    urls: params => ["api/queue", "api/results" + query(params, ["where", "group_by", "metric"])],
+    content: ([queue, results]) => {
+      const running = queue.running.map(r => [runLink(r.run), r.method, r.dataset, r.seed, r.device,
+                                              r.step === null ? "-" : r.step + (r.steps ? " / " + r.steps : ""),
+                                              r.eta_seconds === null ? "-" : duration(r.eta_seconds), ago(r.heartbeat_at), r.host]);
+      const failed = queue.failed.map(f => [f.job, f.method, f.dataset, f.seed,
+                                            el("div", {}, f.attempts.map(a => el("div", {}, runLink(a.run), " (" + a.status + "): " + (a.error || "-"))))]);
+      const header = results.length ? Object.keys(results[0]) : [];
+      return [
+        el("h2", {id: "queue"}, "Queue"),
+        table(Object.keys(queue.counts), [Object.values(queue.counts)], {id: "counts", sortable: false}),
+        el("h3", {}, "Running"),
+        table(["run", "method", "dataset", "seed", "device", "step", "ETA", "last heartbeat", "host"], running, {id: "running"}),
+        el("h3", {}, "Failed"),
+        table(["job", "method", "dataset", "seed", "attempts"], failed, {id: "failed"}),
+        el("h2", {}, "Results"),
+        el("div", {class: "controls-slot"}),
+        el("p", {class: "note"}, "per group: jobs, outcomes, and each metric's mean, std, n, min and max over seeds; click a column to sort"),
+        table(header, results.map(r => header.map(k => r[k])), {id: "results"}),
+      ];
+    },
+  },
+
+  tables: {
+    live: true,
+    controls: params => [el("h2", {}, "The papers' tables"),
+                         filterForm("tables", params, [["table", "table", "select", ["accuracy", "cost", "variance"]],
+                                                       ["where", "where"], ["metric", "accuracy metric"]])],
+    urls: params => ["api/table" + query(params, ["table", "where", "metric"])],
+    content: ([grid]) => [table(grid.header, grid.text.map(r => r.slice()), {id: "paper-table", sortable: false}), notes(grid.notes)],
+  },
+
+  runs: {
+    live: true,
+    controls: params => [el("h2", {}, "Runs"), filterForm("runs", params, [["where", "where"], ["status", "status (done,failed,...)"]])],
+    urls: params => ["api/runs" + query(params, ["where", "status"])],
+    content: ([runs]) => {
+      const names = [...new Set(runs.flatMap(r => Object.keys(r.results)))].sort();
+      const boxes = runs.map(r => el("input", {type: "checkbox", value: r.run}));
+      const overlay = el("button", {onclick: () => {
+        const ids = boxes.filter(b => b.checked).map(b => b.value);
+        if (ids.length) location.hash = "#/curves?run=" + ids.join(",");
+      }}, "overlay the checked runs' curves");
+      return [overlay, table(["", "run", "experiment", "method", "dataset", "seed", "attempt", "status", "device", "started", "finished", ...names],
+                             runs.map((r, i) => [boxes[i], runLink(r.run), r.experiment, r.method, r.dataset, r.seed, r.attempt,
+                                                 el("span", {class: "state-" + r.status}, r.status), r.device, r.started_at,
+                                                 r.finished_at || "-", ...names.map(n => r.results[n] ?? null)]), {id: "runs"})];
+    },
+  },
+
+  run: {
+    live: true,
+    controls: (params, id) => [filterForm("run/" + id, params, [["x", "x axis", "select", ["step", "time"]]])],
+    urls: (params, id) => ["api/run?id=" + encodeURIComponent(id)],
+    content: ([run], params) => {
+      const x = params.get("x") === "time" ? 1 : 0;
+      const curve = (split, name) => run.curves.find(c => c.split === split && c.name === name);
+      const drawn = [];
+      for (const [name, title] of [["loss", "loss"], ["acc", "accuracy"]]) {
+        const series = ["train", "val"].map(split => curve(split, name)).filter(c => c)
+                                      .map(c => ({label: c.label, points: c.points.map(p => ({x: p[x], y: p[2]}))}));
+        if (series.length) drawn.push(chart({title, xLabel: x ? "wall-clock seconds since the run started" : "step", yLabel: title, series}));
+      }
+      const results = Object.entries(run.results).map(([name, v]) => [name, name.endsWith("_bytes") ? bytes(v) : v]);
+      const env = run.environment;
+      return [
+        el("h2", {}, `run ${run.run}: ${run.method} on ${run.dataset}, seed ${run.seed}`),
+        el("p", {}, el("span", {class: "state-" + run.status, id: "run-status"}, run.status), ` · attempt ${run.attempt} · experiment ${run.experiment} · job ${run.job}`,
+           run.error ? el("span", {class: "error"}, " · " + run.error) : null),
+        drawn.length ? el("div", {class: "charts"}, drawn)
+                     : el("p", {class: "note"}, "no curve points yet: a run writes them at each validation, and every 10 s between"),
+        el("h3", {}, "Results"),
+        table(["result", "value"], results, {id: "run-results"}),
+        el("h3", {}, "Environment"),
+        table(["host", "device", "device name", "LibTorch", "attnlab", "git revision", "threads"],
+              [[env.host, env.device, env.device_name, env.torch_version, env.attnlab_version, env.git_revision, env.threads]], {sortable: false}),
+        table(["plugin", "kind", "version", "sha256", "path"], run.plugins.map(p => [p.name, p.kind, p.version, p.sha256, p.path])),
+        el("h3", {}, "Attempts"),
+        table(["run", "attempt", "status", "host", "device", "started", "finished", "error"],
+              run.attempts.map(a => [runLink(a.run), a.attempt, a.status, a.host, a.device, a.started_at, a.finished_at || "-", a.error || "-"])),
+        el("h3", {}, "Configuration"),
+        el("pre", {}, run.config),
+        el("h3", {}, "Other curves"),
+        table(["curve", "points", "last value"], run.curves.map(c => [c.label, c.points.length, c.points.length ? c.points[c.points.length - 1][2] : null])),
+      ];
+    },
+  },
+
+  curves: {
+    live: true,
+    controls: params => [el("h2", {}, "Curves"),
+                         filterForm("curves", params, [["where", "where"], ["run", "runs (1,2,...)"], ["split", "split (val)"],
+                                                       ["metric", "curve (loss, acc, ...)"], ["group_by", "group by"],
+                                                       ["mean", "mean ± std over seeds", "checkbox"], ["x", "x axis", "select", ["step", "time"]]])],
+    urls: params => (params.get("where") || params.get("run") ? ["api/curves" + query(params, ["where", "run", "split", "metric", "group_by", "mean"])] : []),
+    content: ([curves], params) => {
+      if (!curves) return [el("p", {}, "Name runs (where, or run ids) to draw their curves.")];
+      const x = params.get("x") === "time" ? 1 : 0;
+      const xLabel = x ? "wall-clock seconds since the run started" : "step";
+      const series = curves.means.length
+        ? curves.means.map(m => ({label: m.label, points: m.points.map(p => ({x: p[x], y: p[2]})),
+                                  band: m.runs.length > 1 ? m.points.map(p => ({x: p[x], lo: p[2] - p[3], hi: p[2] + p[3]})) : null}))
+        : curves.runs.map(r => ({label: r.label, points: r.points.map(p => ({x: p[x], y: p[2]}))}));
+      return [chart({title: curves.label, xLabel, yLabel: curves.label, series}),
+              curves.jobs_without_run ? el("p", {class: "note"}, curves.jobs_without_run + " matching job(s) with no run that counts yet left out") : null];
+    },
+  },
+
+  compare: {
+    live: false,
+    controls: params => [el("h2", {}, "Compare two methods on their shared tasks"),
+                         filterForm("compare", params, [["a", "A"], ["b", "B"], ["metric", "metric (test_acc)"], ["by", "by (dataset)"],
+                                                        ["where", "where"], ["ci", "interval", "select", ["welch", "bootstrap"]]])],
+    urls: params => (params.get("a") && params.get("b") ? ["api/compare" + query(params, ["a", "b", "metric", "by", "where", "ci"])] : []),
+    content: ([grid]) => (grid ? [table(grid.header, grid.text.map(r => r.slice()), {id: "compare"}), notes(grid.notes)]
+                               : [el("p", {}, "Name the two sides: a method, or a where expression.")]),
+  },
+
+  bench: {
+    live: false,
+    controls: params => [el("h2", {}, "attnlab bench: time and memory against length")],
+    urls: () => ["api/bench"],
+    content: ([rows]) => {
+      const done = rows.filter(r => r.status === "done");
+      const key = r => `${r.method} (${r.device}, ${r.precision}${r.part === "attention" ? ", attention only" : ""}, batch ${r.batch_size})`;
+      const groups = new Map();
+      for (const r of done) {
+        if (!groups.has(key(r))) groups.set(key(r), []);
+        groups.get(key(r)).push(r);
+      }
+      // the latest measurement per length (rows come oldest first)
+      const series = value => [...groups].map(([label, rs]) => {
+        const last = new Map(rs.map(r => [r.seq_len, r]));
+        return {label, points: [...last.values()].sort((a, b) => a.seq_len - b.seq_len).map(r => ({x: r.seq_len, y: value(r)}))};
+      });
+      return [
+        el("div", {class: "charts"},
+           chart({title: "step time (median)", xLabel: "sequence length", yLabel: "seconds", series: series(r => r.step_seconds_median), xLog: true, yLog: true}),
+           chart({title: "peak memory", xLabel: "sequence length", yLabel: "MiB", series: series(r => r.peak_memory_bytes / 2 ** 20), xLog: true, yLog: true})),
+        table(["method", "length", "batch", "precision", "part", "device", "median s", "min s", "max s", "peak memory", "status", "measured"],
+              rows.map(r => [r.method, r.seq_len, r.batch_size, r.precision, r.part, r.device_name || r.device, r.step_seconds_median,
+                             r.step_seconds_min, r.step_seconds_max, bytes(r.peak_memory_bytes), r.status + (r.error ? ": " + r.error : ""), r.created_at]), {id: "bench"}),
+      ];
+    },
+  },
+
+  approx: {
+    live: false,
+    controls: () => [el("h2", {}, "attnlab approx: error against exact attention, against d")],
+    urls: () => ["api/approx"],
+    content: ([rows]) => {
+      const groups = new Map();
+      for (const r of rows) {
+        const label = `${r.method} vs ${r.reference}, n=${r.seq_len}`;
+        if (!groups.has(label)) groups.set(label, new Map());
+        groups.get(label).set(r.features, r);
+      }
+      const series = [...groups].map(([label, byD]) => ({label, points: [...byD.values()].sort((a, b) => a.features - b.features)
+                                                                             .map(r => ({x: r.features, y: r.rel_error_mean}))}));
+      return [chart({title: "relative spectral-norm error", xLabel: "d (features or landmarks)", yLabel: "‖A − A_exact‖₂ / ‖A_exact‖₂", series, xLog: true, yLog: true}),
+              table(["method", "reference", "param", "d", "length", "samples", "rel. error", "± std", "abs. error", "± std", "source", "measured"],
+                    rows.map(r => [r.method, r.reference, r.param, r.features, r.seq_len, r.samples, r.rel_error_mean, r.rel_error_std,
+                                   r.abs_error_mean, r.abs_error_std, r.source, r.created_at]), {id: "approx"})];
+    },
+  },
+};
+
+// ---- routing and the live loop ----
+let current = null;  // {view, params, id, controls, content, key}
+let updates = 0;
+
+function route() {
+  const hash = location.hash.replace(/^#\/?/, "");
+  const [path, search = ""] = hash.split("?");
+  const [name, id] = path.split("/");
+  return {name: views[name] ? name : "", id: id || "", params: new URLSearchParams(search)};
 }
 
 async function refresh() {
+  const view = current;
   const status = document.getElementById("status");
   try {
-    await Promise.all([refreshQueue(), refreshResults()]);
+    const urls = view.view.urls(view.params, view.id);
+    const answers = await Promise.all(urls.map(get));
+    if (view !== current) return;  // the address changed meanwhile
+    const key = answers.map(a => a.text).join("\n");
+    if (key !== view.key) {
+      view.key = key;
+      for (const c of charts) c.destroy();
+      charts = [], pendingCharts = [];
+      view.content.replaceChildren(...[view.view.content(answers.map(a => a.body), view.params, view.id)].flat(2).filter(n => n));
+      const slot = view.content.querySelector(".controls-slot");  // a view that places its filters itself
+      if (slot) slot.replaceWith(view.controls);
+      for (const make of pendingCharts) make();
+    }
     status.textContent = "updated " + new Date().toLocaleTimeString();
+    status.className = "";
+    document.body.dataset.updates = ++updates;
   } catch (e) {
-    status.textContent = e.message;
-    status.className = "error";
+    // a bad filter is said beside the view; an unreadable database (503) in the header too
+    status.textContent = e.status === 503 ? e.message : "updated " + new Date().toLocaleTimeString();
+    status.className = e.status === 503 ? "error" : "";
+    view.key = null;
+    view.content.replaceChildren(el("p", {class: "error", id: "error"}, e.message));
+    if (!view.controls.isConnected) view.content.prepend(view.controls);  // the filters stay, to fix
   }
 }
 
-document.getElementById("filter").addEventListener("submit", event => {
-  event.preventDefault();
-  refreshResults();
-});
-refresh();
-setInterval(refresh, 2000);  // a worker writing to the database shows without a reload
+function show() {
+  const {name, id, params} = route();
+  const view = views[name];
+  const controls = el("div", {}, [view.controls(params, id)].flat(2));
+  const content = el("div", {id: "content"});
+  document.getElementById("view").replaceChildren(controls, content);
+  for (const a of document.querySelectorAll("#nav a")) a.className = a.getAttribute("href") === "#/" + name ? "current" : "";
+  document.body.dataset.view = name;
+  current = {view, params, id, controls, content, key: null};
+  refresh();
+}
+
+window.addEventListener("hashchange", show);
+show();
+setInterval(() => { if (current && current.view.live) refresh(); }, POLL_MS);  // a worker's writes show without a reload

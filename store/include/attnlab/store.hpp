@@ -419,6 +419,9 @@ class Database {
   std::vector<CurvePoint> curve(std::int64_t run_id);  // every curve of the run, by split, name, step
   std::vector<CurvePoint> curve(std::int64_t run_id, const std::string& split, const std::string& name);  // by step
   std::vector<PluginFile> run_plugins(std::int64_t run_id);
+  // What set_run_environment and the claim recorded, with the plugins; empty strings where nothing
+  // was (a run that never started its job process). Throws StoreError for an unknown run id.
+  RunEnvironment run_environment(std::int64_t run_id);
   // The configuration a run's job ran with, and its checkpoint ("" if none).
   std::string checkpoint_of_run(std::int64_t run_id);
 

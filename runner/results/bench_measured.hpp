@@ -1,0 +1,18 @@
+// What a stored `attnlab bench` row measured beyond its columns, read from its config_toml: shared
+// by `bench --show` (studies/bench.cpp) and `attnlab serve`'s /api/bench.
+#pragma once
+
+#include <string>
+
+namespace attnlab::results {
+
+struct BenchMeasured {
+  std::string precision = "?";  // [train] precision; fp32 for a row stored before the key existed
+  std::string part = "step";    // "step", or "attention" for [bench] attention_only
+  bool operator==(const BenchMeasured& o) const { return precision == o.precision && part == o.part; }
+};
+
+// A text that does not parse gives precision "?" (never an exception: the row is still shown).
+BenchMeasured bench_measured(const std::string& config_toml);
+
+}  // namespace attnlab::results

@@ -1,0 +1,84 @@
+#include "serve/params.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+
+#include "attnlab/query.hpp"
+
+namespace attnlab::serve {
+
+void check_known(const Params& params, std::initializer_list<const char*> known) {
+  for (const auto& [name, value] : params) {
+    if (std::any_of(known.begin(), known.end(), [&](const char* k) { return name == k; })) continue;
+    std::string list;
+    for (const char* k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+    throw BadRequest("unknown parameter '" + name + "' (known: " + (list.empty() ? "none" : list) + ")");
+  }
+}
+
+std::vector<std::string> values(const Params& params, const std::string& name) {
+  std::vector<std::string> out;
+  for (auto [it, end] = params.equal_range(name); it != end; ++it) out.push_back(it->second);
+  return out;
+}
+
+std::vector<std::string> words(const Params& params, const std::string& name) {
+  std::vector<std::string> out;
+  for (const auto& value : values(params, name)) {
+    std::stringstream list(value);
+    for (std::string word; std::getline(list, word, ',');)
+      if (!word.empty()) out.push_back(word);
+  }
+  return out;
+}
+
+std::string text(const Params& params, const std::string& name, const std::string& fallback) {
+  if (params.count(name) > 1) throw BadRequest("parameter '" + name + "' given more than once");
+  const auto it = params.find(name);
+  return it == params.end() ? fallback : it->second;
+}
+
+std::optional<std::int64_t> integer(const Params& params, const std::string& name) {
+  const std::string value = text(params, name, "");
+  if (value.empty()) return std::nullopt;
+  std::size_t used = 0;
+  long long number = 0;
+  try {
+    number = std::stoll(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != value.size()) throw BadRequest("parameter '" + name + "': '" + value + "' is not an integer");
+  return number;
+}
+
+bool flag(const Params& params, const std::string& name) {
+  const auto it = params.find(name);
+  return it != params.end() && it->second != "0" && it->second != "false";
+}
+
+std::string dump(const nlohmann::ordered_json& value) {
+  return value.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+Reply answer_with(store::Database& db, const Params& params, std::initializer_list<const char*> known,
+                  const std::function<std::string()>& answer) {
+  try {
+    check_known(params, known);
+    store::ReadTransaction snapshot(db);
+    return {200, answer()};
+  } catch (const BadRequest& e) {
+    return error_reply(e.status, e.what());
+  } catch (const store::QueryError& e) {
+    return error_reply(400, e.what());
+  } catch (const store::StoreError& e) {
+    return error_reply(503, e.what());
+  } catch (const std::runtime_error& e) {
+    return error_reply(400, e.what());
+  } catch (const std::invalid_argument& e) {
+    return error_reply(400, e.what());
+  }
+}
+
+}  // namespace attnlab::serve

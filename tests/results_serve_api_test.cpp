@@ -1,0 +1,213 @@
+// attnlab serve's endpoints beyond the queue and /api/results (runner/serve/api.hpp): the tables,
+// the comparison and the curves hold exactly what `attnlab table|compare|curves --format json`
+// print for the same options; a run's page has its configuration, environment, plugins, attempts
+// and every curve; bench and approx rows come back whole; every endpoint refuses an unknown
+// parameter, and a bad id or status is a 400 (an unknown run a 404) with the reason.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "results_support.hpp"
+#include "serve/api.hpp"
+
+namespace attnlab::results::testing {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+class ServeApi : public ResultsTest {
+ protected:
+  // softmax and skyformer on listops and image, three seeds each, with validation accuracy and
+  // training loss curves; one run with its environment and plugins recorded; bench and approx rows.
+  void SetUp() override {
+    ResultsTest::SetUp();
+    store::Database db(file("s.db"));
+    for (const std::string method : {"softmax", "skyformer"})
+      for (const std::string dataset : {"listops", "image"})
+        for (std::int64_t seed = 1; seed <= 3; ++seed) {
+          FakeJob f;
+          f.method = method, f.dataset = dataset, f.seed = seed;
+          const double skill = (method == "softmax" ? 0.40 : 0.38) + 0.01 * static_cast<double>(seed);
+          f.results = {{"test_acc", skill}, {"steps_per_second", 10.0 + static_cast<double>(seed)},
+                       {"peak_memory_bytes", 1e8 * static_cast<double>(seed)}, {"rsd", 0.1 * static_cast<double>(seed)},
+                       {"pi", 0.9}, {"agv", 0.01}, {"va", 0.5}, {"variance_passes", 20}};
+          f.curve = make_curve("val", "acc", 5, 100, [&](std::int64_t s) { return skill * static_cast<double>(s) / 400.0; });
+          for (const auto& p : make_curve("train", "loss", 5, 100, [&](std::int64_t s) { return 2.0 - static_cast<double>(s) / 400.0 - 0.01 * static_cast<double>(seed); }))
+            f.curve.push_back(p);
+          add_job(db, f);
+        }
+    store::BenchResult bench;
+    bench.method = "softmax", bench.dataset = "listops", bench.seq_len = 1024, bench.batch_size = 8;
+    bench.device = "cpu", bench.steps_timed = 5, bench.step_seconds_median = 0.25, bench.peak_memory_bytes = 3.0 * (1 << 30);
+    bench.status = "done", bench.config_toml = "[train]\nprecision = \"bf16\"\n";
+    db.add_bench_result(bench);
+    store::ApproxResult approx;
+    approx.method = "nystromformer", approx.reference = "softmax", approx.source = "init:listops", approx.param = "landmarks";
+    approx.features = 64, approx.seq_len = 1024, approx.samples = 8, approx.rel_error_mean = 0.125, approx.rel_error_std = 0.01;
+    db.add_approx_results({approx});
+  }
+
+  json get(serve::Reply (*endpoint)(store::Database&, const serve::Params&), const serve::Params& params,
+           int status = 200) {
+    store::Database db(file("s.db"), store::Database::Open::read_only);
+    const auto reply = endpoint(db, params);
+    EXPECT_EQ(reply.status, status) << reply.body;
+    return json::parse(reply.body);
+  }
+
+  json printed(std::vector<std::string> args) {
+    args.insert(args.end(), {"--db", file("s.db"), "--format", "json"});
+    const auto out = attnlab(args);
+    EXPECT_EQ(out.status, 0) << out.err;
+    return json::parse(out.out);
+  }
+};
+
+TEST_F(ServeApi, TablesAndTheComparisonAreWhatTheCommandsPrint) {
+  for (const std::string which : {"accuracy", "cost", "variance"}) {
+    const auto table = get(serve::table_json, {{"table", which}, {"where", "dataset = listops OR dataset = image"}});
+    EXPECT_EQ(table["rows"], printed({"table", which, "--where", "dataset = listops OR dataset = image"})) << which;
+    ASSERT_FALSE(table["text"].empty()) << which;
+    EXPECT_EQ(table["text"][0].size(), table["header"].size()) << which;  // the wide layout, as the terminal shows it
+  }
+  const auto accuracy = get(serve::table_json, {});
+  EXPECT_EQ(accuracy["header"][0], "method");
+  EXPECT_NE(accuracy["text"][0][1].get<std::string>().find(" ± "), std::string::npos) << accuracy["text"];
+
+  const auto comparison = get(serve::compare_json, {{"a", "softmax"}, {"b", "skyformer"}});
+  EXPECT_EQ(comparison["rows"], printed({"compare", "softmax", "skyformer"}));
+  ASSERT_EQ(comparison["rows"].size(), 2u);  // image and listops
+  EXPECT_FALSE(comparison["notes"].empty());
+  const auto bootstrap = get(serve::compare_json, {{"a", "softmax"}, {"b", "skyformer"}, {"ci", "bootstrap"}, {"level", "0.9"}});
+  EXPECT_EQ(bootstrap["rows"], printed({"compare", "softmax", "skyformer", "--ci", "bootstrap", "--level", "0.9"}));
+  EXPECT_NE(get(serve::compare_json, {{"a", "softmax"}}, 400)["error"].get<std::string>().find("name the two groups"),
+            std::string::npos);
+  get(serve::compare_json, {{"a", "softmax"}, {"b", "skyformer"}, {"level", "high"}}, 400);
+  get(serve::table_json, {{"table", "speed"}}, 400);
+}
+
+TEST_F(ServeApi, CurvesAreWhatTheCurvesCommandPrintsRunByRunAndAsMeans) {
+  const serve::Params where = {{"where", "method = softmax AND dataset = listops"}, {"split", "val"}, {"metric", "acc"}};
+  const auto curves = get(serve::curves_json, where);
+  const auto rows = printed({"curves", "--where", "method = softmax AND dataset = listops", "--split", "val", "--metric", "acc"});
+  std::size_t row = 0;
+  ASSERT_EQ(curves["runs"].size(), 3u);
+  for (const auto& run : curves["runs"])
+    for (const auto& point : run["points"]) {
+      ASSERT_LT(row, rows.size());
+      EXPECT_EQ(rows[row]["run"], run["run"]);
+      EXPECT_EQ(rows[row]["step"], point[0]);
+      EXPECT_EQ(rows[row]["wall_seconds"], point[1]);
+      EXPECT_EQ(rows[row]["value"], point[2]);
+      ++row;
+    }
+  EXPECT_EQ(row, rows.size());
+  EXPECT_EQ(curves["label"], "validation accuracy");
+
+  auto mean_params = where;
+  mean_params.emplace("mean", "1");
+  const auto means = get(serve::curves_json, mean_params);
+  const auto mean_rows =
+      printed({"curves", "--where", "method = softmax AND dataset = listops", "--split", "val", "--metric", "acc", "--mean"});
+  ASSERT_EQ(means["means"].size(), 1u);
+  const auto& points = means["means"][0]["points"];
+  ASSERT_EQ(points.size(), mean_rows.size());
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    EXPECT_EQ(points[i][0], mean_rows[i]["step"]);
+    EXPECT_EQ(points[i][2], mean_rows[i]["mean"]);
+    EXPECT_EQ(points[i][6], mean_rows[i]["runs"]);
+    EXPECT_EQ(points[i][3], mean_rows[i]["std"]);
+  }
+  EXPECT_EQ(means["means"][0]["seeds"], json::parse("[1, 2, 3]"));
+
+  const auto two = get(serve::curves_json, {{"run", "1,2"}, {"metric", "loss"}, {"split", "train"}});
+  EXPECT_EQ(two["runs"].size(), 2u);
+  get(serve::curves_json, {{"run", "x"}}, 400);
+  get(serve::curves_json, {{"run", "999"}}, 400);
+  get(serve::curves_json, {}, 400);                                       // no runs named
+  get(serve::curves_json, {{"where", "method = softmax"}, {"metric", "nope"}}, 400);  // no such curve
+}
+
+TEST_F(ServeApi, ARunHasItsConfigurationEnvironmentPluginsAttemptsAndEveryCurve) {
+  std::int64_t run = 0;
+  {
+    store::Database db(file("s.db"));
+    FakeJob f;
+    f.method = "<b>kernelized</b>", f.outcome = "running", f.params = {{"train.steps", "400"}};
+    add_job(db, f);
+    run = *db.latest_run_of_job(db.list_jobs({}).back().job.id);
+    store::RunEnvironment env;
+    env.host = "node7", env.device = "cuda:0", env.device_name = "NVIDIA H100", env.torch_version = "2.5.1";
+    env.attnlab_version = "0.9", env.git_revision = "abc1234", env.threads = 4;
+    env.plugins = {{"attention", "kernelized", "1.0", "/p/libkernelized.so", "deadbeef"}};
+    db.set_run_environment(run, env);
+    db.append_curve(run, make_curve("val", "acc", 3, 50, [](std::int64_t s) { return 0.001 * static_cast<double>(s); }));
+    db.finish_run(run, store::RunStatus::done, {{"test_acc", 0.5}, {"agv", 0.02}}, "", "");
+  }
+  const auto page = get(serve::run_json, {{"id", std::to_string(run)}});
+  EXPECT_EQ(page["run"], run);
+  EXPECT_EQ(page["method"], "<b>kernelized</b>");  // markup is a string like any other
+  EXPECT_EQ(page["status"], "done");
+  EXPECT_EQ(page["results"], json::parse(R"({"agv": 0.02, "test_acc": 0.5})"));
+  EXPECT_EQ(page["environment"]["device_name"], "NVIDIA H100");
+  EXPECT_EQ(page["environment"]["git_revision"], "abc1234");
+  EXPECT_EQ(page["environment"]["threads"], 4);
+  ASSERT_EQ(page["plugins"].size(), 1u);
+  EXPECT_EQ(page["plugins"][0]["sha256"], "deadbeef");
+  ASSERT_EQ(page["attempts"].size(), 1u);
+  EXPECT_EQ(page["config"], "# synthetic\n");
+  ASSERT_EQ(page["curves"].size(), 1u);
+  EXPECT_EQ(page["curves"][0]["label"], "validation accuracy");
+  EXPECT_EQ(page["curves"][0]["points"], json::parse("[[0, 0.0, 0.0], [50, 25.0, 0.05], [100, 50.0, 0.1]]"));
+
+  EXPECT_NE(get(serve::run_json, {{"id", "999"}}, 404)["error"].get<std::string>().find("no run with id 999"), std::string::npos);
+  get(serve::run_json, {{"id", "one"}}, 400);
+  get(serve::run_json, {}, 400);
+  get(serve::run_json, {{"id", "1"}, {"id", "2"}}, 400);
+}
+
+TEST_F(ServeApi, RunsAreFilteredByTheWhereLanguageAndByStatus) {
+  const auto all = get(serve::runs_json, {});
+  EXPECT_EQ(all.size(), 12u);
+  const auto image = get(serve::runs_json, {{"where", "dataset = image AND seed >= 2"}});
+  ASSERT_EQ(image.size(), 4u);
+  for (const auto& run : image) {
+    EXPECT_EQ(run["dataset"], "image");
+    EXPECT_GE(run["seed"], 2);
+    EXPECT_TRUE(run["results"].contains("test_acc"));
+  }
+  EXPECT_EQ(get(serve::runs_json, {{"status", "failed"}}).size(), 0u);
+  EXPECT_EQ(get(serve::runs_json, {{"status", "done,failed"}}).size(), 12u);
+  EXPECT_NE(get(serve::runs_json, {{"status", "finished"}}, 400)["error"].get<std::string>().find("unknown run status"),
+            std::string::npos);
+  get(serve::runs_json, {{"where", "seed >"}}, 400);
+  get(serve::runs_json, {{"where", "no_such_key = 1"}}, 400);
+}
+
+TEST_F(ServeApi, BenchAndApproxRowsComeBackWhole) {
+  const auto bench = get(serve::bench_json, {});
+  ASSERT_EQ(bench.size(), 1u);
+  EXPECT_EQ(bench[0]["method"], "softmax");
+  EXPECT_EQ(bench[0]["seq_len"], 1024);
+  EXPECT_EQ(bench[0]["precision"], "bf16");  // read from the row's configuration
+  EXPECT_EQ(bench[0]["part"], "step");
+  EXPECT_EQ(bench[0]["step_seconds_median"], 0.25);
+  EXPECT_EQ(bench[0]["peak_memory_bytes"], 3.0 * (1 << 30));
+  EXPECT_EQ(get(serve::bench_json, {{"method", "performer"}}).size(), 0u);
+  const auto approx = get(serve::approx_json, {{"method", "nystromformer,performer"}});
+  ASSERT_EQ(approx.size(), 1u);
+  EXPECT_EQ(approx[0]["features"], 64);
+  EXPECT_EQ(approx[0]["rel_error_mean"], 0.125);
+  EXPECT_EQ(approx[0]["param"], "landmarks");
+}
+
+TEST_F(ServeApi, EveryEndpointRefusesAnUnknownParameter) {
+  ASSERT_EQ(serve::endpoints().size(), 9u);
+  for (const auto& endpoint : serve::endpoints()) {
+    const auto refused = get(endpoint.answer, {{"sql", "DROP TABLE jobs"}}, 400);
+    EXPECT_EQ(refused["error"].get<std::string>().rfind("unknown parameter 'sql' (known: ", 0), 0u) << endpoint.path;
+  }
+}
+
+}  // namespace
+}  // namespace attnlab::results::testing
