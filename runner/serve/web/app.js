@@ -69,6 +69,7 @@ function table(header, rows, {id, sortable = true} = {}) {
         const td = tr.insertCell();
         if (value instanceof Node) td.append(value);
         else td.textContent = fmt(value);
+        if (typeof value === "string" && value.length > 60) td.className = "wrap";  // an error, a path
         if (typeof value === "number" || (typeof value === "string" && NUMBER_TEXT.test(value))) td.className = "number";
       }
     }
@@ -105,7 +106,9 @@ let pendingCharts = [];  // charts to create once their canvas is in the documen
 // series: [{label, points: [{x, y}], band: [{x, lo, hi}] (optional)}]
 function chart({title, xLabel, yLabel, series, xLog = false, yLog = false}) {
   const canvas = el("canvas");
-  const box = el("div", {class: "chart"}, canvas);
+  const many = series.length > 6;  // a legend at the side, on a wider chart, leaves the plot its height
+  const box = el("div", {class: many ? "chart wide" : "chart"}, canvas);
+  const xs = series.flatMap(s => s.points.map(p => p.x)).filter(x => Number.isFinite(x));
   const datasets = [];
   series.forEach((s, i) => {
     const color = PALETTE[i % PALETTE.length];
@@ -122,10 +125,10 @@ function chart({title, xLabel, yLabel, series, xLog = false, yLog = false}) {
     data: {datasets},
     options: {
       animation: false, maintainAspectRatio: false, parsing: false, spanGaps: false,
-      scales: {x: {type: xLog ? "logarithmic" : "linear", bounds: "data", title: {display: true, text: xLabel}},
+      scales: {x: {type: xLog ? "logarithmic" : "linear", min: xs.length ? Math.min(...xs) : undefined, max: xs.length ? Math.max(...xs) : undefined, title: {display: true, text: xLabel}},
                y: {type: yLog ? "logarithmic" : "linear", title: {display: true, text: yLabel}}},
       plugins: {title: {display: !!title, text: title},
-                legend: {labels: {filter: item => !datasets[item.datasetIndex].band}}},
+                legend: {position: many ? "right" : "top", labels: {filter: item => !datasets[item.datasetIndex].band}}},
     },
   })));
   return box;
@@ -186,7 +189,7 @@ const views = {
                                               r.step === null ? "-" : r.step + (r.steps ? " / " + r.steps : ""),
                                               r.eta_seconds === null ? "-" : duration(r.eta_seconds), ago(r.heartbeat_at), r.host]);
       const failed = queue.failed.map(f => [f.job, f.method, f.dataset, f.seed,
-                                            el("div", {}, f.attempts.map(a => el("div", {}, runLink(a.run), " (" + a.status + "): " + (a.error || "-"))))]);
+                                            el("div", {class: "wrap"}, f.attempts.map(a => el("div", {}, runLink(a.run), " (" + a.status + "): " + (a.error || "-"))))]);
       const header = results.length ? Object.keys(results[0]) : [];
       return [
         el("h2", {id: "queue"}, "Queue"),
