@@ -19,10 +19,15 @@ json job_fields(const store::Job& job) {
 // configuration without train.steps). The rate is that of the logged steps, so the ETA leaves out
 // the validations and the test still to come.
 void add_progress(store::Database& db, const store::Job& job, std::int64_t run_id, json& out) {
-  out["step"] = nullptr, out["steps"] = nullptr, out["eta_seconds"] = nullptr;
+  out["step"] = nullptr;
+  out["steps"] = nullptr;
+  out["eta_seconds"] = nullptr;
   const auto steps = store::config_values(db, {job.id}, "train.steps");
   std::int64_t total = 0;
-  if (steps.size() == 1) total = std::stoll(steps.front()), out["steps"] = total;
+  if (steps.size() == 1) {
+    total = std::stoll(steps.front());
+    out["steps"] = total;
+  }
   const auto loss = db.curve(run_id, "train", "loss");
   if (loss.empty()) return;
   const auto& first = loss.front();

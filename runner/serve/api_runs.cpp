@@ -40,11 +40,13 @@ Reply runs_json(store::Database& db, const Params& params) {
       for (const auto& row : store::select_jobs(db, selection)) jobs.insert(row.job_id);
     }
     const auto statuses = words(params, "status");
-    for (const auto& s : statuses) try {
+    for (const auto& s : statuses) {
+      try {
         store::parse_run_status(s);
       } catch (const store::StoreError& e) {
         throw BadRequest(std::string("parameter 'status': ") + e.what());
       }
+    }
     json runs = json::array();
     for (const auto& run : db.run_summaries()) {
       if (!where.empty() && !jobs.count(run.job_id)) continue;
