@@ -29,10 +29,14 @@ install(FILES ${PROJECT_BINARY_DIR}/attnlabConfig.cmake ${PROJECT_BINARY_DIR}/at
               ${PROJECT_SOURCE_DIR}/cmake/attnlabPluginFunctions.cmake
         DESTINATION ${ATTNLAB_CMAKE_DIR} COMPONENT sdk)
 
-# Debian package: `cpack -G DEB` in the build folder writes attnlab_VERSION_ARCH.deb. Depends:
+# Debian package, of a build against Debian's LibTorch only (a package cannot depend on a PyPI
+# wheel's files): `cpack -G DEB` in the build folder writes attnlab_VERSION_ARCH.deb. Depends:
 # the shared libraries the binaries link (dpkg-shlibdeps finds LibTorch, Boost, SQLite, Nettle,
 # libpng, ...), plus OpenBLAS, which LibTorch reaches through the BLAS alternative and no ELF
 # names. Building plugins against the SDK needs the compilers and the -dev packages: Recommends.
+if(ATTNLAB_PYTORCH_LIBTORCH)
+  return()
+endif()
 set(CPACK_PACKAGE_NAME attnlab)
 set(CPACK_PACKAGE_VENDOR attnlab)
 set(CPACK_PACKAGE_CONTACT "attnlab maintainers <maintainers@attnlab.invalid>")

@@ -25,8 +25,10 @@ function(attnlab_plugin target kind)
     set(install_dir ${ATTNLAB_INSTALL_DATASET_DIR})
     add_dependencies(data_plugins ${target})
   endif()
-  # installed in <prefix>/lib/attnlab/<kind>s/: libattnlab_core.so is two folders up
-  set_target_properties(${target} PROPERTIES PREFIX "" LIBRARY_OUTPUT_DIRECTORY ${dir} INSTALL_RPATH "$ORIGIN/../..")
+  # installed in <prefix>/lib/attnlab/<kind>s/: libattnlab_core.so is two folders up (and a
+  # LibTorch inside the checkout where CMAKE_INSTALL_RPATH names one)
+  set(rpath "$ORIGIN/../.." ${CMAKE_INSTALL_RPATH})
+  set_target_properties(${target} PROPERTIES PREFIX "" LIBRARY_OUTPUT_DIRECTORY ${dir} INSTALL_RPATH "${rpath}")
   install(TARGETS ${target} LIBRARY DESTINATION ${install_dir} COMPONENT runtime)
 endfunction()
 

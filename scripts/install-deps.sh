@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Installs everything attnlab needs from Debian 12's packages, plus any packages named as
 # arguments (scripts/test.sh adds the SLURM test's). Runs apt-get as root (or via sudo).
+#   --torch2  also installs PyPI's LibTorch 2.11 with CUDA into .deps/torch2 (see install_torch2)
 set -euo pipefail
+cd "$(dirname "$0")/.."
+torch2=""
+if [ "${1:-}" = "--torch2" ]; then torch2=1; shift; fi
 packages=(
   build-essential cmake ninja-build pkg-config git
   libtorch-dev            # LibTorch 1.13 (CPU)
@@ -22,3 +26,22 @@ export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
 echo "attnlab: dependencies installed"
+
+# PyPI's torch wheel holds LibTorch 2 built with CUDA (Debian has none). Pinned to 2.11.0, the GPU
+# machines' own build (their python3 has torch 2.11.0+cu130): a tree built here runs there against
+# their libraries, and a plugin must share the host's LibTorch major.minor. Installed with pip
+# --target into a folder of this checkout, never into a Python. --no-deps: the wheel's CUDA
+# dependencies are 2.1 GB more to fetch and unpack (2.6 GB in all against 0.76 GB, measured), and
+# this machine's CUDA 13.0 toolkit (/usr/local/cuda, on the loader's path) has every library it
+# links but three, which come from PyPI at the versions torch 2.11.0 names: cuSPARSELt, NVSHMEM and
+# cuFile. LibTorch's libraries find those three beside themselves (their RPATH: ../../nvidia/*/lib).
+install_torch2() {
+  local target=.deps/torch2
+  if [ -d "$target/torch-2.11.0.dist-info" ]; then echo "attnlab: LibTorch 2.11.0 already in $target"; return; fi
+  command -v nvcc >/dev/null || { echo "attnlab: --torch2 needs the CUDA 13.0 toolkit (nvcc on PATH)" >&2; exit 1; }
+  rm -rf "$target"
+  python3 -m pip install --quiet --disable-pip-version-check --no-deps --no-compile --target "$target" \
+    torch==2.11.0 nvidia-cusparselt-cu13==0.8.0 nvidia-nvshmem-cu13==3.4.5 nvidia-cufile==1.15.1.6
+  echo "attnlab: LibTorch 2.11.0 (CUDA 13.0) in $target"
+}
+[ -z "$torch2" ] || install_torch2

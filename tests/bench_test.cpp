@@ -237,6 +237,28 @@ TEST_F(Bench, AKilledMeasurementProcessIsRecordedAsFailedAndTheBenchGoesOn) {
   EXPECT_NE(log.str().find("softmax at 1024: failed: bench process killed by signal 9"), std::string::npos) << log.str();
 }
 
+// The measuring process takes several configurations (a GPU's bench gives it every length of a
+// method) and measures and stores each in turn, as the bench itself would one at a time.
+TEST_F(Bench, OneMeasuringProcessMeasuresEachConfigurationItIsGivenInTurn) {
+  std::string out;
+  ASSERT_EQ(attnlab(tiny(), out), 0) << out;
+  const auto first = query(path("b.db"), "SELECT config_toml FROM bench_results WHERE seq_len = 32");
+  const auto second = query(path("b.db"), "SELECT config_toml FROM bench_results WHERE seq_len = 64");
+  ASSERT_FALSE(first.empty());
+  const auto db = path("one.db");
+  auto quoted = [](const std::string& text) {  // for the shell: '...' with each ' written '\''
+    std::string out = "'";
+    for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
+  };
+  ASSERT_EQ(attnlab("bench-one --db " + db + " --device cpu --threads 1 --config-toml " + quoted(second) +
+                        " --config-toml " + quoted(first), out), 0) << out;
+  EXPECT_EQ(query(db, "SELECT group_concat(status || ' ' || seq_len) FROM (SELECT * FROM bench_results ORDER BY id)"),
+            "done 64,done 32");
+  EXPECT_EQ(query(db, "SELECT count(*) FROM bench_results WHERE steps_timed = 2 AND step_seconds_median > 0"), "2");
+  EXPECT_LT(out.find("  64 tokens: done: step"), out.find("  32 tokens: done: step")) << out;
+}
+
 // The table from rows made here: ratios only against comparable softmax rows, errors listed.
 TEST(BenchTable, RatiosAgainstComparableSoftmaxAndErrorsListed) {
   auto row = [](const std::string& method, std::int64_t len, double seconds, double bytes, std::int64_t batch = 4) {

@@ -83,7 +83,7 @@ TEST_F(Cli, PluginsListsMethodsDatasetsAndParameters) {
   EXPECT_NE(out.find("- max_len (integer"), std::string::npos);
 }
 
-// attnlab env reports what is loaded: this LibTorch, the threads as asked, the BLAS library mapped
+// attnlab env reports what is loaded: this LibTorch, the threads as asked, the BLAS library
 // into the process, and every bundled plugin file counted under its folder.
 TEST_F(Cli, EnvSaysWhatThisBuildAndMachineAre) {
   std::string out;

@@ -15,6 +15,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/InferenceMode.h>
 
+#include "attnlab/precision.hpp"
 #include "plugin_host/conformance.hpp"
 #include "plugin_host/plugin_host.hpp"
 
@@ -83,15 +84,20 @@ TEST(ConformanceChecks, EachDefectFailsExactlyItsCheck) {
       {"defect_batch", "changing the other sequence of the batch changed this one's output by up to"},
       {"defect_seed", "stochastic, but a new seed drew nothing new"},
       {"defect_precision", "bf16: relative error"}};
+  // Where fp16 autocast runs (LibTorch 2 on the CPU), the unstabilised exponential of
+  // defect_overflow is caught there too: e^16 is past fp16's largest number, 65504.
+  const bool fp16 = autocast_supported(c10::Device(c10::kCPU), Precision::fp16);
   for (const auto& [name, failing] : expected) {
     const auto* plugin = defects.find(PluginKind::attention, name);
     ASSERT_NE(plugin, nullptr) << name;
     for (const auto& check : attention_check_names()) {
       const auto r = check_attention(*plugin, check, c10::Device(c10::kCPU));
-      EXPECT_EQ(r.passed, check != failing) << name << ": " << check << ": " << r.failure;
+      const bool also = fp16 && name == "defect_overflow" && check == "reduced precision";
+      EXPECT_EQ(r.passed, check != failing && !also) << name << ": " << check << ": " << r.failure;
       if (check == failing) {
         EXPECT_EQ(r.failure.rfind(message.at(name), 0), 0u) << name << ": " << r.failure;
       }
+      if (also) EXPECT_EQ(r.failure.rfind("fp16: a real token's output is not finite", 0), 0u) << r.failure;
     }
   }
 }

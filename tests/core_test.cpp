@@ -10,6 +10,7 @@
 
 #include <ATen/ATen.h>
 
+#include "attnlab/torch_compat.hpp"
 #include "attnlab/train/config.hpp"
 #include "attnlab/train/trainer.hpp"
 #include "plugin_host/plugin_host.hpp"
@@ -131,6 +132,67 @@ TEST(Softmax, PaddingNeverChangesRealTokens) {
   k2.slice(2, real, n).normal_().mul_(100);
   v2.slice(2, real, n).normal_().mul_(100);
   EXPECT_TRUE(at::equal(attention->forward(q, k2, v2, valid).slice(2, 0, real), padded));
+}
+
+// The fused kernel LibTorch 2 runs and the explicit formula (1.13's path, with its hand-written
+// backward) against autograd through the formula written out, on the same float inputs with
+// padding: outputs and the gradients of q, k and v.
+TEST(Softmax, FusedAndExplicitPathsAgreeWithTheFormulaAndItsGradients) {
+  at::manual_seed(2);
+  const std::int64_t n = 37, real = 23;  // n not a multiple of a kernel's block
+  auto valid = at::stack({at::ones({n}, at::kBool), at::arange(n).lt(real)});
+  auto upstream = at::randn({2, 2, n, 16});
+  auto draw = [&] { return at::randn({2, 2, n, 16}).requires_grad_(true); };
+  const auto q = draw(), k = draw(), v = draw();
+  struct Result { at::Tensor out, dq, dk, dv; };
+  auto run = [&](auto attention) {
+    for (const auto& t : {q, k, v}) t.mutable_grad() = at::Tensor();
+    auto out = attention();
+    (out * upstream).sum().backward();
+    return Result{out.detach(), q.grad().clone(), k.grad().clone(), v.grad().clone()};
+  };
+  const auto formula = run([&] {
+    auto scores = at::matmul(q, k.transpose(-2, -1)) / 4.0;  // √16
+    return at::matmul(at::softmax(scores.masked_fill(valid.logical_not().unsqueeze(1).unsqueeze(2), -INFINITY), -1), v);
+  });
+  const auto fused = run([&] { return compat::scaled_dot_product_attention(q, k, v, valid, 0.0, true); });
+  const auto explicit_path = run([&] { return compat::explicit_softmax_attention(q, k, v, valid, 0.0, true); });
+  for (const auto* r : {&fused, &explicit_path}) {
+    EXPECT_TRUE(at::allclose(r->out, formula.out, 1e-5, 1e-6)) << (r->out - formula.out).abs().max().item<float>();
+    EXPECT_TRUE(at::allclose(r->dq, formula.dq, 1e-4, 1e-5)) << (r->dq - formula.dq).abs().max().item<float>();
+    EXPECT_TRUE(at::allclose(r->dk, formula.dk, 1e-4, 1e-5)) << (r->dk - formula.dk).abs().max().item<float>();
+    EXPECT_TRUE(at::allclose(r->dv, formula.dv, 1e-4, 1e-5)) << (r->dv - formula.dv).abs().max().item<float>();
+  }
+#if TORCH_VERSION_MAJOR >= 2
+  // on the CPU, float and bf16 with a key mask go to the fused flash kernel; with dropout while
+  // training, to LibTorch's math path (which the explicit one matches)
+  const auto bf16 = [](const at::Tensor& t) { return t.to(at::kBFloat16); };
+  EXPECT_EQ(compat::softmax_attention_kernel(q, k, v, valid, 0.0, true), "flash");
+  EXPECT_EQ(compat::softmax_attention_kernel(bf16(q), bf16(k), bf16(v), valid, 0.0, true), "flash");
+  EXPECT_EQ(compat::softmax_attention_kernel(q, k, v, valid, 0.1, true), "math");
+  EXPECT_EQ(compat::softmax_attention_kernel(q, k, v, valid, 0.1, false), "flash");
+#else
+  EXPECT_EQ(compat::softmax_attention_kernel(q, k, v, valid, 0.0, true), "explicit");
+#endif
+}
+
+// Dropout on the probabilities, on either path: seeded, active only while training, and an
+// expectation unchanged (each kept probability is scaled by 1 / (1 − p)).
+TEST(Softmax, DropoutIsSeededAndOnlyWhileTraining) {
+  at::manual_seed(3);
+  auto q = at::randn({1, 2, 64, 8}), k = at::randn({1, 2, 64, 8}), v = at::randn({1, 2, 64, 8});
+  auto valid = at::ones({1, 64}, at::kBool);
+  const auto exact = compat::scaled_dot_product_attention(q, k, v, valid, 0.5, /*training=*/false);
+  EXPECT_TRUE(at::allclose(exact, compat::explicit_softmax_attention(q, k, v, valid, 0.0, false), 1e-5, 1e-6));
+  auto dropped = [&](std::uint64_t seed) {
+    at::manual_seed(seed);
+    return compat::scaled_dot_product_attention(q, k, v, valid, 0.5, /*training=*/true);
+  };
+  EXPECT_TRUE(at::equal(dropped(7), dropped(7)));
+  EXPECT_FALSE(at::allclose(dropped(7), exact, 1e-3, 1e-3));
+  at::Tensor mean = at::zeros_like(exact);
+  for (std::uint64_t seed = 0; seed < 400; ++seed) mean += dropped(seed) / 400;
+  EXPECT_LT((mean - exact).abs().mean().item<double>(), 0.05);
 }
 
 // --- the model and a short seeded training run --------------------------------------------------

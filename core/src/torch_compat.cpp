@@ -85,7 +85,8 @@ std::string cuda_versions() {
     cudnn = std::to_string(at::detail::getCUDAHooks().versionCuDNN());
   } catch (const std::exception&) {
   }
-  return "runtime " + dotted(runtime) + ", driver " + dotted(driver) + ", cuDNN " + cudnn;
+  // no driver (a machine without a GPU): cudaDriverGetVersion gives 0
+  return "runtime " + dotted(runtime) + ", driver " + (driver > 0 ? dotted(driver) : "none") + ", cuDNN " + cudnn;
 #else
   return "";
 #endif
@@ -145,6 +146,13 @@ void synchronize(const c10::Device& device) {
   (void)device;
 }
 
+void release_cached_memory(const c10::Device& device) {
+#ifdef ATTNLAB_WITH_CUDA
+  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::emptyCache();
+#endif
+  (void)device;
+}
+
 bool is_out_of_memory(const std::exception& error) {
   if (dynamic_cast<const std::bad_alloc*>(&error)) return true;
   if (dynamic_cast<const c10::Error*>(&error)) {
@@ -169,18 +177,19 @@ int configure_threads(int requested) {
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
+#if TORCH_VERSION_MAJOR >= 2
+#include <ATen/SDPBackend.h>
+#endif
 
 namespace attnlab::compat {
-
-#if TORCH_VERSION_MAJOR < 2
 namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// Exact softmax attention with a hand-written backward (LibTorch 1.13 has no fused kernel).
-// Autograd's generic backward holds three n×n tensors at once (dP, the softmax gradient and the
-// saved P); this one needs dP only, written over in place: dS = P ∘ (dP − rowsum(dO ∘ O)), since
-// rowsum(dP ∘ P) = rowsum(dO ∘ O) (the identity FlashAttention's backward uses).
+// Exact softmax attention with a hand-written backward. Autograd's generic backward holds three
+// n×n tensors at once (dP, the softmax gradient and the saved P); this one needs dP only, written
+// over in place: dS = P ∘ (dP − rowsum(dO ∘ O)), since rowsum(dP ∘ P) = rowsum(dO ∘ O) (the
+// identity FlashAttention's backward uses).
 struct ExactSoftmaxAttention : public torch::autograd::Function<ExactSoftmaxAttention> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             const at::Tensor& mask) {
@@ -208,20 +217,42 @@ struct ExactSoftmaxAttention : public torch::autograd::Function<ExactSoftmaxAtte
     return {grad_q, grad_k, grad_v, at::Tensor()};
   }
 };
-}  // namespace
-#endif
 
-at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                        const at::Tensor& key_valid, double dropout, bool training) {
-  const auto mask = key_valid.unsqueeze(1).unsqueeze(2);  // [B, 1, 1, N], broadcast over heads and queries
-#if TORCH_VERSION_MAJOR >= 2
-  return at::scaled_dot_product_attention(q, k, v, mask, training ? dropout : 0.0);
-#else
+at::Tensor key_mask(const at::Tensor& key_valid) { return key_valid.unsqueeze(1).unsqueeze(2); }  // [B, 1, 1, N]
+}  // namespace
+
+at::Tensor explicit_softmax_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                      const at::Tensor& key_valid, double dropout, bool training) {
+  const auto mask = key_mask(key_valid);
   if (!(training && dropout > 0)) return ExactSoftmaxAttention::apply(q, k, v, mask);
   // with dropout on the probabilities: autograd's generic backward
   auto scores = at::matmul(q * (1.0 / std::sqrt(static_cast<double>(q.size(-1)))), k.transpose(-2, -1));
   scores.masked_fill_(mask.logical_not(), -std::numeric_limits<double>::infinity());
   return at::matmul(at::dropout(at::softmax(scores, -1), dropout, true), v);
+}
+
+at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                        const at::Tensor& key_valid, double dropout, bool training) {
+#if TORCH_VERSION_MAJOR >= 2
+  return at::scaled_dot_product_attention(q, k, v, key_mask(key_valid), training ? dropout : 0.0);
+#else
+  return explicit_softmax_attention(q, k, v, key_valid, dropout, training);
+#endif
+}
+
+std::string softmax_attention_kernel([[maybe_unused]] const at::Tensor& q, [[maybe_unused]] const at::Tensor& k,
+                                     [[maybe_unused]] const at::Tensor& v, [[maybe_unused]] const at::Tensor& key_valid,
+                                     [[maybe_unused]] double dropout, [[maybe_unused]] bool training) {
+#if TORCH_VERSION_MAJOR >= 2
+  switch (static_cast<at::SDPBackend>(at::_fused_sdp_choice(q, k, v, key_mask(key_valid), training ? dropout : 0.0))) {
+    case at::SDPBackend::flash_attention: return "flash";
+    case at::SDPBackend::efficient_attention: return "memory-efficient";
+    case at::SDPBackend::cudnn_attention: return "cudnn";
+    case at::SDPBackend::math: return "math";
+    default: return "other";
+  }
+#else
+  return "explicit";  // no fused kernel in 1.13
 #endif
 }
 

@@ -1,6 +1,7 @@
 // attnlab env: what a bug report needs to say about this build and this machine, read from what
-// is loaded rather than assumed: the BLAS and allocator libraries mapped into this process, the
-// threads as `run` would set them, the devices, the plugin folders and what each holds.
+// is loaded rather than assumed: the library whose BLAS this process calls, the allocator mapped
+// into it, the threads as `run` would set them, the devices, the plugin folders and what each holds.
+#include <dlfcn.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -43,6 +44,18 @@ std::string mapped_library(const std::vector<std::string>& parts) {
   return "";
 }
 
+// The file that defines the sgemm_ this process calls (the Fortran BLAS entry): OpenBLAS through
+// Debian's BLAS alternative for Debian's LibTorch, or libtorch_cpu itself for PyPI's, which links
+// MKL statically.
+std::string blas_library() {
+  Dl_info info{};
+  void* sgemm = dlsym(RTLD_DEFAULT, "sgemm_");
+  if (!sgemm || !dladdr(sgemm, &info) || !info.dli_fname) return "";
+  std::error_code ec;
+  const auto file = std::filesystem::canonical(info.dli_fname, ec);  // through the alternatives' links
+  return ec ? info.dli_fname : file.string();
+}
+
 // KEY=VALUE from LibTorch's "Build settings" line, or a line starting with `prefix`, trimmed.
 std::string from_config(const std::string& config, const std::string& key) {
   const auto at = config.find(key);
@@ -79,8 +92,8 @@ int cmd_env(const Args& args) {
   rows.emplace_back("LibTorch", compat::torch_version() + (compat::built_with_cuda() ? ", with CUDA" : ", without CUDA"));
   if (compat::built_with_cuda()) rows.emplace_back("CUDA", compat::cuda_versions());
 
-  const std::string blas = mapped_library({"blas", "mkl_"});
-  rows.emplace_back("BLAS", from_config(config, "BLAS_INFO=") + " interface: " + (blas.empty() ? "none mapped" : blas));
+  const std::string blas = blas_library();
+  rows.emplace_back("BLAS", from_config(config, "BLAS_INFO=") + " interface: " + (blas.empty() ? "no sgemm_ found" : blas));
   const std::string allocator = mapped_library({"tcmalloc", "jemalloc"});
   rows.emplace_back("allocator", allocator.empty() ? "glibc malloc" : allocator);
 
@@ -103,6 +116,7 @@ int cmd_env(const Args& args) {
     const c10::Device gpu(c10::kCUDA, static_cast<c10::DeviceIndex>(i));
     devices += "; cuda:" + std::to_string(i) + " " + compat::device_name(gpu) + ", " + gib(compat::device_memory_bytes(gpu));
   }
+  if (compat::built_with_cuda() && compat::cuda_device_count() == 0) devices += "; no CUDA device present";
   rows.emplace_back("devices", devices);
 
   const auto registry = load_plugins(plugin_folders(vm), /*report_refused=*/false);

@@ -266,11 +266,12 @@ class AttentionChecks {
     result_.figure = "max change " + figure(change) + " when the other sequence changes";
   }
 
-  // Under autocast (a bf16 run; fp16 too on CUDA), fed the bf16/fp16 q, k, v a model's projections
-  // hand it there, the method must stay close to its fp32 output on the same rounded inputs and
-  // draw: relative error ‖out − out₃₂‖ / ‖out₃₂‖ over real tokens within kReducedPrecisionTolerance,
-  // outputs and gradients finite. What reduced precision ruins (an iterative pseudo-inverse, a
-  // squared distance by expansion, a large exponential) belongs in a FullPrecision scope.
+  // Under autocast (bf16; fp16 too where the build can: CUDA, or LibTorch 2's CPU), fed the bf16/fp16
+  // q, k, v a model's projections hand it there, the method must stay close to its fp32 output on
+  // the same rounded inputs and draw: relative error ‖out − out₃₂‖ / ‖out₃₂‖ over real tokens within
+  // kReducedPrecisionTolerance, outputs finite, gradients finite (for fp16, at a loss scale a run's
+  // loss scaling reaches). What reduced precision ruins (an iterative pseudo-inverse, a squared
+  // distance by expansion, a large exponential) belongs in a FullPrecision scope.
   void reduced_precision() {
     const std::int64_t n = 64, real = 45, dim = 16;
     auto g = at::make_generator<at::CPUGeneratorImpl>(13);
@@ -279,7 +280,7 @@ class AttentionChecks {
     weights = weights.to(device_);
     auto m = make({2, dim, n});
     std::vector<Precision> precisions = {Precision::bf16};
-    if (device_.is_cuda()) precisions.push_back(Precision::fp16);
+    if (autocast_supported(device_, Precision::fp16)) precisions.push_back(Precision::fp16);  // not 1.13's CPU
     for (const Precision precision : precisions) {
       const auto type = reduced_type(precision);
       const auto drawn = make_inputs(n, real, 2, dim, at::kFloat, 10, device_);
@@ -302,13 +303,33 @@ class AttentionChecks {
       const double error = ((got - want).norm() / want.norm()).item<double>();
       if (!(error <= kReducedPrecisionTolerance))
         fail(name + ": relative error " + figure(error) + " against fp32, above " + figure(kReducedPrecisionTolerance));
-      (out.to(at::kFloat) * weights).sum().backward();
-      for (const auto& [grad_name, t] : {std::pair<const char*, at::Tensor>{"q", low.q}, {"k", low.k}, {"v", low.v}})
-        if (t.grad().defined() && !t.grad().isfinite().all().item<bool>())
-          fail(name + ": the gradient for " + grad_name + " is not finite");
+      std::string not_finite;
+      const int halvings = finite_gradient_halvings(out, weights, low, precision == Precision::fp16 ? 24 : 0, not_finite);
+      if (halvings < 0) fail(name + ": the gradient for " + not_finite + " is not finite");
       result_.figure += (result_.figure.empty() ? "" : ", ") + name + " relative error " + figure(error);
+      if (halvings > 0) result_.figure += " (gradients finite at loss scale 2^-" + std::to_string(halvings) + ")";
     }
     result_.figure += " (tolerance " + figure(kReducedPrecisionTolerance) + ")";
+  }
+
+  // Backward of s · Σ out ∘ weights for s = 1, then s = 2⁻¹, ..., 2^-max_halvings: how many
+  // halvings the gradients of q, k and v need to be finite, or -1 naming in `not_finite` one that
+  // never is. fp16 gets 24: its range is small, and a run's dynamic loss scaling halves its scale
+  // likewise until the gradients fit, below 1 where it must (RKS features, whose normaliser can
+  // come near 0, have gradients past 65504 at scale 1). A NaN made inside the method stays NaN.
+  static int finite_gradient_halvings(const at::Tensor& out, const at::Tensor& weights, const Inputs& in, int max_halvings,
+                                      std::string& not_finite) {
+    const auto loss = (out.to(at::kFloat) * weights).sum();
+    const std::pair<const char*, at::Tensor> inputs[] = {{"q", in.q}, {"k", in.k}, {"v", in.v}};
+    for (int halvings = 0; halvings <= max_halvings; ++halvings) {
+      for (const auto& [name, t] : inputs) t.mutable_grad() = at::Tensor();
+      (loss * std::ldexp(1.0, -halvings)).backward({}, /*retain_graph=*/halvings < max_halvings);
+      not_finite.clear();
+      for (const auto& [name, t] : inputs)
+        if (not_finite.empty() && t.grad().defined() && !t.grad().isfinite().all().item<bool>()) not_finite = name;
+      if (not_finite.empty()) return halvings;
+    }
+    return -1;
   }
 
   const LoadedPlugin& plugin_;

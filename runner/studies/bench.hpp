@@ -1,9 +1,11 @@
 #pragma once
 // attnlab bench: the time of one training step (forward, backward, AdamW step) and its peak memory,
 // per attention method and sequence length, for the LRA model built for a dataset's task with
-// random tokens. `attnlab bench` resolves the configurations and starts one fresh process per
-// measurement (`attnlab bench-one`), which measures and stores its BenchResult itself: a crash costs
-// that measurement only, and on the CPU the peak resident set is that measurement's own.
+// random tokens. `attnlab bench` resolves the configurations and starts a fresh process
+// (`attnlab bench-one`) per measurement on the CPU, per method on a GPU (every length in turn, the
+// caching allocator emptied between them: a process start costs a CUDA context), which measures
+// and stores each BenchResult itself: a crash costs that process's measurements only, and on the
+// CPU the peak resident set is that measurement's own.
 #include <cstdint>
 #include <string>
 #include <vector>

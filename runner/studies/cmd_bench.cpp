@@ -1,4 +1,5 @@
-// attnlab bench: option parsing, the configurations, and one process per measurement.
+// attnlab bench: option parsing, the configurations, and the measuring processes (one per
+// measurement on the CPU, one per method on a GPU).
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
@@ -87,6 +88,50 @@ void set_train(ParamValues& train, const char* key, const ParamValue& value, con
 
 // --- the measuring processes ------------------------------------------------------------------
 
+struct Planned {
+  BenchCase c;
+  std::string config_toml;
+};
+
+// The measurements each process makes: one each on the CPU, where a process's peak resident set
+// is the only honest peak; on a GPU, every length of one method in turn (bench-one empties the
+// caching allocator's cache and resets its peak between them), since each process start costs a
+// CUDA context. `planned` is lengths outer, methods inner; on a GPU the groups are methods outer.
+std::vector<std::vector<Planned>> group_into_processes(const std::vector<Planned>& planned, bool per_method) {
+  std::vector<std::vector<Planned>> groups;
+  for (const auto& p : planned) {
+    auto same_method = [&](const std::vector<Planned>& g) { return g.front().c.method == p.c.method; };
+    const auto group = per_method ? std::find_if(groups.begin(), groups.end(), same_method) : groups.end();
+    if (group == groups.end()) groups.push_back({p});
+    else group->push_back(p);
+  }
+  return groups;
+}
+
+// The row of a measurement whose process died before storing it.
+store::BenchResult failed_row(const Planned& p, const c10::Device& device, int threads, const std::string& error) {
+  store::BenchResult r;
+  r.method = p.c.method;
+  r.dataset = p.c.dataset;
+  r.seq_len = p.c.seq_len;
+  r.batch_size = p.c.batch_size;
+  r.device = device.str();
+  r.device_name = compat::device_name(device);
+  r.torch_version = compat::torch_version();
+  r.git_revision = build_info::git_revision();
+  r.threads = compat::configure_threads(threads);
+  r.status = "failed";
+  r.error = error;
+  r.config_toml = p.config_toml;
+  return r;
+}
+
+std::string lengths_text(const std::vector<Planned>& group) {
+  std::string out;
+  for (const auto& p : group) out += (out.empty() ? "" : ", ") + std::to_string(p.c.seq_len);
+  return out;
+}
+
 
 int show(const std::string& db_path) {
   existing_database(db_path);
@@ -104,7 +149,8 @@ int cmd_bench(const Args& raw_args, const std::string& self_exe) {
   const auto model_overrides = take_model_overrides(args);
   po::options_description options(
       "attnlab bench [options]: time a training step (forward, backward, AdamW) and its peak memory\n"
-      "per attention method and sequence length, on random tokens; one fresh process per measurement.\n"
+      "per attention method and sequence length, on random tokens; one fresh process per measurement\n"
+      "(on a GPU, per method).\n"
       "attnlab bench --show [--db FILE]: the stored results.\n"
       "--model.KEY=VALUE sets a [model] key (after --config's)");
   options.add_options()
@@ -224,10 +270,6 @@ int cmd_bench(const Args& raw_args, const std::string& self_exe) {
   } catch (const std::exception& e) {
     throw BenchUsageError("bench: [datasets." + dataset + "] " + e.what());
   }
-  struct Planned {
-    BenchCase c;
-    std::string config_toml;
-  };
   std::vector<Planned> planned;  // lengths outer, methods inner: every method at a length before the next length
   for (auto length : lengths)
     for (auto c : cases) {
@@ -250,45 +292,33 @@ int cmd_bench(const Args& raw_args, const std::string& self_exe) {
             << " timed step(s), database " << db_path << std::endl;  // flushed: the bench processes share stdout
 
   std::vector<store::BenchResult> measured;
-  std::size_t index = 0;
-  for (const auto& p : planned) {
-    if (stop_signal()) break;
-    ++index;
-    std::cout << "[" << index << "/" << planned.size() << "] " << p.c.method << " at " << p.c.seq_len << " tokens"
-              << std::endl;
+  const auto processes = group_into_processes(planned, device.is_cuda());
+  for (std::size_t index = 0; index < processes.size() && !stop_signal(); ++index) {
+    const auto& group = processes[index];
+    std::cout << "[" << index + 1 << "/" << processes.size() << "] " << group.front().c.method << " at "
+              << lengths_text(group) << " tokens" << std::endl;
     const std::size_t before = db.bench_results().size();
-    std::vector<std::string> argv = {self_exe, "bench-one", "--db", db_path, "--config-toml", p.config_toml,
-                                     "--device", device_text, "--threads", std::to_string(threads)};
+    std::vector<std::string> argv = {self_exe, "bench-one", "--db", db_path, "--device", device_text,
+                                     "--threads", std::to_string(threads)};
+    for (const auto& p : group) argv.insert(argv.end(), {"--config-toml", p.config_toml});
     if (!cache_dir.empty()) argv.insert(argv.end(), {"--cache-dir", cache_dir});
     for (const auto& d : cli_dirs) argv.insert(argv.end(), {"--plugins", d});
     const ChildExit exit = run_child(argv, "bench process");
 
-    auto rows = db.bench_results();
-    if (rows.size() > before) {  // the process stored its measurement (done, oom or failed)
-      measured.push_back(rows.back());
-      continue;
+    // what the process stored (done, oom or failed), then a failed row for each measurement it
+    // died before
+    const auto rows = db.bench_results();
+    const std::size_t stored = rows.size() - before;
+    measured.insert(measured.end(), rows.begin() + static_cast<std::ptrdiff_t>(before), rows.end());
+    if (stored >= group.size()) continue;
+    if (exit.signalled && (exit.code == SIGINT || exit.code == SIGTERM) && stop_signal()) break;
+    std::string error = "bench process " + exit.describe();
+    if (exit.signalled && exit.code == SIGKILL && device.is_cpu()) error += "; on the CPU usually the kernel's out-of-memory killer";
+    for (std::size_t i = stored; i < group.size(); ++i) {
+      db.add_bench_result(failed_row(group[i], device, threads, error));
+      std::cout << "  " << group[i].c.method << " at " << group[i].c.seq_len << ": failed: " << error << std::endl;
+      measured.push_back(db.bench_results().back());
     }
-    const bool stopped = exit.signalled && (exit.code == SIGINT || exit.code == SIGTERM) && stop_signal();
-    if (stopped) break;
-    // It died before storing anything: record that, and go on.
-    store::BenchResult r;
-    r.method = p.c.method;
-    r.dataset = p.c.dataset;
-    r.seq_len = p.c.seq_len;
-    r.batch_size = p.c.batch_size;
-    r.device = device.str();
-    r.device_name = compat::device_name(device);
-    r.torch_version = compat::torch_version();
-    r.git_revision = build_info::git_revision();
-    r.threads = compat::configure_threads(threads);
-    r.status = "failed";
-    r.error = "bench process " + exit.describe();
-    if (exit.signalled && exit.code == SIGKILL && device.is_cpu()) r.error += "; on the CPU usually the kernel's out-of-memory killer";
-    r.config_toml = p.config_toml;
-    db.add_bench_result(r);
-    std::cout << "  failed: " << r.error << std::endl;
-    rows = db.bench_results();
-    measured.push_back(rows.back());
   }
 
   if (!measured.empty()) std::cout << "\n" << bench_table(measured, /*context=*/false);
@@ -300,29 +330,31 @@ int cmd_bench(const Args& raw_args, const std::string& self_exe) {
 }
 
 int cmd_bench_one(const Args& args) {
-  po::options_description options("attnlab bench-one (internal: one bench measurement in this process)");
+  po::options_description options("attnlab bench-one (internal: bench measurements in this process, one after another)");
   options.add_options()
       ("db", po::value<std::string>()->required(), "results database")
-      ("config-toml", po::value<std::string>()->required(), "the resolved configuration (TOML text)");
+      ("config-toml", po::value<std::vector<std::string>>()->required(), "a resolved configuration (TOML text), one per measurement");
   add_plugins_option(options);
   add_device_option(options);
   add_threads_option(options);
   add_cache_dir_option(options);
   const auto vm = parse_command_line("bench-one", args, options);
   const auto registry = load_plugins(plugin_folders(vm), /*report_refused=*/false);
-  const std::string text = vm["config-toml"].as<std::string>();
-  const BenchCase c = parse_bench_config(text, "bench configuration", registry);
-  const store::BenchResult r = run_bench_case(c, text, registry, vm["device"].as<std::string>(), vm["threads"].as<int>(),
-                                              vm["cache-dir"].as<std::string>());
-  // The database is opened after measuring: nothing of it counts in the peak.
-  store::Database db(vm["db"].as<std::string>());
-  db.add_bench_result(r);
-  if (r.status == "done")
-    std::printf("  done: step %.3g s (min %.3g, max %.3g), peak %s\n", r.step_seconds_median, r.step_seconds_min,
-                r.step_seconds_max, format_bytes(r.peak_memory_bytes).c_str());
-  else
-    std::printf("  %s: %s\n", r.status.c_str(), r.error.c_str());
-  std::fflush(stdout);
+  const std::string device = vm["device"].as<std::string>();
+  for (const auto& text : vm["config-toml"].as<std::vector<std::string>>()) {
+    const BenchCase c = parse_bench_config(text, "bench configuration", registry);
+    const store::BenchResult r = run_bench_case(c, text, registry, device, vm["threads"].as<int>(), vm["cache-dir"].as<std::string>());
+    // The database is opened after measuring: nothing of it counts in the peak.
+    store::Database db(vm["db"].as<std::string>());
+    db.add_bench_result(r);
+    if (r.status == "done")
+      std::printf("  %lld tokens: done: step %.3g s (min %.3g, max %.3g), peak %s\n", static_cast<long long>(r.seq_len),
+                  r.step_seconds_median, r.step_seconds_min, r.step_seconds_max, format_bytes(r.peak_memory_bytes).c_str());
+    else
+      std::printf("  %lld tokens: %s: %s\n", static_cast<long long>(r.seq_len), r.status.c_str(), r.error.c_str());
+    std::fflush(stdout);
+    compat::release_cached_memory(compat::parse_device(device));  // the next measurement starts from an empty cache
+  }
   return 0;
 }
 

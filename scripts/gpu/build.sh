@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Run ON the GPU machine, in the project root, with .gpu-debs/ carried there (scripts/gpu/fetch-debs.sh
-# fills it here). The image has CUDA, CMake, ninja and python3 with PyTorch 2.x, whose LibTorch
-# (with CUDA) the build links; it cannot install anything and has no network. So: unpack the carried
-# Debian packages under $DEBROOT (/opt/debroot; never over /, which they could break), point CMake
-# at them and at torch.utils.cmake_prefix_path, configure build-gpu/ (Release, Ninja) and build with
-# every core. Extra arguments go to CMake's configure. Writes build-gpu/gpu-env.sh: source it before
-# running the binaries or the tests (scripts/gpu/round.sh does). With $OUT set (the device tool sets
-# it) the output is also kept in $OUT/build.log.
+# The fallback of the GPU round: scripts/gpu/round.sh runs it when the tree carried from here
+# (scripts/gpu/pack.sh) does not load there. Run ON the GPU machine, in the project root, with
+# .gpu-debs/ carried there (scripts/gpu/fetch-debs.sh fills it here). The image has CUDA, CMake,
+# ninja and python3 with PyTorch 2.x, whose LibTorch (with CUDA) the build links; it cannot install
+# anything and has no network. So: unpack the carried Debian packages under $DEBROOT (/opt/debroot;
+# never over /, which they could break), point CMake at them and at torch.utils.cmake_prefix_path,
+# configure build-gpu/ (Release, Ninja) and build with every core. Extra arguments go to CMake's
+# configure. Writes build-gpu/gpu-env.sh: source it before running build-gpu's binaries or tests by
+# hand. GPU_INSTALL_PREFIX=DIR installs the runtime there too. With $OUT set the output is also
+# kept in $OUT/build.log.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 started=$(date +%s)  # round.sh times the rest of the device call from here (gpu-env.sh keeps it)
@@ -101,3 +103,5 @@ if ! cmake --build "$build" -j"$(nproc)" ${GPU_BUILD_TARGETS:+--target $GPU_BUIL
 fi
 plugins=("$build"/plugins/attn_*.so)
 say "built in $(( $(date +%s) - started ))s: $build/runner/attnlab, ${#plugins[@]} attention plugins; next: source $build/gpu-env.sh"
+# GPU_INSTALL_PREFIX: install the runtime there too (round.sh's fallback: the tree it runs)
+[ -z "${GPU_INSTALL_PREFIX:-}" ] || cmake --install "$build" --prefix "$GPU_INSTALL_PREFIX" --component runtime >/dev/null

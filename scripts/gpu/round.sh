@@ -1,127 +1,296 @@
 #!/usr/bin/env bash
-# The GPU round: ON the GPU machine, in the project root, after scripts/gpu/build.sh in the same
-# device call (scripts/gpu/README.md). Stages: attnlab env; `attnlab check` of every attention
-# plugin on the GPU; `attnlab bench` in fp32 and in bf16, and the attention forward alone in bf16
-# (softmax's TFLOP/s); the stored bench table; the CTest suite
-# last (what only a GPU can tell comes first: device time is short, and CI runs the suite anyway).
-# Everything lands in $OUT (./gpu-out if unset): a log per stage and summary.txt, one line per
-# stage. A stage that fails or runs out of its time is recorded and the round goes on.
+# The GPU round (scripts/gpu/README.md): ON the GPU machine, in the project root, with .gpu-tree/
+# carried (scripts/gpu/pack.sh builds it here against the LibTorch 2.11 + CUDA 13.0 that the
+# machine's python3 has), so that nothing is compiled there. With ROUND_DEVICE=cpu it is the CPU
+# stand-in: the same stages at toy sizes, to know here that each one starts and ends.
 #
-# Knobs (environment):
-#   ROUND_SKIP=tests,bench       stages left out: env, tests, checks, bench (all three), bench-fp32, bench-bf16, bench-attn, show
-#   ROUND_METHODS=softmax,performer  attention methods checked and benched (default: every plugin found)
-#   ROUND_LENGTHS=1024,4096,16384  ROUND_BATCH=32  ROUND_DEVICE=cuda:0
-#   ROUND_BENCH_ARGS="--steps 3"  ROUND_CTEST_ARGS="--label-exclude integration"  (added to those commands)
-#   ROUND_{ENV,TESTS,CHECKS,CHECK,BENCH,SHOW}_S  seconds per stage (CHECK: one method; BENCH: each precision)
-#   ROUND_END=<epoch seconds>    when the whole round must be over; 0: no overall limit (default below)
+# Stages, in order of what only a GPU can tell (each within its own time; one that fails or runs out
+# is recorded and the round goes on; a line per stage in summary.txt):
+#   setup        the machine, the tree loaded against the machine's LibTorch, attnlab env
+#                (if the tree does not load and .gpu-debs/ was carried: scripts/gpu/build.sh there)
+#   checks       attnlab check of every method on the device: fp32, and bf16 + fp16 autocast
+#   determinism  a ListOps job (2,000 tokens, batch 32, deterministic = true) twice: same curves?
+#   resume       the same job, its process killed after a checkpoint, resumed: the same curves?
+#   listops-step the training step of softmax and Skyformer at the paper's ListOps shape (fp32,
+#                2,000 tokens, batch 32), held against 10 ms
+#   listops-*    softmax, then Skyformer, at conf/skyformer-lra.toml's ListOps settings, each for as
+#                many of the 50,000 steps as fit in half of ROUND_LISTOPS_S (from its step time)
+#   bench-*      attnlab bench at 1K/4K/16K, batch 32: step bf16, attention-only bf16, step fp32,
+#                attention-only fp32 (every method; each row stored as it is measured)
+#   show         the stored bench rows and the ListOps results as tables
+# Everything lands in $OUT (./gpu-out if unset), at most the 8 files the device tool brings back.
+#
+# Knobs (environment): ROUND_DEVICE (cuda:0), ROUND_METHODS=a,b (default: every method found),
+# ROUND_SKIP=checks,bench-fp32,... (stage names), ROUND_LENGTHS (1024,4096,16384), ROUND_BATCH (32),
+# ROUND_BENCH_ARGS ("--warmup 2 --steps 5"), ROUND_CHECK_JOBS (4 checks at once), seconds per stage:
+# ROUND_CHECKS_S ROUND_DETERMINISM_S ROUND_RESUME_S ROUND_LISTOPS_S ROUND_BENCH_S (each bench);
+# ROUND_END (epoch seconds by which everything must be over; default: this script's start + 570);
+# ROUND_TORCH_LIB (the LibTorch libraries to run against; default: python3's torch's).
 set -uo pipefail  # no -e: a stage that fails is recorded, and the round goes on
 cd "$(dirname "$0")/../.." || exit 1
-build=${BUILD_DIR:-build-gpu}
+started=$(date +%s)
+tree=$PWD/${ROUND_TREE:-.gpu-tree}
 out=${OUT:-$PWD/gpu-out}
 device=${ROUND_DEVICE:-cuda:0}
-lengths=${ROUND_LENGTHS:-1024,4096,16384}
-batch=${ROUND_BATCH:-32}
-env_s=${ROUND_ENV_S:-60} tests_s=${ROUND_TESTS_S:-300} checks_s=${ROUND_CHECKS_S:-300}
-check_s=${ROUND_CHECK_S:-90} bench_s=${ROUND_BENCH_S:-300} show_s=${ROUND_SHOW_S:-60}
-
-if [ ! -f "$build/gpu-env.sh" ]; then echo "round: no $build/gpu-env.sh: run scripts/gpu/build.sh first" >&2; exit 1; fi
-# shellcheck source=/dev/null
-. "$build/gpu-env.sh"
-attnlab=$build/runner/attnlab
-mkdir -p "$out"
+work=${ROUND_WORK:-/tmp/attnlab-round}  # databases, checkpoints, the generated ListOps (1 GB)
+mkdir -p "$out" "$work"
 summary=$out/summary.txt
 : >"$summary"
 
-# The device tool kills a call at its timeout_s (600 s at most), and with it this summary. So unless
-# ROUND_END says otherwise the round ends ROUND_CALL_S (570) s after the call began: after build.sh
-# began if that was in this same call (gpu-env.sh says when), else after this script began.
-now=$(date +%s) call_s=${ROUND_CALL_S:-570}
-began=$now
-(( now - ${GPU_BUILD_STARTED:-0} < call_s )) && began=$GPU_BUILD_STARTED
-end=${ROUND_END:-$(( began + call_s ))}
+# Sizes: the GPU round's, or the CPU stand-in's (the same stages, small enough for 2 cores)
+if [ "$device" = cpu ]; then
+  standin=1 default_methods=softmax,skyformer
+  lengths=${ROUND_LENGTHS:-64,128} batch=${ROUND_BATCH:-2} bench_args=${ROUND_BENCH_ARGS:-"--warmup 1 --steps 2"}
+  train_len=128 train_batch=4 train_rows=400 det_steps=30 ckpt_every=10 det_eval=(10 4) listops_eval=(100 4)
+else
+  standin="" default_methods=""
+  lengths=${ROUND_LENGTHS:-1024,4096,16384} batch=${ROUND_BATCH:-32} bench_args=${ROUND_BENCH_ARGS:-"--warmup 2 --steps 5"}
+  # the determinism job: 300 steps, evaluated every 100 on 10 batches; the long runs as the paper
+  train_len=2000 train_batch=32 train_rows=96000 det_steps=300 ckpt_every=100 det_eval=(100 10) listops_eval=(500 62)
+fi
+checks_s=${ROUND_CHECKS_S:-80} determinism_s=${ROUND_DETERMINISM_S:-75} resume_s=${ROUND_RESUME_S:-45}
+listops_s=${ROUND_LISTOPS_S:-120} bench_s=${ROUND_BENCH_S:-45} check_jobs=${ROUND_CHECK_JOBS:-4}
+end=${ROUND_END:-$(( started + 570 ))}  # the device tool ends a call at 600 s
 
 say() { echo "round: $*" | tee -a "$summary"; }
-# report STAGE VERDICT SECONDS LOG [DETAIL]: the stage's line, in summary.txt and on stdout
-report() { printf '%-11s %-16s %5ss  %-15s %s\n' "$1" "$2" "$3" "$4" "${5:-}" | tee -a "$summary"; }
-skipped() { [[ ",${ROUND_SKIP:-}," == *",$1,"* || ",${ROUND_SKIP:-}," == *",${1%%-*},"* ]]; }
-# limit S: S seconds, or fewer if the round's end comes sooner (10 s kept to wrap up)
-limit() {
-  local s=$1 left=$(( end - $(date +%s) - 10 ))
-  (( end > 0 && left < s )) && s=$left
-  echo "$s"
-}
+report() { printf '%-15s %-13s %5ss  %s\n' "$1" "$2" "$3" "${4:-}" | tee -a "$summary"; }
+skipped() { [[ ",${ROUND_SKIP:-}," == *",$1,"* ]]; }
 verdict() { case $1 in 0) echo ok ;; 124 | 137) echo TIMEOUT ;; *) echo "FAILED($1)" ;; esac; }
-# detail STAGE LOG: a few words from the log for the summary line
-detail() {
-  case $1 in
-    tests) grep -E 'tests passed|No tests were found' "$out/$2" | tail -1 ;;
-  esac
-}
-
-# stage NAME SECONDS LOG CMD...: CMD within its time, its output appended to $out/LOG
+# stage NAME SECONDS LOG COMMAND...: COMMAND (a program, or a function exported below) within its
+# seconds or what is left before the end (10 s kept to wrap up, 30 more for the last stage, show),
+# its output appended to $out/LOG.
+# `timeout` ends the command's whole process group. The summary line ends with the last line the
+# command wrote that starts with "=> ".
 stage() {
-  local name=$1 want=$2 s log=$3 t0=$SECONDS rc
-  s=$(limit "$want")
+  local name=$1 s=$2 log=$out/$3 t0=$SECONDS rc left
   shift 3
-  if skipped "$name"; then report "$name" skipped 0 "$log"; return; fi
-  if (( s < 1 || (s < 5 && s < want) )); then report "$name" "no time left" 0 "$log"; return; fi
-  { echo "### $name (at most ${s}s): $*"; timeout -k 10 "$s" "$@"; } >>"$out/$log" 2>&1
+  left=$(( end - $(date +%s) - 10 ))
+  [ "$name" = show ] || left=$(( left - 30 ))  # kept for the tables
+  (( left < s )) && s=$left
+  if skipped "$name"; then report "$name" skipped 0; return 1; fi
+  if (( s < 5 )); then report "$name" "no time left" 0; return 1; fi
+  echo "### $name (at most ${s}s): $*" >>"$log"
+  local from=$(( $(wc -l <"$log") + 1 ))
+  timeout -k 5 "$s" "$@" >>"$log" 2>&1
   rc=$?
-  report "$name" "$(verdict $rc)" $(( SECONDS - t0 )) "$log" "$(detail "$name" "$log")"
+  report "$name" "$(verdict $rc)" $(( SECONDS - t0 )) "$(tail -n "+$from" "$log" | grep '^=> ' | tail -1 | cut -c4-)"
+  return $rc
 }
 
-# checks: `attnlab check M --device D` per method, each its own process and time limit, one log
+# --- setup: the tree against this machine's LibTorch --------------------------------------------
+setup_log=$out/setup.log
+{
+  echo "### machine"
+  sed -n 's/^PRETTY_NAME=//p' /etc/os-release 2>/dev/null | tr -d '"'
+  echo "$(nproc) cores, $(ldd --version 2>/dev/null | head -1)"
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 || true
+  python3 -c 'import torch; print("python3: torch", torch.__version__, "CUDA", torch.version.cuda)' 2>&1
+} >>"$setup_log"
+torch_lib=${ROUND_TORCH_LIB:-$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))' 2>>"$setup_log")}
+# attnlab through a wrapper that puts first the tree's copies of the Debian libraries the machine
+# lacks, then the machine's LibTorch and the CUDA runtime beside it (libattnlab_core links
+# libcudart itself) (LD_LIBRARY_PATH comes before the RUNPATH the binaries carry, which names where
+# they were built); the machine's own programs (python3) never see them
+cuda_lib=$(cd "$torch_lib/../../nvidia/cu13/lib" 2>/dev/null && pwd)
+attnlab=$work/attnlab
+cat >"$attnlab" <<EOF
+#!/bin/sh
+LD_LIBRARY_PATH="$tree/lib/system:$torch_lib:$cuda_lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}" exec "$tree/bin/attnlab" "\$@"
+EOF
+chmod +x "$attnlab"
+echo "### attnlab env, by $(tail -1 "$attnlab")" >>"$setup_log"
+if ! "$attnlab" env >>"$setup_log" 2>&1; then
+  say "the carried tree does not load against ${torch_lib:-no LibTorch} (setup.log says why)"
+  if [ -d .gpu-debs ] && [ -z "$standin" ]; then
+    say "building it here instead (scripts/gpu/build.sh), $(( end - $(date +%s) ))s left"
+    OUT="" GPU_INSTALL_PREFIX=$tree bash scripts/gpu/build.sh -DBUILD_TESTING=OFF >>"$setup_log" 2>&1
+    "$attnlab" env >>"$setup_log" 2>&1 || { say "the tree built here does not load either"; exit 1; }
+  else
+    exit 1
+  fi
+fi
+report setup ok $(( $(date +%s) - started )) "$(grep -E '^(LibTorch|CUDA|devices) ' "$setup_log" | tr -s ' ' | paste -sd ';')"
+say "$(date -u '+%F %T UTC'), device $device, ends by $(date -u -d "@$end" '+%T UTC')${standin:+, CPU stand-in sizes}"
+
+methods=${ROUND_METHODS:-$default_methods}
+if [ -z "$methods" ]; then  # the names under "Attention methods:" in `attnlab plugins`
+  methods=$("$attnlab" plugins 2>/dev/null |
+    awk '/^Attention methods:/ {a = 1; next} /^[^ ]/ {a = 0} a && /^  [^ ]/ {print $1}' | paste -sd,)
+fi
+say "methods: $methods"
+export attnlab device work out methods check_jobs train_len train_batch train_rows
+
+# --- checks: the conformance suite of every method on the device, a few at once -----------------
+check_one() {  # METHOD: its own log, the exit status as its last line
+  "$attnlab" check "$1" --device "$device" >"$work/check-$1.log" 2>&1
+  echo "### check $1: exit $?" >>"$work/check-$1.log"
+}
 checks() {
-  local log=check.log t0=$SECONDS stop s m rc passed=0 failed=()
-  if skipped checks; then report checks skipped 0 $log; return; fi
-  if (( ${#methods[@]} == 0 )); then report checks "FAILED" 0 $log "no attention methods listed"; return; fi
-  stop=$(( $(date +%s) + $(limit "$checks_s") ))
-  for m in "${methods[@]}"; do
-    s=$(( stop - $(date +%s) ))
-    (( s > check_s )) && s=$check_s
-    if (( s < 1 || (s < 5 && s < check_s) )); then failed+=("${m}:no-time"); continue; fi
-    { echo "### check $m (at most ${s}s)"; timeout -k 10 "$s" "$attnlab" check "$m" --device "$device"; } >>"$out/$log" 2>&1
-    rc=$?
-    echo "### check $m: $(verdict $rc)" >>"$out/$log"
-    if (( rc == 0 )); then passed=$(( passed + 1 )); else failed+=("${m}:$(verdict $rc)"); fi
+  local m failed=() count=0
+  rm -f "$work"/check-*.log
+  tr , '\n' <<<"$methods" | xargs -P "$check_jobs" -I{} bash -c 'check_one {}'
+  for m in ${methods//,/ }; do
+    count=$(( count + 1 ))
+    cat "$work/check-$m.log" 2>/dev/null || echo "### check $m: no log"
+    grep -q "^### check $m: exit 0$" "$work/check-$m.log" 2>/dev/null || failed+=("$m")
   done
-  report checks "$( (( ${#failed[@]} )) && echo FAILED || echo ok)" $(( SECONDS - t0 )) $log \
-    "$passed/${#methods[@]} passed${failed:+; not: ${failed[*]}}"
+  echo "=> $(( count - ${#failed[@]} ))/$count methods pass every check${failed:+; not: ${failed[*]}}"
+  (( ${#failed[@]} == 0 ))
 }
+export -f check_one checks
+stage checks "$checks_s" checks.log bash -c checks
 
-say "$(date -u '+%F %T UTC'), $(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null || echo 'no nvidia-smi')"
-say "device $device, lengths $lengths, batch $batch, skip '${ROUND_SKIP:-}', ends by $( (( end > 0 )) && date -u -d "@$end" '+%T UTC' || echo 'no limit')"
-[ -x "$attnlab" ] || say "no $attnlab: the stages that run it will fail"
-if [ -n "${ROUND_METHODS:-}" ]; then
-  IFS=, read -ra methods <<<"$ROUND_METHODS"
-else  # the names under "Attention methods:" in `attnlab plugins` (two spaces in; details are deeper)
-  mapfile -t methods < <("$attnlab" plugins 2>/dev/null |
-    awk '/^Attention methods:/ {a = 1; next} /^[^ ]/ {a = 0} a && /^  [^ ]/ {print $1}')
+# --- training: ListOps generated by LRA's rules, one experiment file per use ---------------------
+# job_file NAME METHODS STEPS EVAL_EVERY EVAL_BATCHES [TRAIN LINES]: conf/skyformer-lra.toml's
+# ListOps model and optimiser (warm-up 1,000 steps, or a tenth of a shorter run); prints its path
+job_file() {
+  local file=$work/$1.toml warmup=$(( $3 / 10 < 1000 ? $3 / 10 : 1000 )) m
+  {
+    printf '[experiment]\nname = "gpu-round-%s"\nseeds = [1]\n' "$1"
+    printf '[model]\nlayers = 2\ndim = 64\nffn_dim = 128\nheads = 2\nhead_dim = 32\ndropout = 0.1\n'
+    printf '[train]\nsteps = %s\nbatch_size = %s\nlr = 0.0001\nwarmup = %s\ndecay = "linear"\neps = 1e-6\n' "$3" "$train_batch" "$warmup"
+    printf 'eval_every = %s\neval_batches = %s\nvariance_passes = 0\n%b\n' "$4" "$5" "${6:-}"
+    printf '[datasets.listops]\nsource = "generate"\nmax_len = %s\ntrain_size = %s\n' "$train_len" "$train_rows"
+    for m in ${2//,/ }; do
+      printf '[methods.%s]\n' "$m"
+      case $m in softmax) echo "dropout = 0.1" ;; skyformer) echo "landmarks = 128" ;; esac
+    done
+  } >"$file"
+  echo "$file"
+}
+run_job() {  # FILE DB: attnlab run on the device, the generated data cached in $work
+  "$attnlab" run "$1" --db "$2" --devices "$device" --cache-dir "$work/cache"
+}
+# same_runs DB_A DB_B: the done runs of two databases, every curve point and every result but the
+# timings, compared exactly
+same_runs() {
+  python3 - "$1" "$2" <<'EOF'
+import sqlite3, sys
+def read(path):
+    db = sqlite3.connect(path)
+    run = db.execute("SELECT run_id FROM job_outcomes WHERE state = 'done'").fetchone()
+    if run is None: sys.exit(f"=> {path}: no done job")
+    curves = db.execute("SELECT split, name, step, value FROM curves WHERE run_id = ? ORDER BY 1, 2, 3", run).fetchall()
+    timing = ("wall_seconds", "train_seconds", "steps_per_second", "peak_memory_bytes")
+    results = db.execute(f"SELECT name, value FROM results WHERE run_id = ? AND name NOT IN {timing} ORDER BY 1", run).fetchall()
+    return curves, results
+(ca, ra), (cb, rb) = read(sys.argv[1]), read(sys.argv[2])
+only = {c[:3] for c in ca} ^ {c[:3] for c in cb}
+differ = [(a, b) for a, b in zip(ca, cb) if a != b]
+same = not only and not differ and ra == rb
+print(f"=> {'identical' if same else 'DIFFERENT'}: {len(ca)} and {len(cb)} curve points, {len(only)} in one only, "
+      f"{len(differ)} values differ; {len(ra)} results {'equal' if ra == rb else 'differ'}")
+for a, b in differ[:5]: print("first differences:", a, b)
+if ra != rb: print("results:", ra, rb)
+sys.exit(0 if same else 1)
+EOF
+}
+result_of() {  # DB METRIC [METHOD]: a result of the job of METHOD that ended done
+  python3 -c 'import sqlite3, sys
+row = sqlite3.connect(sys.argv[1]).execute(
+    "SELECT value FROM job_results WHERE state = ? AND metric = ? AND method LIKE ?", ("done", sys.argv[2], sys.argv[3])).fetchone()
+print(format(row[0], "g") if row else "")' "$1" "$2" "${3:-%}"
+}
+determinism() {
+  run_job "$det_file" "$work/det-a.db" && run_job "$det_file" "$work/det-b.db" && same_runs "$work/det-a.db" "$work/det-b.db"
+}
+# resume: the job's own process (exec-job) SIGKILLed once its first checkpoint is on disk; the
+# worker counts that attempt as lost and starts another, which resumes from the checkpoint
+resume() {
+  run_job "$det_file" "$work/resume.db" &
+  local run=$! polls=0
+  until ls "$work"/resume.db.ckpt/*.resume.pt >/dev/null 2>&1; do
+    kill -0 "$run" 2>/dev/null || { echo "=> the run ended before its first checkpoint"; return 1; }
+    sleep 0.1
+    polls=$(( polls + 1 ))
+  done
+  pkill -KILL -f "exec-job --db $work/resume.db" && echo "killed the job process after its first checkpoint (${polls} polls)"
+  wait "$run" || return 1
+  same_runs "$work/det-a.db" "$work/resume.db"
+}
+export -f job_file run_job same_runs result_of determinism resume
+det_file=$(job_file determinism softmax "$det_steps" "${det_eval[@]}" "checkpoint_every = $ckpt_every\ndeterministic = true")
+export det_file
+rm -rf "$work"/det-a.db* "$work"/det-b.db* "$work"/resume.db* "$work"/listops.db*
+stage determinism "$determinism_s" train.log bash -c determinism
+if [ -f "$work/det-a.db" ]; then
+  stage resume "$resume_s" train.log bash -c resume
+else
+  report resume skipped 0 "no determinism run to compare with"
 fi
-say "methods (${#methods[@]}): ${methods[*]}"
 
-bench=(--device "$device" --db "$out/bench.db" --lengths "$lengths" --batch-size "$batch")
-[ -z "${ROUND_METHODS:-}" ] || bench+=(--methods "$ROUND_METHODS")
+# listops: first the step of each method at the jobs' shape (fp32, batch 32, 2,000 tokens: the
+# figure held against 10 ms), then each method for as many steps as fit in half of ROUND_LISTOPS_S.
+# A job's step costs its bench step plus what the loop adds (batches, logging: the determinism
+# run's softmax step less softmax's bench step); 10 s go to the start, the data and the test, 15%
+# to the evaluations every 500 steps.
+bench_run() {  # attnlab bench ARGS..., then "=> " the rows it stored: done, oom, failed
+  local before
+  before=$(python3 -c 'import sqlite3, sys
+try: print(sqlite3.connect(sys.argv[1]).execute("SELECT coalesce(max(id), 0) FROM bench_results").fetchone()[0])
+except sqlite3.Error: print(0)' "$out/bench.db")
+  "$attnlab" bench "$@"
+  python3 - "$out/bench.db" "$before" <<'EOF'
+import sqlite3, sys
+rows = sqlite3.connect(sys.argv[1]).execute(
+    "SELECT status, count(*) FROM bench_results WHERE id > ? GROUP BY status ORDER BY status", (int(sys.argv[2]),)).fetchall()
+print("=> rows: " + (", ".join(f"{n} {status}" for status, n in rows) or "none"))
+EOF
+}
+step_of() {  # METHOD: the median step seconds measured at the jobs' shape
+  python3 -c 'import sqlite3, sys
+row = sqlite3.connect(sys.argv[1]).execute("SELECT step_seconds_median FROM bench_results WHERE method = ? AND seq_len = ? "
+    "AND batch_size = ? AND status = ? ORDER BY id DESC", (sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), "done")).fetchone()
+print(row[0] if row else "")' "$out/bench.db" "$1" "$train_len" "$train_batch"
+}
+export -f bench_run
+rm -f "$out"/bench.db*
+stage listops-step 40 bench.log bash -c 'bench_run "$@"' bench_run --device "$device" --db "$out/bench.db" \
+  --methods softmax,skyformer --lengths "$train_len" --batch-size "$train_batch" --precision fp32
+rate=$( [ -f "$work/det-a.db" ] && result_of "$work/det-a.db" steps_per_second softmax )
+loop_s=$(python3 -c 'import sys; r, b = (float(x or 0) for x in sys.argv[1:]); print(max(0.0, 1 / r - b) if r > 0 and b > 0 else 0)' \
+  "$rate" "$(step_of softmax)")
+for m in softmax skyformer; do
+  step=$(step_of "$m")
+  left=$(( end - $(date +%s) - 10 ))
+  seconds=$(( listops_s / 2 < left ? listops_s / 2 : left ))
+  steps=$(python3 -c 'import sys
+step, loop, seconds, every = float(sys.argv[1] or 0), float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+steps = int((seconds - 10) * 0.85 / (step + loop)) // every * every if step > 0 else 0
+print(min(50000, steps) if steps >= every else 0)' "$step" "$loop_s" "$seconds" "${listops_eval[0]}")
+  if (( steps == 0 )); then
+    report "listops-$m" skipped 0 "no step time measured, or too little time for ${listops_eval[0]} steps"
+    continue
+  fi
+  say "listops-$m: its bench step ${step}s, the loop's ${loop_s}s more: $steps steps in ${seconds}s"
+  file=$(job_file "listops-$m" "$m" "$steps" "${listops_eval[@]}")
+  stage "listops-$m" "$seconds" train.log bash -c \
+    'run_job "$1" "$2" && echo "=> test accuracy $(result_of "$2" test_acc "$3") after $(result_of "$2" steps_done "$3") steps"' \
+    run_job "$file" "$work/listops.db" "$m"
+done
+
+# --- bench: each row stored as it is measured ----------------------------------------------------
+bench=(--device "$device" --db "$out/bench.db" --lengths "$lengths" --batch-size "$batch" --methods "$methods")
 # shellcheck disable=SC2206  # the extra arguments are words
-bench+=(${ROUND_BENCH_ARGS:-})
-# shellcheck disable=SC2206
-ctest_args=(${ROUND_CTEST_ARGS:-})
+bench+=($bench_args)
+stage bench-bf16 "$bench_s" bench.log bash -c 'bench_run "$@"' bench_run "${bench[@]}" --precision bf16
+stage bench-attn-bf16 "$bench_s" bench.log bash -c 'bench_run "$@"' bench_run "${bench[@]}" --precision bf16 --attention-only
+stage bench-fp32 "$bench_s" bench.log bash -c 'bench_run "$@"' bench_run "${bench[@]}" --precision fp32
+stage bench-attn-fp32 "$bench_s" bench.log bash -c 'bench_run "$@"' bench_run "${bench[@]}" --precision fp32 --attention-only
 
-stage env "$env_s" env.txt "$attnlab" env
-checks
-stage bench-fp32 "$bench_s" bench.log "$attnlab" bench "${bench[@]}" --precision fp32
-stage bench-bf16 "$bench_s" bench.log "$attnlab" bench "${bench[@]}" --precision bf16
-# the attention forward alone in bf16: softmax's TFLOP/s against the dense bf16 peak (989 on an H100)
-stage bench-attn "$bench_s" bench.log "$attnlab" bench "${bench[@]}" --precision bf16 --attention-only
-# A bench stopped at its time limit leaves bench.db-wal and -shm beside bench.db (WAL mode), two
-# files over the 8 the device tool returns: fold them in (the last connection to close does).
-if [ -e "$out/bench.db-wal" ]; then
-  python3 -c 'import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute("PRAGMA wal_checkpoint(TRUNCATE)"); c.close()' \
-    "$out/bench.db" || say "could not fold bench.db-wal into bench.db"
-fi
-stage show "$show_s" bench-show.txt "$attnlab" bench --show --db "$out/bench.db"
-stage tests "$tests_s" tests.log ctest --test-dir "$build" -j8 --timeout 900 --output-on-failure "${ctest_args[@]}"
-
-# the device tool brings back 8 files from $OUT at most (build.log, summary.txt and 6 logs/results)
+# --- the tables; each database folded into one file (a stage cut short leaves -wal and -shm) ------
+for db in "$out/bench.db" "$work/listops.db"; do
+  [ -f "$db" ] && python3 -c 'import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute("PRAGMA wal_checkpoint(TRUNCATE)")' "$db"
+done
+tables() {
+  "$attnlab" bench --show --db "$out/bench.db"
+  [ -f "$work/listops.db" ] || return 0
+  "$attnlab" results --db "$work/listops.db" --metric test_acc,best_val_acc,steps_done,steps_per_second,peak_memory_bytes
+  "$attnlab" table accuracy --db "$work/listops.db" --paper skyformer
+}
+export -f tables
+stage show 30 tables.txt bash -c tables
+[ -f "$work/listops.db" ] && cp "$work/listops.db" "$out/train.db"
+rm -f "$out"/*.db-wal "$out"/*.db-shm
 files=("$out"/*)
-say "done: ${#files[@]} files in $out$( (( ${#files[@]} > 8 )) && echo ' (over the 8 the device tool brings back)')"
+say "done in $(( $(date +%s) - started ))s: ${#files[@]} files in $out$( (( ${#files[@]} > 8 )) && echo ' (over the 8 the device tool brings back)')"

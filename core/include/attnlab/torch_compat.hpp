@@ -14,7 +14,7 @@ bool built_with_cuda();
 int cuda_device_count();       // 0 without CUDA
 std::string device_name(const c10::Device& device);  // GPU name, or the CPU model
 std::int64_t device_memory_bytes(const c10::Device& device);  // a GPU's total memory, or the machine's (MemTotal)
-// "runtime 12.4, driver 12.6, cuDNN 90100" in a CUDA build; "" without CUDA.
+// "runtime 13.0, driver 13.0, cuDNN 91900" in a CUDA build ("driver none" where no GPU driver is); "" without CUDA.
 std::string cuda_versions();
 
 // Parses "cpu", "cuda", "cuda:N"; throws std::invalid_argument naming the device when it is
@@ -26,6 +26,9 @@ c10::Device parse_device(const std::string& text);
 void reset_peak_memory(const c10::Device& device);
 std::int64_t peak_memory_bytes(const c10::Device& device);
 void synchronize(const c10::Device& device);
+// Gives the CUDA caching allocator's unused blocks back to the device, so that the next
+// measurement in this process starts from an empty cache (nothing on the CPU).
+void release_cached_memory(const c10::Device& device);
 
 // True for CUDA out-of-memory errors (c10::OutOfMemoryError on 2.x, a c10::Error saying so on
 // 1.13) and std::bad_alloc.
@@ -39,8 +42,19 @@ int configure_threads(int requested);
 #include <ATen/core/Tensor.h>
 
 namespace attnlab::compat {
-// softmax(q kᵀ / √Dh + mask) v over [B, H, N, Dh] with key_valid [B, N] (true = real token).
-// LibTorch ≥ 2 runs the fused scaled_dot_product_attention kernel; 1.13 the explicit formula.
+// softmax(q kᵀ / √Dh + mask) v over [B, H, N, Dh] with key_valid [B, N] (true = real token), dropout
+// on the probabilities while training. LibTorch ≥ 2 runs at::scaled_dot_product_attention, which
+// picks a fused kernel where it has one for the inputs (the CPU's flash kernel for float and bf16
+// with a mask; on CUDA one of its own, of which flash takes no mask) and its math path otherwise
+// (double, dropout on the CPU). LibTorch 1.13 runs explicit_softmax_attention.
 at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                         const at::Tensor& key_valid, double dropout, bool training);
+// Which kernel scaled_dot_product_attention runs for these inputs: "flash", "memory-efficient",
+// "cudnn" or "math" (LibTorch's choice on 2.x), "explicit" on 1.13.
+std::string softmax_attention_kernel(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                     const at::Tensor& key_valid, double dropout, bool training);
+// The same formula written out (two matmuls and a softmax, one n×n tensor kept for the backward),
+// on every LibTorch: 1.13's only path, and on 2.x the reference the fused kernels are tested against.
+at::Tensor explicit_softmax_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                      const at::Tensor& key_valid, double dropout, bool training);
 }  // namespace attnlab::compat
