@@ -25,11 +25,13 @@
 # ROUND_BENCH_ARGS ("--warmup 2 --steps 5"), ROUND_CHECK_JOBS (4 checks at once), seconds per stage:
 # ROUND_CHECKS_S ROUND_DETERMINISM_S ROUND_RESUME_S ROUND_LISTOPS_S ROUND_BENCH_S (each bench);
 # ROUND_END (epoch seconds by which everything must be over; default: this script's start + 570);
-# ROUND_TORCH_LIB (the LibTorch libraries to run against; default: python3's torch's).
+# ROUND_TORCH_LIB (the LibTorch libraries to run against; default: python3's torch's), ROUND_TREE
+# (.gpu-tree), ROUND_WORK (/tmp/attnlab-round: databases, checkpoints, the generated ListOps).
 set -uo pipefail  # no -e: a stage that fails is recorded, and the round goes on
 cd "$(dirname "$0")/../.." || exit 1
 started=$(date +%s)
-tree=$PWD/${ROUND_TREE:-.gpu-tree}
+tree=${ROUND_TREE:-.gpu-tree}
+[[ $tree == /* ]] || tree=$PWD/$tree
 out=${OUT:-$PWD/gpu-out}
 device=${ROUND_DEVICE:-cuda:0}
 work=${ROUND_WORK:-/tmp/attnlab-round}  # databases, checkpoints, the generated ListOps (1 GB)
@@ -41,12 +43,12 @@ summary=$out/summary.txt
 if [ "$device" = cpu ]; then
   standin=1 default_methods=softmax,skyformer
   lengths=${ROUND_LENGTHS:-64,128} batch=${ROUND_BATCH:-2} bench_args=${ROUND_BENCH_ARGS:-"--warmup 1 --steps 2"}
-  train_len=128 train_batch=4 train_rows=400 det_steps=30 ckpt_every=10 det_eval=(10 4) listops_eval=(100 4)
+  train_len=128 train_batch=4 train_rows=400 eval_rows=40 det_steps=30 ckpt_every=10 det_eval=(10 4) listops_eval=(100 4)
 else
   standin="" default_methods=""
   lengths=${ROUND_LENGTHS:-1024,4096,16384} batch=${ROUND_BATCH:-32} bench_args=${ROUND_BENCH_ARGS:-"--warmup 2 --steps 5"}
   # the determinism job: 300 steps, evaluated every 100 on 10 batches; the long runs as the paper
-  train_len=2000 train_batch=32 train_rows=96000 det_steps=300 ckpt_every=100 det_eval=(100 10) listops_eval=(500 62)
+  train_len=2000 train_batch=32 train_rows=96000 eval_rows=2000 det_steps=300 ckpt_every=100 det_eval=(100 10) listops_eval=(500 62)
 fi
 checks_s=${ROUND_CHECKS_S:-80} determinism_s=${ROUND_DETERMINISM_S:-75} resume_s=${ROUND_RESUME_S:-45}
 listops_s=${ROUND_LISTOPS_S:-120} bench_s=${ROUND_BENCH_S:-45} check_jobs=${ROUND_CHECK_JOBS:-4}
@@ -118,7 +120,7 @@ if [ -z "$methods" ]; then  # the names under "Attention methods:" in `attnlab p
     awk '/^Attention methods:/ {a = 1; next} /^[^ ]/ {a = 0} a && /^  [^ ]/ {print $1}' | paste -sd,)
 fi
 say "methods: $methods"
-export attnlab device work out methods check_jobs train_len train_batch train_rows
+export attnlab device work out methods check_jobs train_len train_batch train_rows eval_rows
 
 # --- checks: the conformance suite of every method on the device, a few at once -----------------
 check_one() {  # METHOD: its own log, the exit status as its last line
@@ -150,7 +152,8 @@ job_file() {
     printf '[model]\nlayers = 2\ndim = 64\nffn_dim = 128\nheads = 2\nhead_dim = 32\ndropout = 0.1\n'
     printf '[train]\nsteps = %s\nbatch_size = %s\nlr = 0.0001\nwarmup = %s\ndecay = "linear"\neps = 1e-6\n' "$3" "$train_batch" "$warmup"
     printf 'eval_every = %s\neval_batches = %s\nvariance_passes = 0\n%b\n' "$4" "$5" "${6:-}"
-    printf '[datasets.listops]\nsource = "generate"\nmax_len = %s\ntrain_size = %s\n' "$train_len" "$train_rows"
+    printf '[datasets.listops]\nsource = "generate"\nmax_len = %s\ntrain_size = %s\nval_size = %s\ntest_size = %s\n' \
+      "$train_len" "$train_rows" "$eval_rows" "$eval_rows"
     for m in ${2//,/ }; do
       printf '[methods.%s]\n' "$m"
       case $m in softmax) echo "dropout = 0.1" ;; skyformer) echo "landmarks = 128" ;; esac
