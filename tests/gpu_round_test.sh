@@ -18,7 +18,7 @@ OUT=$scratch/out ROUND_TREE=$scratch/tree ROUND_WORK=$scratch/work ROUND_DEVICE=
   { cat "$scratch/round.log"; fail "round.sh exited $?"; }
 summary=$scratch/out/summary.txt
 for stage in setup checks determinism resume listops-step listops-softmax listops-skyformer \
-             bench-bf16 bench-attn-bf16 bench-fp32 bench-attn-fp32 show; do
+             bench-bf16 bench-attn-bf16 bench-attn-d128 bench-fp32 bench-attn-fp32 show; do
   grep -qE "^$stage +ok " "$summary" || fail "stage $stage did not end ok"
 done
 grep -qE '^checks +ok .* 2/2 methods pass every check' "$summary" || fail "the checks' figure"

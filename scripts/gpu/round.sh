@@ -16,7 +16,8 @@
 #   listops-*    softmax, then Skyformer, at conf/skyformer-lra.toml's ListOps settings, each for as
 #                many of the 50,000 steps as fit in half of ROUND_LISTOPS_S (from its step time)
 #   bench-*      attnlab bench at 1K/4K/16K, batch 32: step bf16, attention-only bf16, step fp32,
-#                attention-only fp32 (every method; each row stored as it is measured)
+#                attention-only fp32 (every method; each row stored as it is measured); and
+#                softmax's attention-only bf16 at 16K with heads of 128 (bench-attn-d128)
 #   show         the stored bench rows and the ListOps results as tables
 # Everything lands in $OUT (./gpu-out if unset), at most the 8 files the device tool brings back.
 #
@@ -278,6 +279,12 @@ bench=(--device "$device" --db "$out/bench.db" --lengths "$lengths" --batch-size
 bench+=($bench_args)
 stage bench-bf16 "$bench_s" bench.log bash -c 'bench_run "$@"' bench_run "${bench[@]}" --precision bf16
 stage bench-attn-bf16 "$bench_s" bench.log bash -c 'bench_run "$@"' bench_run "${bench[@]}" --precision bf16 --attention-only
+# softmax's forward at the longest length with heads of 128 (8 of them), the width attention kernels
+# are built for: the LRA model's heads of 32 leave a kernel's tiles a quarter full
+# shellcheck disable=SC2086  # the extra arguments are words
+stage bench-attn-d128 30 bench.log bash -c 'bench_run "$@"' bench_run --device "$device" --db "$out/bench.db" \
+  --methods softmax --lengths "${lengths##*,}" --batch-size "$batch" --precision bf16 --attention-only \
+  --model.heads=8 --model.head_dim=128 $bench_args
 stage bench-fp32 "$bench_s" bench.log bash -c 'bench_run "$@"' bench_run "${bench[@]}" --precision fp32
 stage bench-attn-fp32 "$bench_s" bench.log bash -c 'bench_run "$@"' bench_run "${bench[@]}" --precision fp32 --attention-only
 
