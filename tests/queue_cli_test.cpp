@@ -51,7 +51,7 @@ TEST_F(QueueCli, AddingTheSameExperimentTwiceAddsNothing) {
             std::string::npos) << out;
   EXPECT_NE(out.find(db() + ": 2 queued"), std::string::npos) << out;
   EXPECT_EQ(sql("SELECT count(*) FROM jobs WHERE state = 'queued' AND attempts = 0"), "2");
-  EXPECT_EQ(sql("PRAGMA user_version"), "8");
+  EXPECT_EQ(sql("PRAGMA user_version"), "9");
 
   ASSERT_EQ(queue("add " + file + " --cache-dir " + path("cache"), out), 0) << out;
   EXPECT_NE(out.find("2 job(s): 0 added, 2 already queued or running"), std::string::npos) << out;
@@ -180,7 +180,7 @@ TEST_F(QueueCli, DbMigrateIsTheOnlyWayAnOldFileMoves) {
   EXPECT_EQ(out, db() + ": schema version 3 -> 8\n");
   EXPECT_EQ(sql("SELECT state || ':' || attempts FROM jobs"), "done:0");
   ASSERT_EQ(attnlab("db migrate" + opts(), out), 0) << out;
-  EXPECT_EQ(out, db() + ": schema version 8 -> 8 (up to date)\n");
+  EXPECT_EQ(out, db() + ": schema version 9 -> 9 (up to date)\n");
   ASSERT_EQ(queue("list", out), 0) << out;
   EXPECT_NE(out.find("1 job(s): 1 done"), std::string::npos) << out;
 

@@ -494,4 +494,147 @@ TEST_F(Resume, SigtermCheckpointsAndReleasesTheJobThenAWorkerFinishesIt) {
   EXPECT_FALSE(fs::exists(checkpoint));  // the job is done: its resume checkpoints are removed
 }
 
+// Kills an attempt the hard way, as a crashed machine would: its device worker (the job process
+// dies with it) and the front end at once, so nothing checkpoints or releases anything.
+void kill_hard(pid_t parent, pid_t job_pid) {
+  const pid_t device_worker = proc_stat(job_pid).first;
+  kill(device_worker, SIGKILL);
+  kill(parent, SIGKILL);
+  wait_exit(parent, 10);
+  for (int i = 0; i < 500 && alive(job_pid); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+}
+
+// XORs 4 KiB in the middle of a file.
+void flip_middle(const std::string& file) {
+  std::fstream bytes(file, std::ios::in | std::ios::out | std::ios::binary);
+  const auto middle = static_cast<std::streamoff>(fs::file_size(file) / 2);
+  std::string block(4096, '\0');
+  bytes.seekg(middle);
+  bytes.read(block.data(), 4096);
+  for (auto& c : block) c = static_cast<char>(c ^ 0x5a);
+  bytes.seekp(middle);
+  bytes.write(block.data(), 4096);
+}
+
+// A resume checkpoint whose bytes changed is caught by the checksum recorded with it: set aside
+// in one line, and the attempt starts afresh from step 0 without using up an attempt, ending
+// with the uninterrupted run's figures (e7c0818 resumed from it and ended done with others).
+TEST_F(Resume, ADamagedResumeCheckpointIsSetAsideAndTheJobStartsAfresh) {
+  pid_t job_pid = 0;
+  const pid_t parent = start_run_until_checkpoint({"--lease", "1"}, job_pid);
+  ASSERT_GT(job_pid, 0) << read_file(path("run.log"));
+  kill_hard(parent, job_pid);
+  const std::string db = path("r.db");
+  const std::string checkpoint = query_one(db, "SELECT resume_checkpoint FROM runs WHERE id = 1");
+  ASSERT_TRUE(fs::exists(checkpoint)) << checkpoint;
+  flip_middle(checkpoint);
+
+  std::string out;
+  ASSERT_EQ(attnlab("worker --idle-exit --lease 1 --db " + db + " --cache-dir " + cache() + " --threads 1", out), 0) << out;
+  const auto at = out.find("resume checkpoint " + checkpoint + " is damaged (checksum ");
+  ASSERT_NE(at, std::string::npos) << out;
+  EXPECT_NE(out.substr(at, out.find('\n', at) - at).find("; set aside as " + checkpoint + ".damaged; starting afresh from step 0"),
+            std::string::npos) << out;
+  EXPECT_TRUE(fs::exists(checkpoint + ".damaged"));
+  EXPECT_EQ(query_one(db, "SELECT state || ' ' || failures FROM jobs"), "done 0");
+  EXPECT_EQ(query_one(db, "SELECT status FROM runs WHERE id = 2"), "done");
+  expect_same_as_reference(db, "2");
+}
+
+// A device worker stopped (SIGSTOP) until its lease expires: another worker takes the job over
+// while the orphaned job process trains on. The orphan's checkpoints are never adopted (its
+// writes are refused) and never read by anyone: the new attempt continues from the step the
+// database recorded with every curve point (e7c0818 loaded the orphan's newer file and lost the
+// points in between).
+TEST_F(Resume, AnAttemptThatLostItsLeaseWritesNothingALaterAttemptReads) {
+  pid_t job_pid = 0;
+  const pid_t parent = start_run_until_checkpoint({"--lease", "1"}, job_pid);
+  ASSERT_GT(job_pid, 0) << read_file(path("run.log"));
+  const pid_t device_worker = proc_stat(job_pid).first;
+  ASSERT_EQ(kill(device_worker, SIGSTOP), 0);
+  const std::string db = path("r.db");
+  std::string out;
+  const int status = attnlab("worker --idle-exit --lease 1 --db " + db + " --cache-dir " + cache() + " --threads 1", out);
+  kill(device_worker, SIGCONT);
+  EXPECT_EQ(wait_exit(parent, 120), 0) << read_file(path("run.log"));
+  ASSERT_EQ(status, 0) << out;
+  EXPECT_EQ(query_one(db, "SELECT status FROM runs WHERE id = 1"), "lost");
+  EXPECT_EQ(query_one(db, "SELECT status FROM runs WHERE id = 2"), "done");
+  EXPECT_NE(out.find("resumes run 1 from step " + query_one(db, "SELECT resume_step FROM runs WHERE id = 1")), std::string::npos)
+      << out;
+  expect_same_as_reference(db, "2");
+  std::vector<std::string> left;
+  for (const auto& entry : fs::directory_iterator(path("r.db.ckpt"))) left.push_back(entry.path().filename().string());
+  EXPECT_EQ(left, std::vector<std::string>{"run-2.pt"});
+}
+
+// The steps a resumed attempt continues were trained by the plugin files that trained them: a
+// plugin file changed since the checkpoint starts the job afresh, saying so (e7c0818 finished it
+// from the old file's checkpoint and recorded only the new file's hash).
+TEST_F(Resume, AResumeAcrossAChangedPluginFileStartsAfresh) {
+  fs::create_directories(path("mine"));
+  fs::copy_file(build_dir() / "plugins" / "attn_softmax.so", path("mine/attn_softmax.so"));
+  pid_t job_pid = 0;
+  const pid_t parent = start_run_until_checkpoint({"--lease", "1", "--plugins", path("mine")}, job_pid);
+  ASSERT_GT(job_pid, 0) << read_file(path("run.log"));
+  kill_hard(parent, job_pid);
+  std::ofstream(path("mine/attn_softmax.so"), std::ios::app) << "rebuilt";  // other bytes, still loadable
+  const std::string db = path("r.db");
+  std::string out;
+  ASSERT_EQ(attnlab("worker --idle-exit --lease 1 --db " + db + " --cache-dir " + cache() + " --threads 1", out), 0) << out;
+  EXPECT_NE(out.find("does not resume run 1: its attention plugin 'softmax' changed since (sha256 " +
+                     query_one(db, "SELECT substr(sha256, 1, 16) FROM run_plugins WHERE run_id = 1 AND kind = 'attention'") +
+                     ", now " +
+                     query_one(db, "SELECT substr(sha256, 1, 16) FROM run_plugins WHERE run_id = 2 AND kind = 'attention'")),
+            std::string::npos) << out;
+  EXPECT_EQ(out.find("resumes run 1"), std::string::npos) << out;
+  EXPECT_EQ(query_one(db, "SELECT status FROM runs WHERE id = 2"), "done");
+  expect_same_as_reference(db, "2");  // every point trained afresh
+}
+
+// SIGTERM to a device worker (not to the front end): it checkpoints and releases its job, and the
+// supervisor starts it again, as for any unexpected end (e7c0818's `run` exited 0, work queued).
+TEST_F(Resume, ADeviceWorkerStoppedFromOutsideIsRestartedAndTheJobFinishes) {
+  pid_t job_pid = 0;
+  const pid_t parent = start_run_until_checkpoint({}, job_pid);
+  ASSERT_GT(job_pid, 0) << read_file(path("run.log"));
+  ASSERT_EQ(kill(proc_stat(job_pid).first, SIGTERM), 0);
+  ASSERT_EQ(wait_exit(parent, 300), 0) << read_file(path("run.log"));
+  const std::string log = read_file(path("run.log"));
+  EXPECT_NE(log.find("the device worker on cpu was stopped by signal 15 (Terminated); restarting it in 0.50 s"),
+            std::string::npos) << log;
+  const std::string db = path("r.db");
+  EXPECT_EQ(query_one(db, "SELECT status FROM runs WHERE id = 1"), "interrupted");
+  EXPECT_EQ(query_one(db, "SELECT status FROM runs WHERE id = 2"), "done");
+  expect_same_as_reference(db, "2");
+}
+
+// A checkpoint folder on a full disk (a 64 KiB tmpfs): one line naming the file and the error,
+// the attempt the infrastructure's (not the method's), no partial file, and the worker stops
+// claiming instead of failing every queued job on the same disk (e7c0818: an abort with a
+// backtrace, counted as the method's crash, 3 times in 3 s).
+TEST_F(Resume, AFullDiskIsOneLineAndNotTheMethodsFailure) {
+  const std::string folder = path("r.db.ckpt");
+  fs::create_directories(folder);
+  if (geteuid() != 0 || std::system(("mount -t tmpfs -o size=64k tmpfs '" + folder + "' 2>/dev/null").c_str()) != 0)
+    GTEST_SKIP() << "mounting a small tmpfs needs root";
+  std::string out;
+  const int status = attnlab("run " + experiment_file() + " --db " + path("r.db") + " --cache-dir " + cache() + " --threads 1", out);
+  std::vector<std::string> left;
+  for (const auto& entry : fs::directory_iterator(folder)) left.push_back(entry.path().filename().string());
+  std::system(("umount '" + folder + "'").c_str());
+  EXPECT_EQ(status, 1) << out;
+  const std::string line = "cannot write checkpoint " + folder + "/";
+  const auto at = out.find(line);
+  ASSERT_NE(at, std::string::npos) << out;
+  EXPECT_EQ(out.find(line, at + 1), std::string::npos) << out;  // once
+  EXPECT_NE(out.substr(at, out.find('\n', at) - at).find(": No space left on device"), std::string::npos) << out;
+  EXPECT_NE(out.find("claims no more jobs: the disk is full"), std::string::npos) << out;
+  EXPECT_EQ(out.find("Aborted"), std::string::npos) << out;
+  const std::string db = path("r.db");
+  EXPECT_EQ(query_one(db, "SELECT state || ' ' || failures || ' ' || infra_failures FROM jobs"), "queued 0 1");
+  EXPECT_EQ(query_one(db, "SELECT status FROM runs"), "lost");
+  for (const auto& name : left) EXPECT_EQ(name.find(".partial"), std::string::npos) << name;
+}
+
 }  // namespace

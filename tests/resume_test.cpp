@@ -6,7 +6,10 @@
 
 #include "test_support.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <cmath>
 #include <filesystem>
@@ -119,15 +122,18 @@ struct Log : TrainObserver {
   std::vector<MetricPoint> points;
   std::vector<std::int64_t> checkpoint_steps;
   std::vector<std::size_t> points_before_checkpoint;
-  std::vector<std::string> checkpoint_paths;
+  std::vector<std::string> checkpoint_paths, checksums;
+  std::int64_t adopt_until = -1;  // checkpoints after this step are refused (a lost lease); -1: none
   std::vector<std::int64_t> resumed_at;
   std::size_t points_before_resume = 0;
   void on_metrics(const std::vector<MetricPoint>& p) override { points.insert(points.end(), p.begin(), p.end()); }
   void on_progress(const Progress&) override {}
-  void on_checkpoint(std::int64_t steps_done, const std::string& path) override {
+  bool on_checkpoint(std::int64_t steps_done, const std::string& path, const std::string& checksum) override {
     checkpoint_steps.push_back(steps_done);
     points_before_checkpoint.push_back(points.size());
     checkpoint_paths.push_back(path);
+    checksums.push_back(checksum);
+    return adopt_until < 0 || steps_done <= adopt_until;
   }
   void on_resumed(std::int64_t steps_done, const std::string&) override {
     resumed_at.push_back(steps_done);
@@ -192,7 +198,7 @@ class Resume : public ::testing::Test {
 
   // Trains `job`, its method wrapped in StopOnCall; with stop_during_step > 0, `stop` is raised
   // during that step.
-  Attempt run(TrainJob job, std::int64_t stop_during_step = 0) {
+  Attempt run(TrainJob job, std::int64_t stop_during_step = 0, std::int64_t adopt_until = -1) {
     stop_ = false;
     const std::int64_t stop_at_call = stop_during_step > 0 ? stop_during_step * job.train.grad_accum : -1;
     auto* stop = &stop_;
@@ -201,8 +207,17 @@ class Resume : public ::testing::Test {
     };
     job.stop = &stop_;
     Attempt r;
+    r.log.adopt_until = adopt_until;
     r.outcome = train_and_evaluate(job, splits(), r.log);
     return r;
+  }
+
+  // `job` set to continue from `attempt`'s last checkpoint, as the runner sets it from the database.
+  static TrainJob resuming(TrainJob job, const Attempt& attempt) {
+    job.resume_from = attempt.outcome.resume_checkpoint;
+    job.resume_step = attempt.log.checkpoint_steps.back();
+    job.resume_checksum = attempt.log.checksums.back();
+    return job;
   }
 
   std::atomic<bool> stop_{false};
@@ -260,18 +275,17 @@ TEST_P(ResumeMethod, StoppedMidStepThenResumedMatchesAnUninterruptedRun) {
   // stopped during step 33: after the draws of step 32, with 3 steps of training curve and 13 of
   // validation not yet logged, in the middle of the third epoch
   auto stopped_job = base;
-  stopped_job.resume_path = path("resume.pt");
+  stopped_job.resume_stem = path("job");
   const Attempt stopped = run(stopped_job, 33);
   EXPECT_EQ(stopped.outcome.status, TrainStatus::interrupted);
   EXPECT_EQ(result(stopped.outcome, "steps_done"), 33);
   EXPECT_TRUE(std::isnan(result(stopped.outcome, "test_acc")));
   EXPECT_EQ(stopped.log.checkpoint_steps, (std::vector<std::int64_t>{33}));
-  EXPECT_EQ(stopped.log.checkpoint_paths, (std::vector<std::string>{path("resume.pt")}));
-  ASSERT_TRUE(fs::exists(path("resume.pt")));
+  EXPECT_EQ(stopped.log.checkpoint_paths, (std::vector<std::string>{path("job.step-33.resume.pt")}));
+  EXPECT_EQ(stopped.outcome.resume_checkpoint, path("job.step-33.resume.pt"));
+  ASSERT_TRUE(fs::exists(path("job.step-33.resume.pt")));
 
-  auto resumed_job = stopped_job;
-  resumed_job.resume = true;
-  const Attempt resumed = run(resumed_job);
+  const Attempt resumed = run(resuming(stopped_job, stopped));
   ASSERT_EQ(resumed.outcome.status, TrainStatus::done) << resumed.outcome.error;
   ASSERT_FALSE(resumed.log.points.empty());
   EXPECT_GT(resumed.log.points.front().step, 33);  // nothing delivered twice
@@ -297,12 +311,11 @@ TEST_F(Resume, StoppedAfterTheLastStepResumesIntoTheTestEvaluation) {
   const auto base = job("random_projection");
   const Attempt reference = run(base);
   auto stopped_job = base;
-  stopped_job.resume_path = path("resume.pt");
+  stopped_job.resume_stem = path("job");
   const Attempt stopped = run(stopped_job, 60);
   EXPECT_EQ(stopped.outcome.status, TrainStatus::interrupted);
   EXPECT_EQ(stopped.log.checkpoint_steps, (std::vector<std::int64_t>{60}));
-  stopped_job.resume = true;
-  const Attempt resumed = run(stopped_job);
+  const Attempt resumed = run(resuming(stopped_job, stopped));
   ASSERT_EQ(resumed.outcome.status, TrainStatus::done) << resumed.outcome.error;
   expect_same_points(reference.log.points, concat(stopped.log.points, resumed.log.points));
   expect_same_results(reference.outcome, resumed.outcome);
@@ -316,7 +329,7 @@ TEST_F(Resume, CrashAfterAPeriodicCheckpointResumesFromIt) {
   // its file then holds step 50, as if it had crashed anywhere after that checkpoint
   auto periodic_job = base;
   periodic_job.train.checkpoint_every = 25;
-  periodic_job.resume_path = path("resume.pt");
+  periodic_job.resume_stem = path("job");
   const Attempt periodic = run(periodic_job);
   ASSERT_EQ(periodic.outcome.status, TrainStatus::done) << periodic.outcome.error;
   EXPECT_EQ(periodic.log.checkpoint_steps, (std::vector<std::int64_t>{25, 50}));
@@ -326,13 +339,13 @@ TEST_F(Resume, CrashAfterAPeriodicCheckpointResumesFromIt) {
   for (std::size_t c = 0; c < periodic.log.checkpoint_steps.size(); ++c)
     for (std::size_t i = periodic.log.points_before_checkpoint[c]; i < periodic.log.points.size(); ++i)
       EXPECT_TRUE(periodic.log.points[i].step > periodic.log.checkpoint_steps[c] || periodic.log.points[i].split == "test");
-  // written through a temporary file: nothing else is left in the folder
+  // written through temporary files, each checkpoint a file of its own that replaced the one
+  // before once adopted: nothing else is left in the folder
   std::set<std::string> files;
   for (const auto& entry : fs::directory_iterator(dir)) files.insert(entry.path().filename().string());
-  EXPECT_EQ(files, (std::set<std::string>{"best.pt", "resume.pt"}));
+  EXPECT_EQ(files, (std::set<std::string>{"best.pt", "job.step-50.resume.pt"}));
 
-  periodic_job.resume = true;
-  const Attempt resumed = run(periodic_job);
+  const Attempt resumed = run(resuming(periodic_job, periodic));
   ASSERT_EQ(resumed.outcome.status, TrainStatus::done) << resumed.outcome.error;
   std::vector<MetricPoint> after_checkpoint;  // the reference's points a resumed attempt must give
   for (const auto& p : reference.log.points)
@@ -347,13 +360,14 @@ TEST_F(Resume, CheckpointsOfAnotherJobOrUnreadableFilesAreRefused) {
   auto base = job("softmax");
   base.train.steps = 20;
   base.train.eval_every = 5;  // a best-weights file by the stop
-  base.resume_path = path("resume.pt");
-  ASSERT_EQ(run(base, 12).outcome.status, TrainStatus::interrupted);
-  const auto file = path("resume.pt");
+  base.resume_stem = path("job");
+  const Attempt stopped = run(base, 12);
+  ASSERT_EQ(stopped.outcome.status, TrainStatus::interrupted);
+  const auto file = stopped.outcome.resume_checkpoint;
+  base = resuming(base, stopped);
   auto refused = [&](TrainJob j, const std::string& why) {
-    j.resume = true;
     const auto message = refusal(j);
-    EXPECT_NE(message.find("resume checkpoint " + j.resume_path), std::string::npos) << message;
+    EXPECT_NE(message.find("resume checkpoint " + j.resume_from), std::string::npos) << message;
     EXPECT_NE(message.find(why), std::string::npos) << message;
     EXPECT_EQ(message.find('\n'), std::string::npos) << message;
   };
@@ -370,7 +384,6 @@ TEST_F(Resume, CheckpointsOfAnotherJobOrUnreadableFilesAreRefused) {
   // same identity and configuration, another method: its tensors do not fit
   auto other_model = base;
   {
-    other_model.resume = true;
     other_model.make_attention = [](const AttentionShape& shape) { return make_method("random_projection", shape); };
     const auto message = refusal(other_model);
     EXPECT_NE(message.find("does not fit this model: buffer block0.attention.projection"), std::string::npos) << message;
@@ -380,12 +393,85 @@ TEST_F(Resume, CheckpointsOfAnotherJobOrUnreadableFilesAreRefused) {
   fs::copy_file(file, path("truncated.pt"));
   fs::resize_file(path("truncated.pt"), fs::file_size(file) / 2);
   auto truncated = base;
-  truncated.resume_path = path("truncated.pt");
+  truncated.resume_from = path("truncated.pt");
+  truncated.resume_checksum.clear();
   refused(truncated, "is unreadable (truncated, or not a checkpoint)");
   auto foreign = base;
-  foreign.resume_path = path("best.pt");
-  ASSERT_TRUE(fs::exists(foreign.resume_path));
+  foreign.resume_from = path("best.pt");
+  foreign.resume_checksum.clear();
+  ASSERT_TRUE(fs::exists(foreign.resume_from));
   refused(foreign, "is not an attnlab resume checkpoint");
+  auto gone = base;
+  gone.resume_from = path("gone.pt");
+  refused(gone, "is unreadable (No such file or directory)");
+
+  // 4 KiB flipped in the middle: LibTorch may still read it (the bytes of a tensor), the
+  // checksum recorded when it was written does not match
+  {
+    std::fstream bytes(file, std::ios::in | std::ios::out | std::ios::binary);
+    const auto middle = static_cast<std::streamoff>(fs::file_size(file) / 2);
+    std::string block(4096, '\0');
+    bytes.seekg(middle);
+    bytes.read(block.data(), 4096);
+    for (auto& c : block) c = static_cast<char>(c ^ 0x5a);
+    bytes.seekp(middle);
+    bytes.write(block.data(), 4096);
+  }
+  ASSERT_EQ(base.resume_checksum.size(), 16u);
+  refused(base, "is damaged (checksum ");
+  refused(base, ", recorded " + base.resume_checksum + ")");
+}
+
+// The step the runner recorded and the file's own must agree: a file another process rewrote
+// after the record (a lost lease) is never resumed silently.
+TEST_F(Resume, ACheckpointHoldingAnotherStepThanRecordedIsRefused) {
+  auto base = job("softmax");
+  base.train.steps = 20;
+  base.resume_stem = path("job");
+  const Attempt stopped = run(base, 12);
+  auto other_step = resuming(base, stopped);
+  other_step.resume_step = 10;
+  const auto message = refusal(other_step);
+  EXPECT_NE(message.find("resume checkpoint " + stopped.outcome.resume_checkpoint + " holds step 12, not step 10 as recorded"),
+            std::string::npos) << message;
+}
+
+// A checkpoint the observer does not adopt (the attempt lost its lease) is removed at once, and
+// the one adopted before it stays: nothing a later attempt could read differs from the record.
+TEST_F(Resume, ACheckpointNotAdoptedIsRemovedAndTheAdoptedOneStays) {
+  auto periodic = job("random_projection");
+  periodic.train.checkpoint_every = 25;
+  periodic.resume_stem = path("job");
+  const Attempt attempt = run(periodic, 0, /*adopt_until=*/25);
+  ASSERT_EQ(attempt.outcome.status, TrainStatus::done) << attempt.outcome.error;
+  EXPECT_EQ(attempt.log.checkpoint_steps, (std::vector<std::int64_t>{25, 50}));
+  EXPECT_EQ(attempt.outcome.resume_checkpoint, path("job.step-25.resume.pt"));
+  EXPECT_TRUE(fs::exists(path("job.step-25.resume.pt")));
+  EXPECT_FALSE(fs::exists(path("job.step-50.resume.pt")));
+}
+
+// A checkpoint that cannot be written (here: its temporary file is /dev/full, ENOSPC) is one
+// exception naming the file and the error, with nothing left behind; before, LibTorch's writer
+// threw from its destructor and the process aborted with a backtrace.
+TEST_F(Resume, ACheckpointWriteOnAFullDiskIsOneErrorNamingTheFile) {
+  auto base = job("softmax");
+  base.train.steps = 20;
+  base.train.checkpoint_every = 10;
+  base.resume_stem = path("job");
+  const std::string file = resume_file(path("job"), 10);
+  const std::string partial = file + ".partial." + std::to_string(getpid());
+  fs::create_symlink("/dev/full", partial);
+  Log log;
+  try {
+    train_and_evaluate(base, splits(), log);
+    ADD_FAILURE() << "no error";
+  } catch (const CheckpointWriteError& e) {
+    EXPECT_EQ(std::string(e.what()), "cannot write checkpoint " + file + ": No space left on device");
+    EXPECT_EQ(e.error_number, ENOSPC);
+  }
+  EXPECT_FALSE(fs::exists(fs::symlink_status(partial)));
+  EXPECT_FALSE(fs::exists(file));
+  EXPECT_TRUE(log.checkpoint_steps.empty());
 }
 
 // Every tensor of a saved module, by its dotted name.
@@ -412,14 +498,14 @@ TEST_F(Resume, ResumingPutsTheBestWeightsFileBackToTheCheckpointsBest) {
   auto base = job("random_projection");
   base.train.steps = 20;
   base.train.eval_every = 5;
-  base.resume_path = path("resume.pt");
-  ASSERT_EQ(run(base, 12).outcome.status, TrainStatus::interrupted);
+  base.resume_stem = path("job");
+  const Attempt stopped = run(base, 12);
+  ASSERT_EQ(stopped.outcome.status, TrainStatus::interrupted);
   const auto best_at_checkpoint = tensors_in(path("best.pt"));
   ASSERT_GT(best_at_checkpoint.size(), 5u);
   // as if the stopped attempt had found a better model after its checkpoint
   std::ofstream(path("best.pt"), std::ios::binary | std::ios::trunc) << "weights of a later step";
-  base.resume = true;
-  const Attempt resumed = run(base, 1);  // stops again at the end of step 13, before any validation
+  const Attempt resumed = run(resuming(base, stopped), 1);  // stops again at the end of step 13, before any validation
   EXPECT_EQ(resumed.outcome.status, TrainStatus::interrupted);
   EXPECT_EQ(resumed.log.checkpoint_steps, (std::vector<std::int64_t>{13}));
   const auto best_now = tensors_in(path("best.pt"));
@@ -434,11 +520,11 @@ TEST_F(Resume, WithoutAFileOrAPathTheRunStartsOrStopsPlainly) {
   auto base = job("softmax");
   base.train.steps = 20;
   const Attempt reference = run(base);
-  // resume asked for, but no checkpoint yet: a fresh start
+  // checkpoints asked for, none due in 20 steps: a fresh run, nothing written
   auto first_attempt = base;
-  first_attempt.resume_path = path("resume.pt");
-  first_attempt.resume = true;
+  first_attempt.resume_stem = path("job");
   const Attempt fresh = run(first_attempt);
+  EXPECT_TRUE(fresh.log.checkpoint_steps.empty());
   EXPECT_TRUE(fresh.log.resumed_at.empty());
   expect_same_points(reference.log.points, fresh.log.points);
   expect_same_results(reference.outcome, fresh.outcome);
@@ -447,7 +533,7 @@ TEST_F(Resume, WithoutAFileOrAPathTheRunStartsOrStopsPlainly) {
   EXPECT_EQ(stopped.outcome.status, TrainStatus::interrupted);
   EXPECT_EQ(result(stopped.outcome, "steps_done"), 7);
   EXPECT_TRUE(stopped.log.checkpoint_steps.empty());
-  EXPECT_FALSE(fs::exists(path("resume.pt")));
+  EXPECT_FALSE(fs::exists(path("job.step-7.resume.pt")));
 }
 
 }  // namespace

@@ -10,9 +10,9 @@ namespace attnlab {
 namespace fs = std::filesystem;
 namespace {
 
-// run-R.pt[.partial], job-J.run-R.resume.pt[.partial.PID]
-const std::regex kBestFile(R"(run-(\d+)\.pt(\.partial)?)");
-const std::regex kResumeFile(R"(job-(\d+)\.run-(\d+)\.resume\.pt(\.partial\.\d+)?)");
+// run-R.pt[.partial[.PID]], job-J.run-R[.step-S].resume.pt[.partial.PID] (without a step: older builds)
+const std::regex kBestFile(R"(run-(\d+)\.pt(\.partial(\.\d+)?)?)");
+const std::regex kResumeFile(R"(job-(\d+)\.run-(\d+)(\.step-\d+)?\.resume\.pt(\.partial\.\d+)?)");
 
 bool ended_with_result(store::RunStatus status) {
   return status == store::RunStatus::done || status == store::RunStatus::diverged || status == store::RunStatus::oom;

@@ -1,16 +1,16 @@
 #pragma once
 // Checkpoint files nothing can use any more. A queue's checkpoint folder (<db>.ckpt/) holds, per
-// run R of job J, `run-R.pt` (best-validation weights) and `job-J.run-R.resume.pt` (where the
-// next attempt resumes), plus `.partial` files of writes a kill cut short. What can still be
-// used:
+// run R of job J, `run-R.pt` (best-validation weights) and `job-J.run-R.step-S.resume.pt` (the
+// resume checkpoints R wrote; the one the database adopted last is where the next attempt
+// resumes), plus `.partial.PID` files of writes a kill cut short. What can still be used:
 //   - the best checkpoint of a run that ended done, diverged or oom (variance, approx, inspect
 //     and resumed studies read it);
 //   - the job's resume point (Database::resume_point) while the job has not ended done,
 //     diverged or oom: a queued, failed, blocked or cancelled job may run again and resume;
 //   - anything of a job that is running, or of a run this database does not know (yet).
 // Everything else is removed: the files of failed, lost and interrupted attempts once a later
-// attempt superseded them, resume links of attempts killed before their first checkpoint, and
-// partial writes.
+// attempt superseded them, checkpoints an attempt wrote but never got adopted (it lost its lease
+// first), and partial writes. A checkpoint set aside as damaged (`.damaged`) is left alone.
 #include <cstdint>
 #include <optional>
 #include <string>

@@ -145,7 +145,7 @@ int cmd_exec_job(const Args& args) {
   o.threads = vm["threads"].as<int>();
   o.cache_dir = vm["cache-dir"].as<std::string>();
   o.checkpoint_dir = vm["checkpoint-dir"].as<std::string>();
-  return execute_job(o, plugin_folders(vm)) == store::RunStatus::lost ? kExitLeaseLost : 0;
+  return execute_job(o, plugin_folders(vm));
 }
 
 }  // namespace attnlab

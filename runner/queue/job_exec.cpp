@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -39,14 +40,15 @@ class StoreObserver : public TrainObserver {
   void on_variance_pass(std::int64_t done, std::int64_t passes, double seconds) override {
     printer_.variance_pass(done, passes, seconds);
   }
-  void on_checkpoint(std::int64_t steps_done, const std::string& path) override {
-    if (!write([&] { db_.set_resume_checkpoint(run_id_, path, steps_done); })) return;
+  bool on_checkpoint(std::int64_t steps_done, const std::string& path, const std::string& checksum) override {
+    if (!write([&] { db_.set_resume_checkpoint(run_id_, path, steps_done, checksum); })) return false;
     // the predecessor's checkpoint is no longer the job's resume point: ours is
     if (!superseded_.empty() && superseded_ != path) {
       std::error_code ignored;
       fs::remove(superseded_, ignored);
       superseded_.clear();
     }
+    return true;
   }
 
   // The resume checkpoint this attempt started from, removed once this attempt has one of its own.
@@ -79,16 +81,6 @@ class StoreObserver : public TrainObserver {
   std::string superseded_;
   std::string lost_reason_;
 };
-
-// `to` becomes the same file as `from`: a hard link (checkpoints are replaced by rename, never
-// rewritten in place, so the two stay independent), or a copy where links are not possible.
-void share_file(const std::string& from, const std::string& to) {
-  std::error_code ignored;
-  fs::remove(to, ignored);
-  std::error_code link_error;
-  fs::create_hard_link(from, to, link_error);
-  if (link_error) fs::copy_file(from, to, fs::copy_options::overwrite_existing);
-}
 
 bool is_final(store::RunStatus status) {
   return status == store::RunStatus::done || status == store::RunStatus::diverged || status == store::RunStatus::oom;
@@ -125,6 +117,35 @@ PluginRegistry job_registry(const std::vector<std::string>& job_dirs, const std:
   return registry;
 }
 
+// An earlier attempt's resume checkpoint, as the database recorded it.
+struct ResumePoint {
+  std::string path;
+  std::int64_t run = 0, step = 0;
+  std::string checksum;
+};
+
+// Why the attempt cannot continue from `point` ("" if it can): the file is gone, or a plugin
+// file differs from the one that trained the steps it holds (a resume never mixes two builds).
+std::string why_not_resume(store::Database& db, const ResumePoint& point,
+                           const std::vector<store::PluginFile>& plugins_now) {
+  if (!fs::exists(point.path)) return "its resume checkpoint " + point.path + " is gone";
+  for (const auto& before : db.run_plugins(point.run))
+    for (const auto& now : plugins_now)
+      if (now.kind == before.kind && now.name == before.name && now.sha256 != before.sha256)
+        return "its " + now.kind + " plugin '" + now.name + "' changed since (sha256 " + before.sha256.substr(0, 16) +
+               ", now " + now.sha256.substr(0, 16) + " at " + now.path + ")";
+  return "";
+}
+
+// A resume checkpoint that cannot be used is moved aside (kept for a look, never read again)
+// as PATH.damaged; returns the new name, or "" if it could not be moved.
+std::string set_aside(const std::string& path) {
+  std::error_code error;
+  const std::string aside = path + ".damaged";
+  fs::rename(path, aside, error);
+  return error ? "" : aside;
+}
+
 }  // namespace
 
 std::string host_name() {
@@ -133,11 +154,11 @@ std::string host_name() {
   return buf;
 }
 
-std::string resume_checkpoint_path(const std::string& checkpoint_dir, std::int64_t job_id, std::int64_t run_id) {
-  return checkpoint_dir + "/job-" + std::to_string(job_id) + ".run-" + std::to_string(run_id) + ".resume.pt";
+std::string resume_checkpoint_stem(const std::string& checkpoint_dir, std::int64_t job_id, std::int64_t run_id) {
+  return checkpoint_dir + "/job-" + std::to_string(job_id) + ".run-" + std::to_string(run_id);
 }
 
-store::RunStatus execute_job(const JobExecOptions& options, const std::vector<std::string>& plugin_dirs) {
+int execute_job(const JobExecOptions& options, const std::vector<std::string>& plugin_dirs) {
   store::Database db(options.db_path, store::Database::Open::existing);
   store::JobFilter this_job;
   this_job.ids = {options.job_id};
@@ -151,13 +172,14 @@ store::RunStatus execute_job(const JobExecOptions& options, const std::vector<st
   if (found.front().lease_run_id != run_id) {
     observer.lost("job " + std::to_string(stored.id) + " is not leased to run " + std::to_string(run_id));
     std::cerr << "attnlab: " << label << " " << observer.lost_reason() << "; nothing written\n";
-    return store::RunStatus::lost;
+    return kExitLeaseLost;
   }
 
   const PluginRegistry registry = job_registry(found.front().plugin_dirs, plugin_dirs);
   const std::string checkpoint_dir = options.checkpoint_dir.empty() ? options.db_path + ".ckpt" : options.checkpoint_dir;
   TrainJob job;
   RunOutcome outcome;  // its status is the trainer's; `status` is what the run ends as
+  int disk_error = 0;  // errno of a checkpoint write that failed
   store::RunStatus status = store::RunStatus::done;
   try {
     const JobPlan plan = parse_job_config(stored.config_toml, "job " + std::to_string(stored.id) + " config", registry);
@@ -190,7 +212,7 @@ store::RunStatus execute_job(const JobExecOptions& options, const std::vector<st
     job.seed = static_cast<std::uint64_t>(plan.seed);
     job.device = device;
     job.checkpoint_path = checkpoint_dir + "/run-" + std::to_string(run_id) + ".pt";
-    job.resume_path = resume_checkpoint_path(checkpoint_dir, stored.id, run_id);
+    job.resume_stem = resume_checkpoint_stem(checkpoint_dir, stored.id, run_id);
     job.identity = stored.config_hash;
     job.stop = &stop_flag();
     AttentionFactory* factory = method->make_attention;
@@ -205,30 +227,50 @@ store::RunStatus execute_job(const JobExecOptions& options, const std::vector<st
     // An earlier attempt's resume checkpoint: continue from it, with its curve up to that step.
     const auto [previous, previous_run] = db.resume_point(stored.id);
     if (!previous.empty() && previous_run != run_id) {
-      if (fs::exists(previous)) {
-        const std::int64_t step = db.resume_step(previous_run);
-        share_file(previous, job.resume_path);
-        job.resume = true;
-        observer.supersedes(previous);
-        db.copy_curve(previous_run, run_id, step);
-        std::cout << label << " resumes run " << previous_run << " from step " << step << std::endl;
+      const ResumePoint point{previous, previous_run, db.resume_step(previous_run), db.resume_checksum(previous_run)};
+      if (const std::string why = why_not_resume(db, point, env.plugins); !why.empty()) {
+        std::cerr << "attnlab: " << label << " does not resume run " << previous_run << ": " << why
+                  << "; starting afresh\n";
+        db.discard_resume_point(run_id, previous_run);
       } else {
-        std::cerr << "attnlab: warning: " << label << " the resume checkpoint " << previous << " of run " << previous_run
-                  << " is gone; starting afresh\n";
+        job.resume_from = point.path;
+        job.resume_step = point.step;
+        job.resume_checksum = point.checksum;
+        observer.supersedes(point.path);
+        db.copy_curve(previous_run, run_id, point.step);
+        std::cout << label << " resumes run " << previous_run << " from step " << point.step << std::endl;
       }
     }
 
     if (stop_flag().load()) {
       // stopped before the first step: nothing to checkpoint; the earlier attempt's file stays the resume point
       status = store::RunStatus::interrupted;
-      std::error_code ignored;
-      if (job.resume) fs::remove(job.resume_path, ignored);
     } else {
-      outcome = train_and_evaluate(job, splits, observer);
+      try {
+        outcome = train_and_evaluate(job, splits, observer);
+      } catch (const ResumeCheckpointError& e) {
+        // A damaged or unreadable checkpoint is not the method's fault, and no attempt will
+        // ever resume from it: it is set aside and this attempt starts from step 0.
+        const std::string aside = set_aside(job.resume_from);
+        std::cerr << "attnlab: " << label << " " << e.what() << "; "
+                  << (aside.empty() ? "no longer used" : "set aside as " + aside) << "; starting afresh from step 0\n";
+        db.discard_resume_point(run_id, previous_run);
+        observer.supersedes("");
+        job.resume_from.clear();
+        job.resume_step = -1;
+        job.resume_checksum.clear();
+        outcome = train_and_evaluate(job, splits, observer);
+      }
       status = run_status(outcome.status);
     }
   } catch (const store::LeaseLost& e) {
     observer.lost(e.what());
+  } catch (const CheckpointWriteError& e) {
+    // The disk's fault, not the method's: the attempt ends as the infrastructure's (`lost`),
+    // and the exit status tells the device worker when the disk is full.
+    disk_error = e.error_number;
+    status = store::RunStatus::lost;
+    outcome.error = e.what();
   } catch (const std::exception& e) {
     std::string what = e.what();
     status = compat::is_out_of_memory(e)  ? store::RunStatus::oom
@@ -241,18 +283,22 @@ store::RunStatus execute_job(const JobExecOptions& options, const std::vector<st
     try {
       // a run that ended early may still have saved a best-validation checkpoint
       const bool saved = !job.checkpoint_path.empty() && fs::exists(job.checkpoint_path);
-      db.finish_run(run_id, status, outcome.results, outcome.error, saved ? job.checkpoint_path : "");
+      if (status == store::RunStatus::lost)
+        db.fail_run_if_unfinished(run_id, status, outcome.error);
+      else
+        db.finish_run(run_id, status, outcome.results, outcome.error, saved ? job.checkpoint_path : "",
+                      saved ? outcome.checkpoint_checksum : "");
     } catch (const store::LeaseLost& e) {
       observer.lost(e.what());
     }
   }
   if (observer.lease_lost()) {
     observer.printer().finish("lost its lease (" + observer.lost_reason() + "); this attempt wrote nothing more");
-    return store::RunStatus::lost;
+    return kExitLeaseLost;
   }
   if (is_final(status)) {  // nothing will resume this job again
     std::error_code ignored;
-    if (!job.resume_path.empty()) fs::remove(job.resume_path, ignored);
+    if (!outcome.resume_checkpoint.empty()) fs::remove(outcome.resume_checkpoint, ignored);
     if (!observer.superseded().empty()) fs::remove(observer.superseded(), ignored);
   }
 
@@ -264,7 +310,7 @@ store::RunStatus execute_job(const JobExecOptions& options, const std::vector<st
     summary += " (not retried: job " + std::to_string(stored.id) + " is blocked until `attnlab queue retry " +
                std::to_string(stored.id) + "`)";
   observer.printer().finish(summary);
-  return status;
+  return disk_error == ENOSPC || disk_error == EDQUOT ? kExitDiskFull : 0;
 }
 
 }  // namespace attnlab

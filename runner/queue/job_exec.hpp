@@ -16,8 +16,12 @@
 namespace attnlab {
 
 // exec-job's exit status when the run lost its lease (expired and taken, or the job cancelled):
-// the attempt is no longer ours and wrote nothing more. Any other run status exits 0.
+// the attempt is no longer ours and wrote nothing more.
 inline constexpr int kExitLeaseLost = 4;
+// exec-job's exit status when a checkpoint could not be written because the disk is full
+// (ENOSPC, EDQUOT): the attempt ended `lost` (the infrastructure's), and its device worker
+// claims nothing more. Any other end exits 0.
+inline constexpr int kExitDiskFull = 5;
 
 struct JobExecOptions {
   std::string db_path;
@@ -30,17 +34,18 @@ struct JobExecOptions {
   const std::atomic<bool>* stop = nullptr;  // set by a signal: checkpoint, end 'interrupted'
 };
 
-// Returns the run's status (done, failed, diverged, oom, interrupted, rejected), or lost when
-// the lease was lost (nothing more was written). Plugins are searched in the job's own folders
+// Returns exec-job's exit status: 0 when the attempt ended and was recorded (done, failed,
+// diverged, oom, interrupted, rejected, or lost when a checkpoint could not be written),
+// kExitLeaseLost when the lease was lost (nothing more was written), kExitDiskFull. Plugins are searched in the job's own folders
 // (jobs.plugin_dirs) first, then `plugin_dirs` and the usual search path. A ConfigError,
 // ParamError or DataError (plugin not found, configuration or data refused) ends the attempt
 // 'rejected' and blocks the job: trying again cannot help. Errors before the run could be
 // recorded (an unreadable database) throw.
-store::RunStatus execute_job(const JobExecOptions& options, const std::vector<std::string>& plugin_dirs);
+int execute_job(const JobExecOptions& options, const std::vector<std::string>& plugin_dirs);
 
-// Where a run's resume checkpoint goes: one file per attempt, so an attempt that lost its lease
-// can never overwrite the checkpoint of the attempt that holds it.
-std::string resume_checkpoint_path(const std::string& checkpoint_dir, std::int64_t job_id, std::int64_t run_id);
+// The stem of a run's resume checkpoints (TrainJob::resume_stem): one file per attempt and step,
+// "<dir>/job-J.run-R.step-S.resume.pt", so no attempt ever overwrites a file another one reads.
+std::string resume_checkpoint_stem(const std::string& checkpoint_dir, std::int64_t job_id, std::int64_t run_id);
 
 std::string host_name();
 

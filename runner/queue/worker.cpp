@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <chrono>
 #include <iostream>
 #include <optional>
@@ -33,6 +34,14 @@ constexpr double kHealthySeconds = 60.0;    // a device worker that ran this lon
 
 // How long a job process that lost its lease gets to stop after SIGTERM before SIGKILL.
 double lease_lost_grace(double lease_seconds) { return std::clamp(lease_seconds / 2, 1.0, 10.0); }
+
+// How a device worker ended, in words: its exit, or the stop signal it was sent (it exits with
+// 128 + the signal after releasing its job).
+std::string device_worker_end(const ChildExit& exit) {
+  if (!exit.signalled && exit.code > 128 && exit.code < 128 + NSIG)
+    return "was stopped by signal " + std::to_string(exit.code - 128) + " (" + strsignal(exit.code - 128) + ")";
+  return exit.describe();
+}
 
 // Nothing left for this worker: no job queued or running (among `only`, if given). A running job
 // still counts: its lease may expire and put it back in the queue.
@@ -79,8 +88,12 @@ class DeviceWorker {
         release_interrupted(*lease, "stopped before it began");
         break;
       }
-      if (o_.noop) run_noop(*lease);
-      else run_job_process(*lease);
+      if (o_.noop) {
+        run_noop(*lease);
+      } else if (!run_job_process(*lease)) {
+        say("claims no more jobs: the disk is full (see above); free some space and start a worker again");
+        return kDeviceWorkerDiskFull;
+      }
     }
     return 128 + stop_signal();
   }
@@ -140,7 +153,9 @@ class DeviceWorker {
     return argv;
   }
 
-  void run_job_process(const store::Lease& lease) {
+  // Runs the claimed job in a job process of its own; false when that process could not write a
+  // checkpoint because the disk is full (it recorded its attempt as the infrastructure's).
+  bool run_job_process(const store::Lease& lease) {
     const std::string what = "run " + std::to_string(lease.run_id) + " (job " + std::to_string(lease.job_id) +
                              ", attempt " + std::to_string(lease.attempt) + ")";
     say(what + " starts");
@@ -195,7 +210,11 @@ class DeviceWorker {
 
     if (lease_lost || (!exit.signalled && exit.code == kExitLeaseLost)) {
       say(what + " is no longer ours (lease lost); nothing more written");
-      return;
+      return true;
+    }
+    if (!exit.signalled && exit.code == kExitDiskFull) {
+      sweep_files_of(lease);
+      return false;
     }
     // The job process records its own end; if it could not (a crash, a kill), we do it for it.
     // A signal the process raised itself (a segfault, an abort) is the method's crash; any other
@@ -214,6 +233,7 @@ class DeviceWorker {
       say(what + " is no longer ours (lease lost); nothing more written");
     }
     sweep_files_of(lease);
+    return true;
   }
 
   // Why the run no longer holds its lease when someone else ended it (its lease expired and was
@@ -357,9 +377,13 @@ int run_supervisor(const WorkerOptions& options, const std::string& self_exe) {
           continue;
         }
         slot.pid = 0;
-        const bool stopped_on_purpose = exit->stopped_by_request() || (!exit->signalled && exit->code > 128);
-        if (stop_requests() > 0 || exit->ok() || stopped_on_purpose) {
+        // A device worker stopped by a signal while this supervisor is not stopping (someone sent
+        // it SIGTERM) is restarted like one that died: its work is not done.
+        if (stop_requests() > 0 || exit->ok()) {
           slot.finished = true;
+        } else if (!exit->signalled && exit->code == kDeviceWorkerDiskFull) {
+          slot.finished = true;  // it said why; another one would fill the disk again
+          slot.status = kDeviceWorkerError;
         } else if (!exit->signalled && exit->code == kDeviceWorkerJobsNotDone) {
           slot.finished = true;  // a normal end; the jobs' states are the answer
           jobs_not_done = true;
@@ -372,11 +396,11 @@ int run_supervisor(const WorkerOptions& options, const std::string& self_exe) {
           if (++slot.quick_deaths > kQuickDeathsBeforeGivingUp) {
             slot.finished = true;
             slot.status = kDeviceWorkerError;
-            say("the device worker on " + slot.device + " " + exit->describe() + " " +
+            say("the device worker on " + slot.device + " " + device_worker_end(*exit) + " " +
                 std::to_string(slot.quick_deaths) + " times in a row; giving up on " + slot.device);
           } else {
             const double wait = std::min(kRestartBackoffMax, 0.5 * (1 << std::min(slot.quick_deaths - 1, 10)));
-            say("the device worker on " + slot.device + " " + exit->describe() + "; restarting it in " +
+            say("the device worker on " + slot.device + " " + device_worker_end(*exit) + "; restarting it in " +
                 std::to_string(wait).substr(0, 4) + " s");
             slot.restart_at = Clock::now() + seconds(wait);
           }

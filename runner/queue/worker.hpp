@@ -32,7 +32,8 @@ inline constexpr int kDeviceWorkerDone = 0;       // idle (--idle-exit) or --max
 inline constexpr int kDeviceWorkerError = 1;      // an unexpected error: restarted
 inline constexpr int kDeviceWorkerCannotRun = 2;  // no usable database or device: not restarted
 inline constexpr int kDeviceWorkerJobsNotDone = 3;  // ended as kDeviceWorkerDone, but a job it ran is not done
-// stopped by SIGINT/SIGTERM: 128 + the signal, not restarted
+inline constexpr int kDeviceWorkerDiskFull = 5;     // a job could not write a checkpoint, the disk is full: not restarted
+// stopped by SIGINT/SIGTERM: 128 + the signal; restarted unless the supervisor itself is stopping
 
 // `attnlab run` and `attnlab worker`: every job ran, but some did not end done (run: a job of the
 // experiment; worker: a job one of its device workers ran). 1 and 2 keep their meanings above.
@@ -45,8 +46,8 @@ std::vector<std::string> resolve_devices(const std::string& spec);
 // The supervisor, in this process: starts one device worker per device, restarts one that dies
 // unexpectedly (with a back-off), forwards SIGINT/SIGTERM to them (a second signal kills them at
 // once) and returns when every one has ended: 128 + the stop signal; else the worst status of a
-// device worker that could not run or was given up (2, 1); else kExitJobsNotDone when a job a
-// device worker ran is not done at its end; else 0.
+// device worker that could not run (2), was given up or stopped for a full disk (1); else
+// kExitJobsNotDone when a job a device worker ran is not done at its end; else 0.
 int run_supervisor(const WorkerOptions& options, const std::string& self_exe);
 
 // One device worker, in this process. Opens the database with Open::existing (never migrates).

@@ -1,12 +1,15 @@
 #include "studies/stored_run.hpp"
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <optional>
 #include <stdexcept>
 
 #include <torch/serialize.h>
 #include <torch/utils.h>
 
+#include "attnlab/checksum.hpp"
 #include "attnlab/train/config.hpp"
 
 namespace attnlab {
@@ -23,6 +26,16 @@ std::string locate_checkpoint(store::Database& db, std::int64_t run_id) {
     if (fs::exists(candidate)) checkpoint = candidate.string();
   }
   if (!fs::exists(checkpoint)) throw std::runtime_error(where + ": checkpoint " + checkpoint + " is missing");
+  // a file whose bytes changed since it was written is not the run's weights
+  if (const std::string recorded = db.checkpoint_checksum(run_id); !recorded.empty()) {
+    std::ifstream in(checkpoint, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    Checksum sum;
+    sum.add(bytes.data(), bytes.size());
+    if (const std::string actual = checksum_text(sum.value()); actual != recorded)
+      throw std::runtime_error(where + ": checkpoint " + checkpoint + " is damaged (checksum " + actual + ", recorded " +
+                               recorded + ")");
+  }
   return checkpoint;
 }
 

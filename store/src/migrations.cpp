@@ -8,6 +8,7 @@
 #include "schema_v6.hpp"
 #include "schema_v7.hpp"
 #include "schema_v8.hpp"
+#include "schema_v9.hpp"
 #include "sqlite.hpp"
 
 namespace attnlab::store {
@@ -28,6 +29,7 @@ constexpr Migration kMigrations[] = {
     {6, kSchemaV6},
     {7, kSchemaV7},
     {8, kSchemaV8},
+    {9, kSchemaV9},
 };
 
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == Database::kSchemaVersion,

@@ -69,7 +69,7 @@ void Database::append_curve(std::int64_t run_id, const std::vector<CurvePoint>& 
 
 void Database::finish_run(std::int64_t run_id, RunStatus status,
                           const std::vector<std::pair<std::string, double>>& results, const std::string& error,
-                          const std::string& checkpoint_path) {
+                          const std::string& checkpoint_path, const std::string& checkpoint_checksum) {
   check_final_status(path_, status, false);
   sql::Transaction tx(db_, path_);
   const std::int64_t job_id = attempts::require_lease(db_, path_, run_id);
@@ -82,8 +82,8 @@ void Database::finish_run(std::int64_t run_id, RunStatus status,
     }
   }
   {
-    sql::Statement st(db_, path_, "UPDATE runs SET checkpoint_path = ?1 WHERE id = ?2");
-    st.bind_text_or_null(1, checkpoint_path).bind(2, run_id);
+    sql::Statement st(db_, path_, "UPDATE runs SET checkpoint_path = ?1, checkpoint_checksum = ?2 WHERE id = ?3");
+    st.bind_text_or_null(1, checkpoint_path).bind_text_or_null(2, checkpoint_checksum).bind(3, run_id);
     st.run();
   }
   attempts::end_attempt(db_, path_, run_id, job_id, status, error);
@@ -118,11 +118,43 @@ std::int64_t Database::resume_step(std::int64_t run_id) {
   return st.column_int64(0);
 }
 
-void Database::set_resume_checkpoint(std::int64_t run_id, const std::string& path, std::int64_t step) {
+std::string Database::resume_checksum(std::int64_t run_id) {
+  sql::Statement st(db_, path_, "SELECT coalesce(resume_checksum, '') FROM runs WHERE id = ?1");
+  st.bind(1, run_id);
+  if (!st.step()) throw StoreError(path_ + ": no run with id " + std::to_string(run_id));
+  return st.column_text(0);
+}
+
+std::string Database::checkpoint_checksum(std::int64_t run_id) {
+  sql::Statement st(db_, path_, "SELECT coalesce(checkpoint_checksum, '') FROM runs WHERE id = ?1");
+  st.bind(1, run_id);
+  if (!st.step()) throw StoreError(path_ + ": no run with id " + std::to_string(run_id));
+  return st.column_text(0);
+}
+
+void Database::set_resume_checkpoint(std::int64_t run_id, const std::string& path, std::int64_t step,
+                                     const std::string& checksum) {
   sql::Transaction tx(db_, path_);
   attempts::require_lease(db_, path_, run_id);
-  sql::Statement st(db_, path_, "UPDATE runs SET resume_checkpoint = ?1, resume_step = ?2 WHERE id = ?3");
-  st.bind(1, path).bind(2, step).bind(3, run_id);
+  sql::Statement st(db_, path_,
+                    "UPDATE runs SET resume_checkpoint = ?1, resume_step = ?2, resume_checksum = ?3 WHERE id = ?4");
+  st.bind(1, path).bind(2, step).bind_text_or_null(3, checksum).bind(4, run_id);
+  st.run();
+  tx.commit();
+}
+
+void Database::discard_resume_point(std::int64_t holder, std::int64_t earlier) {
+  sql::Transaction tx(db_, path_);
+  const std::int64_t job_id = attempts::require_lease(db_, path_, holder);
+  {
+    sql::Statement st(db_, path_,
+                      "UPDATE runs SET resume_checkpoint = NULL, resume_step = NULL, resume_checksum = NULL "
+                      "WHERE id = ?1 AND job_id = ?2");
+    st.bind(1, earlier).bind(2, job_id);
+    st.run();
+  }
+  sql::Statement st(db_, path_, "DELETE FROM curves WHERE run_id = ?1");
+  st.bind(1, holder);
   st.run();
   tx.commit();
 }

@@ -1,12 +1,5 @@
 #include "resume.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <filesystem>
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
@@ -16,6 +9,7 @@
 #include <torch/serialize/output-archive.h>
 
 #include "attnlab/params.hpp"
+#include "checkpoint_file.hpp"
 
 namespace attnlab::resume {
 namespace {
@@ -65,10 +59,7 @@ void set_generator_state(at::Generator generator, const at::Tensor& state) {
   generator.set_state(state.cpu());
 }
 
-// A checkpoint that cannot be resumed from; the message names the file.
-struct CheckpointError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+using CheckpointError = ResumeCheckpointError;
 
 // Reads from one checkpoint, every failure naming the file and the key.
 class Reader {
@@ -113,53 +104,6 @@ class Reader {
   torch::serialize::InputArchive& archive_;
 };
 
-// Writes `archive` to `path` through a synced temporary file and a rename.
-void write_atomically(torch::serialize::OutputArchive& archive, const std::string& path) {
-  const std::string partial = path + ".partial." + std::to_string(::getpid());
-  auto fail = [&](const std::string& what) {
-    ::unlink(partial.c_str());
-    throw std::runtime_error("cannot write resume checkpoint " + path + ": " + what);
-  };
-  const int fd = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail(std::strerror(errno));
-  int write_error = 0;
-  try {
-    // the writer reports a short write by its return value; errno is kept for the message
-    archive.save_to([&](const void* data, std::size_t size) -> std::size_t {
-      const char* bytes = static_cast<const char*>(data);
-      std::size_t done = 0;
-      while (done < size && write_error == 0) {
-        const ssize_t n = ::write(fd, bytes + done, size - done);
-        if (n < 0 && errno != EINTR) write_error = errno;
-        if (n > 0) done += static_cast<std::size_t>(n);
-      }
-      return done;
-    });
-  } catch (const std::exception& e) {
-    ::close(fd);
-    fail(write_error ? std::strerror(write_error) : first_line(e.what()));
-  }
-  if (write_error) {
-    ::close(fd);
-    fail(std::strerror(write_error));
-  }
-  if (::fsync(fd) != 0) {
-    const int error = errno;
-    ::close(fd);
-    fail(std::strerror(error));
-  }
-  if (::close(fd) != 0) fail(std::strerror(errno));
-  if (std::rename(partial.c_str(), path.c_str()) != 0) fail(std::strerror(errno));
-  // the rename itself survives a power cut once the folder is synced (best effort: not every
-  // file system allows it)
-  auto folder = std::filesystem::path(path).parent_path();
-  const int dir = ::open(folder.empty() ? "." : folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir >= 0) {
-    ::fsync(dir);
-    ::close(dir);
-  }
-}
-
 }  // namespace
 
 JobKey job_key(const TrainJob& job, std::int64_t train_examples) {
@@ -186,7 +130,7 @@ JobKey job_key(const TrainJob& job, std::int64_t train_examples) {
   return {job.identity, job.seed, c.str()};
 }
 
-void save(const std::string& path, const JobKey& key, const LoopState& loop, const Parts& parts) {
+std::string save(const std::string& path, const JobKey& key, const LoopState& loop, const Parts& parts) {
   torch::serialize::OutputArchive archive;
   archive.write("format", c10::IValue(std::string(kFormat)));
   archive.write("version", c10::IValue(kVersion));
@@ -232,16 +176,15 @@ void save(const std::string& path, const JobKey& key, const LoopState& loop, con
   archive.write("loss_scale_clean_steps", c10::IValue(parts.scaler.clean_steps()));
   archive.write("skipped_steps", c10::IValue(parts.scaler.skipped_steps()));
 
-  write_atomically(archive, path);
+  return checkpoint_file::write(archive, path);
 }
 
-LoopState load(const std::string& path, const JobKey& key, const Parts& parts) {
+LoopState load(const std::string& path, const Expected& expected, const JobKey& key, const Parts& parts) {
   torch::serialize::InputArchive archive;
   try {
-    archive.load_from(path, parts.device);
+    checkpoint_file::read(path, expected.checksum, parts.device, archive);
   } catch (const std::exception& e) {
-    throw CheckpointError("resume checkpoint " + path + " is unreadable (truncated, or not a checkpoint): " +
-                             first_line(e.what()));
+    throw CheckpointError(std::string("resume checkpoint ") + e.what());
   }
   const Reader file(path, archive);
   c10::IValue format;
@@ -272,6 +215,9 @@ LoopState load(const std::string& path, const JobKey& key, const Parts& parts) {
     for (std::int64_t i = 0; i < count; ++i) loop.best_state.push_back(best_reader.tensor("t" + std::to_string(i)));
 
     loop.steps_done = file.integer("steps_done");
+    if (expected.steps_done >= 0 && loop.steps_done != expected.steps_done)
+      file.fail("holds step " + std::to_string(loop.steps_done) + ", not step " + std::to_string(expected.steps_done) +
+                " as recorded");
     loop.loss_sum = file.tensor("loss_sum");
     loop.correct = file.tensor("correct");
     loop.seen = file.integer("seen");

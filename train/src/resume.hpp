@@ -55,14 +55,20 @@ struct Parts {
   LossScaler& scaler;  // fp16's loss scale; written always, read when present (older files: fp32 runs)
 };
 
-// Writes the checkpoint to a temporary file beside `path`, syncs it and renames it over `path`:
-// a crash leaves the previous checkpoint or the new one, never a torn file.
-void save(const std::string& path, const JobKey& key, const LoopState& loop, const Parts& parts);
+// Writes the checkpoint to `path` whole or not at all (checkpoint_file::write) and returns its
+// checksum; CheckpointWriteError when it cannot.
+std::string save(const std::string& path, const JobKey& key, const LoopState& loop, const Parts& parts);
+
+// What a checkpoint to resume from was recorded as when it was written.
+struct Expected {
+  std::int64_t steps_done = -1;  // -1: not checked
+  std::string checksum;          // "": not checked
+};
 
 // Restores `parts` (model, optimiser, every generator, the data position) and returns the loop
-// state. A file that cannot be read, is not a resume checkpoint, or belongs to another job is a
-// std::runtime_error naming the file and what does not match; nothing is half-restored into a
-// run that then goes on.
-LoopState load(const std::string& path, const JobKey& key, const Parts& parts);
+// state. A file that cannot be read, is damaged (its checksum), is not a resume checkpoint,
+// belongs to another job or holds another step is a ResumeCheckpointError naming the file and
+// what does not match; nothing is half-restored into a run that then goes on.
+LoopState load(const std::string& path, const Expected& expected, const JobKey& key, const Parts& parts);
 
 }  // namespace attnlab::resume

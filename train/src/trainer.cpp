@@ -11,7 +11,7 @@
 #include <c10/core/InferenceMode.h>
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/adamw.h>
-#include <torch/serialize.h>
+#include <torch/serialize/output-archive.h>
 #include <torch/utils.h>
 
 #include "attnlab/train/data_loader.hpp"
@@ -19,6 +19,7 @@
 #include "attnlab/train/loss_scaler.hpp"
 #include "attnlab/precision.hpp"
 #include "attnlab/torch_compat.hpp"
+#include "checkpoint_file.hpp"
 #include "resume.hpp"
 
 namespace attnlab {
@@ -160,14 +161,35 @@ void restore(EncoderClassifier& model, const std::vector<at::Tensor>& state) {
   for (auto& b : model->buffers()) b.detach().copy_(state[i++]);
 }
 
-void save_checkpoint(EncoderClassifier& model, const std::string& path) {
-  // write then rename: a crash never leaves a half-written "best" checkpoint
-  const std::string partial = path + ".partial";
-  torch::save(model, partial);
-  if (std::rename(partial.c_str(), path.c_str()) != 0) throw std::runtime_error("cannot write checkpoint " + path);
+// The model's weights as torch::save writes them (torch::load reads them), whole or not at all;
+// returns the file's checksum.
+std::string save_checkpoint(EncoderClassifier& model, const std::string& path) {
+  torch::serialize::OutputArchive archive;
+  model->save(archive);
+  return checkpoint_file::write(archive, path);
+}
+
+// Writes a resume checkpoint under a name of its own and offers it to the observer. Adopted, it
+// replaces the run's previous one; refused (the attempt lost its lease), it is removed at once:
+// no later attempt can read a file whose step the database does not know.
+void offer_resume_checkpoint(const TrainJob& job, const resume::JobKey& key, const resume::LoopState& loop,
+                             const resume::Parts& parts, TrainObserver& observer, std::string& adopted) {
+  const std::string path = resume_file(job.resume_stem, loop.steps_done);
+  const std::string checksum = resume::save(path, key, loop, parts);
+  std::error_code ignored;
+  if (!observer.on_checkpoint(loop.steps_done, path, checksum)) {
+    std::filesystem::remove(path, ignored);
+    return;
+  }
+  if (!adopted.empty() && adopted != path) std::filesystem::remove(adopted, ignored);
+  adopted = path;
 }
 
 }  // namespace
+
+std::string resume_file(const std::string& stem, std::int64_t steps_done) {
+  return stem + ".step-" + std::to_string(steps_done) + ".resume.pt";
+}
 
 std::string accuracy_checkpoint_path(const std::string& checkpoint_path, double mark) {
   return checkpoint_path + ".acc" + std::to_string(std::lround(mark * 100));
@@ -201,7 +223,7 @@ RunOutcome train_and_evaluate(const TrainJob& job, const TrainSplits& data, Trai
   const auto& tc = job.train;
   auto start = Clock::now();
   auto seconds_since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
-  const bool resuming = job.resume && !job.resume_path.empty() && std::filesystem::exists(job.resume_path);
+  const bool resuming = !job.resume_from.empty();
   const auto job_key = resume::job_key(job, data.train.size());
   const Precision precision = apply_precision_settings(tc, job.device);
 
@@ -234,9 +256,9 @@ RunOutcome train_and_evaluate(const TrainJob& job, const TrainSplits& data, Trai
   const resume::Parts parts{*model, optimizer, draws, train_batches, job.device, scaler};
   if (resuming) {
     // everything above was built as a fresh run builds it; the checkpoint overwrites its state
-    loop = resume::load(job.resume_path, job_key, parts);
+    loop = resume::load(job.resume_from, {job.resume_step, job.resume_checksum}, job_key, parts);
     start = Clock::now() - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(loop.elapsed_seconds));
-    observer.on_resumed(loop.steps_done, job.resume_path);
+    observer.on_resumed(loop.steps_done, job.resume_from);
   } else {
     // Training-curve accumulators stay on the device: reading them synchronises, so only at log steps.
     loop.loss_sum = at::zeros({}, at::TensorOptions(job.device).dtype(at::kDouble));
@@ -255,7 +277,7 @@ RunOutcome train_and_evaluate(const TrainJob& job, const TrainSplits& data, Trai
       // best file goes back to the best as of the checkpoint, which this attempt carries on from
       const auto current = snapshot(model);
       restore(model, loop.best_state);
-      save_checkpoint(model, job.checkpoint_path);
+      outcome.checkpoint_checksum = save_checkpoint(model, job.checkpoint_path);
       restore(model, current);
     }
     for (std::int64_t step = loop.steps_done; step < tc.steps; ++step) {
@@ -315,7 +337,7 @@ RunOutcome train_and_evaluate(const TrainJob& job, const TrainSplits& data, Trai
           loop.best_val = val.acc;
           loop.best_step = loop.steps_done;
           loop.best_state = snapshot(model);
-          if (!job.checkpoint_path.empty()) save_checkpoint(model, job.checkpoint_path);
+          if (!job.checkpoint_path.empty()) outcome.checkpoint_checksum = save_checkpoint(model, job.checkpoint_path);
         }
         // The first validation at or past each accuracy mark keeps its weights. A file already
         // there was kept before a resume: the mark was reached then.
@@ -334,13 +356,12 @@ RunOutcome train_and_evaluate(const TrainJob& job, const TrainSplits& data, Trai
       // about to end), or a stop, which checkpoints and leaves even after the last step.
       const bool stopping = job.stop && job.stop->load(std::memory_order_relaxed);
       const bool periodic = tc.checkpoint_every > 0 && loop.steps_done % tc.checkpoint_every == 0 && !last;
-      if ((periodic || stopping) && !job.resume_path.empty()) {
+      if ((periodic || stopping) && !job.resume_stem.empty()) {
         // the checkpoint covers every point up to this step: deliver them first
         if (!points.empty()) observer.on_metrics(points);
         points.clear();
         loop.elapsed_seconds = seconds_since(start);
-        resume::save(job.resume_path, job_key, loop, parts);
-        observer.on_checkpoint(loop.steps_done, job.resume_path);
+        offer_resume_checkpoint(job, job_key, loop, parts, observer, outcome.resume_checkpoint);
       }
       if (stopping) {
         outcome.status = TrainStatus::interrupted;
@@ -348,6 +369,8 @@ RunOutcome train_and_evaluate(const TrainJob& job, const TrainSplits& data, Trai
         break;
       }
     }
+  } catch (const CheckpointWriteError&) {
+    throw;  // the disk's fault, not the method's: the caller decides
   } catch (const std::exception& e) {
     outcome.status = compat::is_out_of_memory(e) ? TrainStatus::oom : TrainStatus::failed;
     outcome.error = one_line_error(e);

@@ -294,7 +294,7 @@ struct SpectrumResult {
 
 class Database {
  public:
-  static constexpr int kSchemaVersion = 8;
+  static constexpr int kSchemaVersion = 9;
 
   enum class Open {
     migrate,   // create the file if needed and apply forward migrations (run, queue add, db migrate)
@@ -378,7 +378,8 @@ class Database {
   // blocked; interrupted -> queued (not counted as a failure).
   void finish_run(std::int64_t run_id, RunStatus status,
                   const std::vector<std::pair<std::string, double>>& results,
-                  const std::string& error, const std::string& checkpoint_path);
+                  const std::string& error, const std::string& checkpoint_path,
+                  const std::string& checkpoint_checksum = "");
   // For the worker whose job process died: ends the run as `status` with `error` (as finish_run,
   // or `lost` when a signal from outside killed the process) only if it is still 'running' and
   // holds the lease; returns whether it changed anything.
@@ -388,9 +389,19 @@ class Database {
   // Only attempts after the job's last done/diverged/oom run count: a job run again (--rerun,
   // retry) starts afresh.
   std::pair<std::string, std::int64_t> resume_point(std::int64_t job_id);
-  // The step at which the run's resume checkpoint was written (0 if it has none).
+  // The step at which the run's resume checkpoint was written (0 if it has none), and its
+  // checksum ("" if none was recorded).
   std::int64_t resume_step(std::int64_t run_id);
-  void set_resume_checkpoint(std::int64_t run_id, const std::string& path, std::int64_t step);
+  std::string resume_checksum(std::int64_t run_id);
+  // Adopts the file `path`, holding `step` steps, with `checksum`, as the run's resume checkpoint.
+  void set_resume_checkpoint(std::int64_t run_id, const std::string& path, std::int64_t step,
+                             const std::string& checksum = "");
+  // Run `holder` (which holds the lease of run `earlier`'s job) stops anyone resuming from
+  // `earlier`'s checkpoint (damaged, or written by another build of a plugin), and drops the
+  // curve points it had copied from it: it starts afresh.
+  void discard_resume_point(std::int64_t holder, std::int64_t earlier);
+  // The checksum of the run's best-validation weights file as recorded ("" if none).
+  std::string checkpoint_checksum(std::int64_t run_id);
   // Copies the curve points of run `from` up to `max_step` into run `to` (a resumed attempt
   // continues its predecessor's curves), and its instability tau points, which are measured
   // before training whatever their step numbers. Lease-checked on `to`.

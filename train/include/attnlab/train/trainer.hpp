@@ -5,6 +5,8 @@
 // A run can be stopped, and resumed from its resume checkpoint with the same numbers as if it had
 // never stopped (core/README.md, "Resume checkpoints").
 #include <atomic>
+#include <cstring>
+#include <stdexcept>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -55,13 +57,17 @@ class TrainObserver {
   virtual ~TrainObserver() = default;
   virtual void on_metrics(const std::vector<MetricPoint>& points) = 0;
   virtual void on_progress(const Progress& progress) = 0;
-  // After a resume checkpoint holding the first `steps_done` steps was written to `path`. Every
-  // curve point up to and including that step was delivered to on_metrics before it.
-  virtual void on_checkpoint(std::int64_t /*steps_done*/, const std::string& /*path*/) {}
-  // After a resume checkpoint holding `steps_done` steps was read, before anything else is
-  // delivered: this attempt's curve continues the one that wrote it after that step. (The file
-  // is the truth: a process killed between writing a checkpoint and recording it elsewhere leaves
-  // a file newer than the record.)
+  // After a resume checkpoint holding the first `steps_done` steps was written to `path`, a file
+  // of its own, with `checksum`. Every curve point up to and including that step was delivered
+  // to on_metrics before it. Returns whether it was adopted as the run's resume point (the
+  // runner records it; false once the attempt lost its lease): an adopted one replaces the run's
+  // previous one, which is removed; one not adopted is removed at once.
+  virtual bool on_checkpoint(std::int64_t /*steps_done*/, const std::string& /*path*/, const std::string& /*checksum*/) {
+    return true;
+  }
+  // After the resume checkpoint TrainJob::resume_from, holding `steps_done` steps, was read,
+  // before anything else is delivered: this attempt's curve continues the one that wrote it
+  // after that step.
   virtual void on_resumed(std::int64_t /*steps_done*/, const std::string& /*path*/) {}
   // After each of the variance passes that follow a stochastic run's test evaluation
   // ([train] variance_passes; they can take as long as training): `done` of `passes`, and the
@@ -83,12 +89,17 @@ struct TrainJob {
   AttentionMaker reference_attention;  // softmax: the reference of the instability score
   std::string checkpoint_path;  // best-validation weights are saved here (and accuracy checkpoints beside it)
 
-  // Resume checkpoints: written to resume_path (atomically) every train.checkpoint_every steps
-  // and when `stop` is seen; empty: none at all. With `resume` and an existing file, the run
-  // continues from it; a file that is not this job's (identity, seed, configuration, model
-  // shapes) or is unreadable makes train_and_evaluate throw std::runtime_error naming the file.
-  std::string resume_path;
-  bool resume = false;
+  // Resume checkpoints: every train.checkpoint_every steps and when `stop` is seen, one is
+  // written to resume_file(resume_stem, step), a name of its own, and offered to
+  // TrainObserver::on_checkpoint. Empty: none at all.
+  std::string resume_stem;
+  // The resume checkpoint to continue from (empty: a fresh run), with the step and checksum
+  // recorded when it was written (-1 and "": not checked). One that cannot be resumed from
+  // (unreadable, damaged, another job's, another step) makes train_and_evaluate throw
+  // ResumeCheckpointError naming the file, before anything is delivered to the observer.
+  std::string resume_from;
+  std::int64_t resume_step = -1;
+  std::string resume_checksum;
   std::string identity;  // what names the job beyond its model and train config (e.g. its config hash)
   // Checked once per step (relaxed load): when set, the run checkpoints at the end of that step
   // and returns status `interrupted` with what it measured so far. May be null.
@@ -115,11 +126,32 @@ struct RunOutcome {
   TrainStatus status = TrainStatus::done;
   std::string error;
   std::vector<std::pair<std::string, double>> results;  // test_acc, best_val_acc, ... (store/README.md)
+  std::string resume_checkpoint;    // the last resume checkpoint adopted ("" if none)
+  std::string checkpoint_checksum;  // of the best-validation weights file as last written ("" if none)
+};
+
+// The file of the resume checkpoint at `steps_done` of a run whose stem is `stem`.
+std::string resume_file(const std::string& stem, std::int64_t steps_done);
+
+// A resume checkpoint that cannot be resumed from (unreadable, damaged, not a checkpoint, another
+// job's or another step's); the message is one line naming the file.
+struct ResumeCheckpointError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// A checkpoint file that could not be written: `error_number` is the errno (ENOSPC: the disk is
+// full). The disk's fault, not the method's; the partial file was removed.
+struct CheckpointWriteError : std::runtime_error {
+  CheckpointWriteError(const std::string& file, int error)
+      : std::runtime_error("cannot write checkpoint " + file + ": " + std::strerror(error)), path(file), error_number(error) {}
+  std::string path;
+  int error_number;
 };
 
 // The seed fixes weights, data order, dropout and any randomness of the attention method.
-// Throws std::runtime_error only for a resume checkpoint that cannot be resumed from; everything
-// that goes wrong while training ends up in the outcome.
+// Throws ResumeCheckpointError for a resume checkpoint that cannot be resumed from and
+// CheckpointWriteError for a checkpoint that cannot be written; everything else that goes wrong
+// while training ends up in the outcome.
 RunOutcome train_and_evaluate(const TrainJob& job, const TrainSplits& data, TrainObserver& observer);
 
 // Where a run whose best checkpoint is `checkpoint_path` keeps its weights from the validation
