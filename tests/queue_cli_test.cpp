@@ -6,9 +6,14 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
+
+#include "attnlab/precision.hpp"
+#include "attnlab/store.hpp"
 
 #include "../store/src/schema_v1.hpp"
 #include "../store/src/schema_v2.hpp"
@@ -99,7 +104,7 @@ TEST_F(QueueCli, ListShowCancelRetry) {
 
   ASSERT_EQ(queue("show 1", out), 0) << out;
   EXPECT_NE(out.find("job 1: softmax on listops, seed 1, experiment 'tiny'"), std::string::npos) << out;
-  EXPECT_NE(out.find("state: queued (0 attempt(s); 0 failure(s) of 3 allowed; 0 ended from outside of 10 allowed)"), std::string::npos) << out;
+  EXPECT_NE(out.find("state: queued (0 attempt(s); 0 failure(s) of 3 allowed; 0 ended from outside, 0 of them in a row before a checkpoint of their own, of 10 allowed)"), std::string::npos) << out;
   EXPECT_NE(out.find("[train]\naccuracy_checkpoints = 0.0\nbatch_size = 8"), std::string::npos) << out;
   EXPECT_NE(out.find("attempts: none yet"), std::string::npos) << out;
   EXPECT_EQ(queue("show 7", out), 2);
@@ -132,7 +137,7 @@ TEST_F(QueueCli, ShowListsEveryAttempt) {
        "UPDATE runs SET resume_checkpoint = '/c/job-1.resume.pt', resume_step = 400 WHERE attempt = 1;"
        "UPDATE jobs SET attempts = 2, failures = 2, error = 'killed by signal 11' WHERE id = 1;");
   ASSERT_EQ(queue("show 1", out), 0) << out;
-  EXPECT_NE(out.find("state: queued (2 attempt(s); 2 failure(s) of 3 allowed; 0 ended from outside of 10 allowed)\n"
+  EXPECT_NE(out.find("state: queued (2 attempt(s); 2 failure(s) of 3 allowed; 0 ended from outside, 0 of them in a row before a checkpoint of their own, of 10 allowed)\n"
                      "plugin folders: "),
             std::string::npos) << out;
   EXPECT_NE(out.find("/datasets\nerror: killed by signal 11\n"),
@@ -172,12 +177,12 @@ TEST_F(QueueCli, DbMigrateIsTheOnlyWayAnOldFileMoves) {
   }
   std::string out;
   EXPECT_EQ(queue("list", out), 2);  // readers and workers never migrate
-  EXPECT_NE(out.find("database schema version 3 is older than this attnlab needs (8): run `attnlab db migrate --db " +
+  EXPECT_NE(out.find("database schema version 3 is older than this attnlab needs (9): run `attnlab db migrate --db " +
                      db() + "` first"), std::string::npos) << out;
   EXPECT_EQ(sql("PRAGMA user_version"), "3");
 
   ASSERT_EQ(attnlab("db migrate" + opts(), out), 0) << out;
-  EXPECT_EQ(out, db() + ": schema version 3 -> 8\n");
+  EXPECT_EQ(out, db() + ": schema version 3 -> 9\n");
   EXPECT_EQ(sql("SELECT state || ':' || attempts FROM jobs"), "done:0");
   ASSERT_EQ(attnlab("db migrate" + opts(), out), 0) << out;
   EXPECT_EQ(out, db() + ": schema version 9 -> 9 (up to date)\n");
@@ -188,9 +193,91 @@ TEST_F(QueueCli, DbMigrateIsTheOnlyWayAnOldFileMoves) {
   EXPECT_NE(out.find(path("missing.db") + ": no such database: run `attnlab db migrate --db "), std::string::npos) << out;
   EXPECT_FALSE(fs::exists(path("missing.db")));
   ASSERT_EQ(attnlab("db migrate --db " + path("new.db"), out), 0) << out;
-  EXPECT_EQ(out, path("new.db") + ": schema version 0 -> 8 (new database)\n");
+  EXPECT_EQ(out, path("new.db") + ": schema version 0 -> 9 (new database)\n");
   EXPECT_EQ(attnlab("db vacuum", out), 2);
   EXPECT_NE(out.find("attnlab db: unknown command 'vacuum'"), std::string::npos) << out;
+}
+
+// What a job's first step would refuse is known at enqueue: refused in one line, nothing stored
+// (e7c0818 queued such jobs and each used up its attempts). Queued without the data check
+// (--no-load-check), the job is blocked at its first attempt, uncounted.
+TEST_F(QueueCli, WhatTheFirstStepWouldRefuseIsRefusedAtEnqueue) {
+  std::string text;
+  {
+    std::ifstream in(experiment());
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  text.replace(text.find("batch_size = 8"), 14, "batch_size = 1000");
+  std::ofstream(path("big.toml")) << text;
+  const std::string cache = " --cache-dir " + path("cache");
+  std::string out;
+  EXPECT_EQ(queue("add " + path("big.toml") + cache, out), 2) << out;
+  EXPECT_NE(out.find("attnlab: error: " + path("big.toml") + ": [train] batch_size = 1000 (softmax on listops) is more "
+                     "than the 64 training examples of [datasets.listops]; nothing queued\n"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(db()) && sql("SELECT count(*) FROM jobs") != "0");
+
+  ASSERT_EQ(queue("add " + path("big.toml") + cache + " --no-load-check", out), 0) << out;
+  EXPECT_EQ(attnlab("worker --idle-exit --threads 1" + opts() + cache, out), 3) << out;
+  EXPECT_EQ(sql("SELECT group_concat(state || ' ' || attempts || ' ' || failures, ', ') FROM jobs"), "blocked 1 0, blocked 1 0");
+  EXPECT_NE(sql("SELECT error FROM jobs WHERE seed = 1").find("[train] batch_size = 1000 is more than the 64 training examples"),
+            std::string::npos) << sql("SELECT error FROM jobs WHERE seed = 1");
+
+  // fp16 where this build can autocast it nowhere (LibTorch 1.13 without CUDA)
+  if (attnlab::autocast_possible(attnlab::Precision::fp16)) return;
+  text.replace(text.find("batch_size = 1000"), 17, "batch_size = 8\nprecision = \"fp16\"");
+  std::ofstream(path("fp16.toml")) << text;
+  EXPECT_EQ(queue("add " + path("fp16.toml") + cache, out), 2) << out;
+  EXPECT_NE(out.find(path("fp16.toml") + ": [train] precision = \"fp16\" (softmax): precision fp16 on the CPU needs LibTorch 2"),
+            std::string::npos) << out;
+  EXPECT_EQ(sql("SELECT count(*) FROM jobs"), "2");
+}
+
+// A database whose pages contradict each other (16 KiB flipped mid-file) is refused in one line by
+// writers and readers, and nothing is written (e7c0818 read and wrote such a file with exit 0);
+// `attnlab db check` runs the full check and lists the problems.
+TEST_F(QueueCli, ADamagedDatabaseIsRefusedInOneLineAndDbCheckSaysWhy) {
+  {
+    attnlab::store::Database database(db());
+    const auto experiment_id = database.add_experiment("big", "", "");
+    database.add_job({experiment_id, "noop", "noop", 1, "noop = 1", "noop-1", {}, {}});
+    attnlab::store::Claimer claimer;
+    claimer.worker = "test";
+    const auto lease = database.claim_next_job(claimer, 60);
+    ASSERT_TRUE(lease);
+    std::vector<attnlab::store::CurvePoint> points;
+    for (int i = 0; i < 20000; ++i) points.push_back({i, "train", "loss", i * 0.5, i * 0.1});
+    database.append_curve(lease->run_id, points);
+  }
+  std::string out;
+  ASSERT_EQ(attnlab("db check --db " + db(), out), 0) << out;
+  EXPECT_EQ(out.rfind(db() + ": ok (PRAGMA integrity_check, ", 0), 0u) << out;
+
+  {
+    std::fstream bytes(db(), std::ios::in | std::ios::out | std::ios::binary);
+    const auto middle = static_cast<std::streamoff>(fs::file_size(db()) / 2);
+    std::string block(16384, '\0');
+    bytes.seekg(middle);
+    bytes.read(block.data(), 16384);
+    for (auto& c : block) c = static_cast<char>(c ^ 0x5a);
+    bytes.seekp(middle);
+    bytes.write(block.data(), 16384);
+  }
+  auto bytes_of = [](const std::string& file) {
+    std::ifstream in(file, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  const std::string damaged = bytes_of(db());
+  EXPECT_EQ(attnlab("db check --db " + db(), out), 1) << out;
+  EXPECT_EQ(out.rfind(db() + ": damaged: ", 0), 0u) << out;
+  const std::string refusal = "attnlab: error: " + db() + ": the database is damaged (quick_check: ";
+  for (const std::string command : {"results --db " + db(), "queue add " + experiment() + " --cache-dir " + path("cache") + opts(),
+                                    "worker --idle-exit" + opts()}) {
+    EXPECT_EQ(attnlab(command, out), 2) << command << "\n" << out;
+    const auto at = out.find(refusal);
+    EXPECT_NE(at, std::string::npos) << command << "\n" << out;
+    EXPECT_EQ(out.find('\n', at) + 1, out.size()) << command << "\n" << out;  // one line, the last
+  }
+  EXPECT_TRUE(bytes_of(db()) == damaged);  // nothing written
 }
 
 }  // namespace

@@ -133,12 +133,20 @@ TEST_F(Queue, ConcurrentClaimersNeverShareAJob) {
   EXPECT_EQ(query_one(db_->handle(), "SELECT count(*) FROM jobs WHERE state = 'done' AND attempts = 1"), "200");
 }
 
-TEST_F(Queue, AnExpiredLeaseReturnsTheJob) {
+TEST_F(Queue, AnExpiredLeaseReturnsTheJobAfterABackOff) {
   Database& db = fill(1);
+  double now = 1000;
+  db.set_clock([&] { return now; });
   const auto first = db.claim_next_job(claimer("slow"), 0.05);
   ASSERT_TRUE(first);
   EXPECT_EQ(db.claim_next_job(claimer("other"), 30), std::nullopt);  // not expired yet
-  sleep_s(0.1);
+  now += 0.1;
+  // this claim ends the expired lease; the job is claimed again after its back-off (0.5 s)
+  EXPECT_EQ(db.claim_next_job(claimer("other"), 30), std::nullopt);
+  EXPECT_DOUBLE_EQ(queued(first->job_id).retry_after, now + 0.5);
+  now += 0.49;
+  EXPECT_EQ(db.claim_next_job(claimer("other"), 30), std::nullopt);
+  now += 0.01;
   const auto second = db.claim_next_job(claimer("other"), 30);
   ASSERT_TRUE(second);
   EXPECT_EQ(second->job_id, first->job_id);
@@ -156,7 +164,7 @@ TEST_F(Queue, AnExpiredLeaseReturnsTheJob) {
   const auto third = db.claim_next_job(claimer("slow"), 0.05);
   ASSERT_TRUE(third);
   EXPECT_EQ(db.expire_leases(), 0);
-  sleep_s(0.1);
+  now += 0.1;
   EXPECT_EQ(db.expire_leases(), 1);
   // one crash and two lost leases: the job is queued again (lost attempts have their own cap)
   EXPECT_EQ(queued(third->job_id).job.state, JobState::queued);
@@ -186,10 +194,14 @@ TEST_F(Queue, HeartbeatsKeepTheLease) {
 
 TEST_F(Queue, ALostLeaseRefusesEveryRunLevelWriteAndWritesNothing) {
   Database& db = fill(1);
+  double clock = 1000;
+  db.set_clock([&] { return clock; });
   const auto old = db.claim_next_job(claimer("old"), 0.05);
   ASSERT_TRUE(old);
   db.append_curve(old->run_id, {{1, "train", "loss", 2.0, 0.1}});  // while it held the lease
-  sleep_s(0.1);
+  clock += 0.1;
+  EXPECT_EQ(db.expire_leases(), 1);
+  clock += 0.5;  // the back-off
   const auto now = db.claim_next_job(claimer("new"), 30);
   ASSERT_TRUE(now);
   const std::string before = attnlab::store::testing::dump_tables(db.handle());
@@ -345,6 +357,8 @@ TEST_F(Queue, CountsListsAndSubmits) {
 
 TEST_F(Queue, AbandonLeasesEndsEveryRunningRunWhateverItsExpiry) {
   Database& db = fill(3);
+  double now = 1000;
+  db.set_clock([&] { return now; });
   const auto a = db.claim_next_job(claimer(), 3600);
   const auto b = db.claim_next_job(claimer(), 3600);
   EXPECT_EQ(db.abandon_leases("requeued array task"), 2);
@@ -355,6 +369,8 @@ TEST_F(Queue, AbandonLeasesEndsEveryRunningRunWhateverItsExpiry) {
     EXPECT_EQ(queued(lease->job_id).infra_failures, 1);
   }
   EXPECT_EQ(db.abandon_leases("again"), 0);
+  EXPECT_EQ(db.claim_next_job(claimer(), 30)->job_id, jobs[2]);  // the other two back off
+  now += 0.5;
   EXPECT_EQ(db.claim_next_job(claimer(), 30)->job_id, jobs[0]);
 }
 
@@ -528,11 +544,14 @@ TEST_F(Queue, MigratesAVersion3FileWithDataKeepingEveryRow) {
   EXPECT_EQ(job(5).job.state, JobState::queued);  // 'running' with no run: nothing holds it
   EXPECT_EQ(job(4).max_attempts, 3);
 
-  // The first claim ends the stale lease (job 3 queued again, a failure counted) and takes job 3.
+  // The first claim ends the stale lease (job 3 queued again after a back-off, counted as the
+  // infrastructure's) and takes job 4.
   const auto lease = db.claim_next_job(claimer(), 30);
   ASSERT_TRUE(lease);
-  EXPECT_EQ(lease->job_id, 3);
-  EXPECT_EQ(lease->attempt, 3);
+  EXPECT_EQ(lease->job_id, 4);
+  EXPECT_EQ(lease->attempt, 1);
+  EXPECT_EQ(job(3).job.state, JobState::queued);
+  EXPECT_GT(job(3).retry_after, 0);
   EXPECT_EQ(query_one(db.handle(), "SELECT status FROM runs WHERE id = 14"), "lost");
   EXPECT_EQ(job(3).failures, 0);
   EXPECT_EQ(job(3).infra_failures, 1);
@@ -541,35 +560,62 @@ TEST_F(Queue, MigratesAVersion3FileWithDataKeepingEveryRow) {
   EXPECT_EQ(job(4).job.state, JobState::cancelled);
 }
 
-// Schema 6: what ended an attempt decides what it costs the job.
-TEST_F(Queue, AttemptsEndedFromOutsideHaveTheirOwnLargerCap) {
+// Schemas 6 and 9: what ended an attempt decides what it costs the job. Attempts ended from
+// outside are the machine's fault: the job backs off (0.5 s doubling to 60 s) and is queued again;
+// it fails only after max_infra_failures of them in a row ended before a checkpoint of their own.
+TEST_F(Queue, AttemptsEndedFromOutsideBackOffAndFailTheJobOnlyWithoutProgress) {
   Database& db = fill(1);
+  double now = 1000;
+  db.set_clock([&] { return now; });
   const QueuedJob fresh = queued(jobs[0]);
   EXPECT_EQ(fresh.max_infra_failures, 10);
   EXPECT_GT(fresh.max_infra_failures, fresh.max_attempts);
-  for (int i = 1; i <= 9; ++i) {
+  auto lose = [&](const std::string& why) {
+    now += 100;  // past any back-off
     const auto lease = db.claim_next_job(claimer(), 30);
-    ASSERT_TRUE(lease);
-    EXPECT_TRUE(db.fail_run_if_unfinished(lease->run_id, RunStatus::lost, "job process killed by signal 9 (Killed), not by its own code"));
-    EXPECT_EQ(queued(jobs[0]).job.state, JobState::queued) << i;
+    EXPECT_TRUE(lease);
+    if (lease) EXPECT_TRUE(db.fail_run_if_unfinished(lease->run_id, RunStatus::lost, why));
+    return lease ? lease->run_id : 0;
+  };
+  for (int i = 1; i <= 9; ++i) {
+    lose("job process killed by signal 9 (Killed), not by its own code");
+    const QueuedJob q = queued(jobs[0]);
+    EXPECT_EQ(q.job.state, JobState::queued) << i;
+    EXPECT_EQ(q.lost_in_a_row, i);
+    EXPECT_DOUBLE_EQ(q.retry_after, now + std::min(60.0, 0.5 * (1 << (i - 1)))) << i;
+    EXPECT_EQ(db.claim_next_job(claimer(), 30), std::nullopt);  // backing off
   }
+  // an attempt that adopted a checkpoint of its own made progress: no back-off, the row starts over
+  now += 100;
+  const auto progressing = db.claim_next_job(claimer(), 30);
+  ASSERT_TRUE(progressing);
+  db.set_resume_checkpoint(progressing->run_id, "/c/job-1.run-10.step-35.resume.pt", 35, "0123456789abcdef");
+  EXPECT_TRUE(db.fail_run_if_unfinished(progressing->run_id, RunStatus::lost, "lease expired"));
+  EXPECT_EQ(queued(jobs[0]).lost_in_a_row, 0);
+  EXPECT_EQ(queued(jobs[0]).retry_after, 0);
   // the method's own crashes still have their three
   for (int i = 1; i <= 2; ++i) db.finish_run(db.claim_next_job(claimer(), 30)->run_id, RunStatus::failed, {}, "segv", "");
   EXPECT_EQ(queued(jobs[0]).job.state, JobState::queued);
   EXPECT_EQ(queued(jobs[0]).failures, 2);
-  EXPECT_EQ(queued(jobs[0]).infra_failures, 9);
-  EXPECT_TRUE(db.fail_run_if_unfinished(db.claim_next_job(claimer(), 30)->run_id, RunStatus::lost, "lease expired"));
+  EXPECT_EQ(queued(jobs[0]).infra_failures, 10);
+  for (int i = 1; i <= 9; ++i) lose("lease expired");
+  EXPECT_EQ(queued(jobs[0]).job.state, JobState::queued);
+  lose("lease expired");
   const QueuedJob q = queued(jobs[0]);
   EXPECT_EQ(q.job.state, JobState::failed);
-  EXPECT_EQ(q.infra_failures, 10);
-  EXPECT_EQ(q.error, "10 attempts ended by the infrastructure (killed from outside, lease expired); last: lease expired");
+  EXPECT_EQ(q.infra_failures, 20);
+  EXPECT_EQ(q.lost_in_a_row, 10);
+  EXPECT_EQ(q.error, "10 attempts in a row ended from outside (killed, lease expired) before a checkpoint of their own; "
+                     "last: lease expired");
   // every attempt keeps its own reason
-  EXPECT_EQ(query_one(db.handle(), "SELECT group_concat(status, ',') FROM (SELECT status FROM runs ORDER BY attempt)"),
-            "lost,lost,lost,lost,lost,lost,lost,lost,lost,failed,failed,lost");
-  // a retry resets both counts
+  EXPECT_EQ(query_one(db.handle(), "SELECT count(*) || ' ' || group_concat(DISTINCT status) FROM runs WHERE status = 'lost'"),
+            "20 lost");
+  // a retry resets the counts and the back-off
   EXPECT_EQ(db.retry_jobs({jobs[0]}), std::vector<std::int64_t>{jobs[0]});
   EXPECT_EQ(queued(jobs[0]).failures, 0);
   EXPECT_EQ(queued(jobs[0]).infra_failures, 0);
+  EXPECT_EQ(queued(jobs[0]).lost_in_a_row, 0);
+  EXPECT_EQ(queued(jobs[0]).retry_after, 0);
 }
 
 TEST_F(Queue, ARejectedAttemptBlocksTheJobWithoutCountingAFailure) {

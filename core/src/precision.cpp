@@ -88,6 +88,15 @@ bool autocast_supported(const c10::Device& device, Precision precision, std::str
   return true;
 }
 
+bool autocast_possible(Precision precision, std::string* why) {
+  if (autocast_supported(c10::Device(c10::kCPU), precision, why)) return true;
+#ifdef ATTNLAB_WITH_CUDA
+  return true;  // CUDA autocasts to fp16 and bf16
+#else
+  return false;
+#endif
+}
+
 AutocastScope::AutocastScope(const c10::Device& device, Precision precision) {
   if (precision == Precision::fp32) return;
   std::string why;

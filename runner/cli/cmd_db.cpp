@@ -2,6 +2,8 @@
 // migrate are this one, `attnlab queue add` and `attnlab run`; workers and job processes open
 // the file as it is and refuse an older one (store/README.md, "Migrations").
 // attnlab db gc: removes the checkpoint files nothing can use any more (checkpoint_sweep.hpp).
+// attnlab db check: SQLite's full integrity check of the file.
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 
@@ -43,15 +45,38 @@ int cmd_db_gc(const Args& args) {
   return 0;
 }
 
+// Exit 0 when the file is intact, 1 (each problem on a line of its own) when it is not.
+int cmd_db_check(const Args& args) {
+  po::options_description options("attnlab db check [--db FILE]");
+  options.add_options()
+      ("db", po::value<std::string>()->default_value("attnlab.db"), "results database")
+      ("help,h", "this help");
+  const auto vm = parse_command_line("db check", args, options);
+  if (vm.count("help")) return std::cout << options, 0;
+  store::Database db(vm["db"].as<std::string>(), store::Database::Open::unchecked);
+  const auto start = std::chrono::steady_clock::now();
+  const auto problems = db.integrity_problems(100);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  char took[32];
+  std::snprintf(took, sizeof took, "%.2f s", seconds);
+  if (problems.empty()) return std::cout << db.path() << ": ok (PRAGMA integrity_check, " << took << ")\n", 0;
+  std::cout << db.path() << ": damaged: " << problems.size() << (problems.size() == 100 ? "+" : "")
+            << " problem(s) (PRAGMA integrity_check, " << took << "); restore the file from a copy\n";
+  for (const auto& problem : problems) std::cout << "  " << problem << "\n";
+  return 1;
+}
+
 }  // namespace
 
 int cmd_db(const Args& args) {
   const char* usage =
       "usage: attnlab db migrate [--db FILE]   bring the database to this attnlab's schema version\n"
-      "       attnlab db gc [--db FILE] [--dry-run]   remove checkpoint files no job can use any more\n";
+      "       attnlab db gc [--db FILE] [--dry-run]   remove checkpoint files no job can use any more\n"
+      "       attnlab db check [--db FILE]   SQLite's full integrity check (exit 1 when the file is damaged)\n";
   if (args.empty()) return std::cerr << usage, 2;
   if (args[0] == "--help" || args[0] == "-h" || args[0] == "help") return std::cout << usage, 0;
   if (args[0] == "gc") return cmd_db_gc(Args(args.begin() + 1, args.end()));
+  if (args[0] == "check") return cmd_db_check(Args(args.begin() + 1, args.end()));
   if (args[0] != "migrate") {
     std::cerr << "attnlab db: unknown command '" << args[0] << "'\n" << usage;
     return 2;

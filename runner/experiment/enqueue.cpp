@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <set>
 
+#include "attnlab/precision.hpp"
 #include "experiment/data_budget.hpp"
 
 namespace attnlab {
@@ -17,20 +19,35 @@ namespace {
 // once checked; what stays is the token cache the jobs will hit.
 void check_datasets(const std::string& path, const Experiment& experiment, const PluginRegistry& registry,
                     const std::string& cache_dir, const DataCheck& check) {
-  std::set<std::string> checked;
+  std::map<std::string, std::int64_t> train_examples;  // by dataset configuration, when loaded
   const DatasetContext context{dataset_cache_dir(cache_dir)};
   for (const auto& job : experiment.jobs) {
     const std::string key = job.dataset + "\n" + job.config_toml.substr(job.config_toml.find("[datasets"));
-    if (!checked.insert(key).second) continue;
+    if (!train_examples.emplace(key, -1).second) continue;
     try {
       const auto dataset = registry.find(PluginKind::dataset, job.dataset)->make_dataset(context, job.dataset_params);
       const TaskInfo task = dataset->info();
       if (!check.force) check_data_size(job.dataset, *dataset, task, context.cache_dir);
       if (check.load)
-        for (const Split split : {Split::train, Split::val, Split::test}) load_checked(job.dataset, *dataset, split);
+        for (const Split split : {Split::train, Split::val, Split::test}) {
+          const auto size = load_checked(job.dataset, *dataset, split).size();
+          if (split == Split::train) train_examples[key] = size;
+        }
     } catch (const std::exception& e) {
       throw ConfigError(path + ": [datasets." + job.dataset + "] " + e.what());
     }
+  }
+  // what the first step would refuse, known now: better one line here than a job that cannot run
+  for (const auto& job : experiment.jobs) {
+    const std::string key = job.dataset + "\n" + job.config_toml.substr(job.config_toml.find("[datasets"));
+    const std::int64_t examples = train_examples.at(key), batch = job.train.integer("batch_size");
+    if (examples >= 0 && batch > examples)
+      throw ConfigError(path + ": [train] batch_size = " + std::to_string(batch) + " (" + job.method + " on " +
+                        job.dataset + ") is more than the " + std::to_string(examples) +
+                        " training examples of [datasets." + job.dataset + "]; nothing queued");
+    if (std::string why; !autocast_possible(parse_precision(job.train.string("precision")), &why))
+      throw ConfigError(path + ": [train] precision = \"" + job.train.string("precision") + "\" (" + job.method +
+                        "): " + why + "; nothing queued");
   }
 }
 

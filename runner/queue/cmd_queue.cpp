@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <iomanip>
 #include <iostream>
 #include <sstream>
 
@@ -62,9 +63,12 @@ std::vector<std::int64_t> job_ids(const std::string& command, const std::vector<
   return ids;
 }
 
+double now_unix_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 std::string seconds_from_now(double unix_seconds) {
-  const double now =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const double now = now_unix_seconds();
   char buf[48];
   const double left = unix_seconds - now;
   if (left >= 0)
@@ -78,8 +82,9 @@ std::string seconds_from_now(double unix_seconds) {
 
 std::string failures_cell(const store::QueuedJob& q) {
   std::string cell = std::to_string(q.failures) + "/" + std::to_string(q.max_attempts);
-  if (q.infra_failures > 0)  // attempts ended from outside: their own cap
-    cell += ", lost " + std::to_string(q.infra_failures) + "/" + std::to_string(q.max_infra_failures);
+  if (q.infra_failures > 0)  // attempts ended from outside: counted apart; in a row without progress: capped
+    cell += ", lost " + std::to_string(q.infra_failures) + " (" + std::to_string(q.lost_in_a_row) + "/" +
+            std::to_string(q.max_infra_failures) + " in a row)";
   return cell;
 }
 
@@ -201,8 +206,11 @@ int queue_show(const Args& args) {
   std::cout << "job " << q.job.id << ": " << q.job.method << " on " << q.job.dataset << ", seed " << q.job.seed
             << ", experiment '" << q.experiment << "' (" << q.job.experiment_id << "), created " << q.created_at << "\n"
             << "state: " << q.job.state << " (" << q.attempts << " attempt(s); " << q.failures << " failure(s) of "
-            << q.max_attempts << " allowed; " << q.infra_failures << " ended from outside of " << q.max_infra_failures
-            << " allowed)\n";
+            << q.max_attempts << " allowed; " << q.infra_failures << " ended from outside, " << q.lost_in_a_row
+            << " of them in a row before a checkpoint of their own, of " << q.max_infra_failures << " allowed)\n";
+  if (q.job.state == store::JobState::queued && q.retry_after > now_unix_seconds())
+    std::cout << "back-off: not claimed again for " << std::fixed << std::setprecision(1)
+              << q.retry_after - now_unix_seconds() << std::defaultfloat << " s (after an attempt ended from outside)\n";
   for (std::size_t i = 0; i < q.plugin_dirs.size(); ++i)
     std::cout << (i ? ", " : "plugin folders: ") << q.plugin_dirs[i] << (i + 1 == q.plugin_dirs.size() ? "\n" : "");
   if (q.lease_run_id)

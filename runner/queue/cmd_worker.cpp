@@ -83,7 +83,11 @@ int cmd_worker(const Args& args, const std::string& self_exe) {
   WorkerOptions o = options_from(vm, "worker");
   o.devices = resolve_devices(vm["devices"].as<std::string>());
   // refuse a missing or unmigrated database here, once, rather than in every device worker
-  { store::Database check(o.db_path, store::Database::Open::existing); }
+  // (and a damaged one: the device workers and job processes do not check it again)
+  {
+    store::Database check(o.db_path, store::Database::Open::existing);
+    check.require_intact();
+  }
   std::string names;
   for (const auto& d : o.devices) names += (names.empty() ? "" : ", ") + d;
   std::cerr << "attnlab: worker: database " << o.db_path << ", device(s) " << names << ", lease " << o.lease_seconds

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <system_error>
 
+#include "attnlab/precision.hpp"
 #include "attnlab/train/config.hpp"
 #include "attnlab/store.hpp"
 #include "attnlab/torch_compat.hpp"
@@ -117,6 +118,16 @@ PluginRegistry job_registry(const std::vector<std::string>& job_dirs, const std:
   return registry;
 }
 
+// What the first step would refuse, found before it: a ConfigError blocks the job at once
+// (trying again fails the same way) instead of using up its attempts.
+void refuse_what_cannot_run(const TrainJob& job, std::int64_t train_examples) {
+  if (job.train.batch_size > train_examples)
+    throw ConfigError("[train] batch_size = " + std::to_string(job.train.batch_size) + " is more than the " +
+                      std::to_string(train_examples) + " training examples");
+  if (std::string why; !autocast_supported(job.device, parse_precision(job.train.precision), &why))
+    throw ConfigError("[train] precision = \"" + job.train.precision + "\": " + why);
+}
+
 // An earlier attempt's resume checkpoint, as the database recorded it.
 struct ResumePoint {
   std::string path;
@@ -215,6 +226,7 @@ int execute_job(const JobExecOptions& options, const std::vector<std::string>& p
     job.resume_stem = resume_checkpoint_stem(checkpoint_dir, stored.id, run_id);
     job.identity = stored.config_hash;
     job.stop = &stop_flag();
+    refuse_what_cannot_run(job, splits.train.size());
     AttentionFactory* factory = method->make_attention;
     const ParamValues method_params = plan.method_params;
     job.make_attention = [factory, method_params](const AttentionShape& shape) { return factory(shape, method_params); };

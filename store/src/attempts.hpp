@@ -18,19 +18,26 @@ std::int64_t require_lease(sqlite3* db, const std::string& path, std::int64_t ru
 // Same check without throwing LeaseLost: 0 when the run does not hold its lease.
 std::int64_t job_if_holding_lease(sqlite3* db, const std::string& path, std::int64_t run_id);
 
+// The back-off of a job after an attempt ended from outside without a checkpoint of its own:
+// kLostBackoffSeconds x 2^(k-1) for the k-th such attempt in a row, at most kLostBackoffMaxSeconds.
+inline constexpr double kLostBackoffSeconds = 0.5;
+inline constexpr double kLostBackoffMaxSeconds = 60;
+
 // Ends run `run_id` of job `job_id`, which holds the job's lease, as `status` with `error`, and
 // releases the lease: done | diverged | oom -> the job takes that state; failed (the method's own
 // crash) -> one more failure, then queued, or failed once failures reach max_attempts ("N
-// attempts failed; last: ERROR"); lost (ended from outside) -> the same against
-// infra_failures and max_infra_failures; rejected (cannot run as configured) -> blocked, not
-// counted; interrupted -> queued, not counted. `running` is a StoreError.
+// attempts failed; last: ERROR"); lost (ended from outside) -> queued, not claimed again before
+// its back-off (none if the attempt adopted a checkpoint of its own), or failed once
+// max_infra_failures attempts in a row were lost before a checkpoint of their own; rejected
+// (cannot run as configured) -> blocked, not counted; interrupted -> queued, not counted.
+// `running` is a StoreError.
 void end_attempt(sqlite3* db, const std::string& path, std::int64_t run_id, std::int64_t job_id,
-                 RunStatus status, const std::string& error);
+                 RunStatus status, const std::string& error, double now);
 // Ends it for `attnlab queue cancel`: the run ends 'interrupted' ("cancelled"), the job is cancelled.
 void cancel_attempt(sqlite3* db, const std::string& path, std::int64_t run_id, std::int64_t job_id);
 
-// Ends as 'lost' the lease of every running job whose lease expired before `now` (every one if
-// `now` is negative), with `why`, or "lease expired: ..." when `why` is empty. Returns how many.
-std::int64_t end_leases(sqlite3* db, const std::string& path, double now, const std::string& why);
+// Ends as 'lost' the lease of every running job whose lease expired before `now` (every one with
+// `every`), with `why`, or "lease expired: ..." when `why` is empty. Returns how many.
+std::int64_t end_leases(sqlite3* db, const std::string& path, double now, const std::string& why, bool every = false);
 
 }  // namespace attnlab::store::attempts

@@ -39,6 +39,45 @@ void set_wal(sqlite3* db, const std::string& path) {
   }
 }
 
+std::uintmax_t size_of(const std::string& path) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  return ec ? 0 : size;
+}
+
+// The rows of PRAGMA quick_check or integrity_check (at most `limit`) but "ok", each on one line.
+std::vector<std::string> check_rows(sqlite3* db, const std::string& path, const char* pragma, int limit) {
+  sql::Statement st(db, path, (std::string("PRAGMA ") + pragma + "(" + std::to_string(limit) + ")").c_str());
+  std::vector<std::string> problems;
+  while (st.step()) {
+    std::string row = st.column_text(0);
+    if (row == "ok") continue;
+    for (auto& c : row)
+      if (c == '\n') c = ' ';
+    const std::string banner = "*** in database main *** ";  // SQLite's heading of the first problem
+    if (row.rfind(banner, 0) == 0) row.erase(0, banner.size());
+    problems.push_back(row);
+  }
+  return problems;
+}
+
+// A file whose pages contradict each other (bytes flipped on disk, a torn copy) is refused before
+// anything reads or writes it: results from it could be silently wrong, and writes would spread
+// the damage. SQLITE_CORRUPT from the check itself says the same.
+void require_intact(sqlite3* db, const std::string& path) {
+  std::string problem;
+  try {
+    const auto problems = check_rows(db, path, "quick_check", 1);
+    if (problems.empty()) return;
+    problem = problems.front();
+  } catch (const sql::SqliteError& e) {
+    if (e.primary_code() != SQLITE_CORRUPT) throw;  // not SQLite at all (NOTADB): said by the caller
+    problem = e.what();
+  }
+  throw StoreError(path + ": the database is damaged (quick_check: " + problem + "); nothing read or written: " +
+                   "`attnlab db check --db " + path + "` lists what is wrong; restore the file from a copy");
+}
+
 // Returns the schema version the file had.
 int configure(sqlite3* db, const std::string& path, Database::Open mode) {
   if (sqlite3_busy_timeout(db, kBusyTimeoutMs) != SQLITE_OK) sql::fail(db, path, "cannot set busy timeout");
@@ -46,8 +85,10 @@ int configure(sqlite3* db, const std::string& path, Database::Open mode) {
     // The first statement reads the file header: a file that is not SQLite fails here. A
     // connection that must not migrate checks the version before anything is written.
     if (mode != Database::Open::migrate) require_current(db, path);
+    if (mode == Database::Open::migrate || (mode == Database::Open::read_only && size_of(path) <= Database::kReadersCheckBytes))
+      require_intact(db, path);
     // Only writers choose the journal mode: a reader leaves a DELETE-journal file as it is.
-    if (mode != Database::Open::read_only) set_wal(db, path);
+    if (mode == Database::Open::migrate || mode == Database::Open::existing) set_wal(db, path);
     sql::exec(db, path, "PRAGMA foreign_keys = ON");
     return mode == Database::Open::migrate ? migrate(db, path) : Database::kSchemaVersion;
   } catch (const sql::SqliteError& e) {
@@ -87,7 +128,8 @@ Database::Database(const std::string& path, Open mode) : path_(path) {
     // file alone is the whole database: open it immutable (no locks, no -shm), which is exact as
     // long as nobody writes it meanwhile, and nobody can (a writer would have left a -shm).
     const int code = e.primary_code();
-    if (mode != Open::read_only || (code != SQLITE_READONLY && code != SQLITE_CANTOPEN)) throw;
+    const bool reader = mode == Open::read_only || mode == Open::unchecked;
+    if (!reader || (code != SQLITE_READONLY && code != SQLITE_CANTOPEN)) throw;
     std::error_code ec;
     const auto wal = std::filesystem::file_size(path_ + "-wal", ec);
     if (!ec && wal > 0)
@@ -99,7 +141,8 @@ Database::Database(const std::string& path, Open mode) : path_(path) {
 
 void Database::open(Open mode, const std::string& uri_query) {
   // Opened as a URI (any path spelled safely) so that merge_shard can ATTACH a shard read-only.
-  const int flags = SQLITE_OPEN_URI | (mode == Open::read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) |
+  const bool reader = mode == Open::read_only || mode == Open::unchecked;
+  const int flags = SQLITE_OPEN_URI | (reader ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) |
                     (mode == Open::migrate ? SQLITE_OPEN_CREATE : 0);
   const int rc = sqlite3_open_v2(sql::file_uri(path_, uri_query).c_str(), &db_, flags, nullptr);
   try {
@@ -251,6 +294,23 @@ ReadTransaction::ReadTransaction(Database& db) : db_(db) {
 
 ReadTransaction::~ReadTransaction() {
   sqlite3_exec(db_.handle(), "COMMIT", nullptr, nullptr, nullptr);  // a read: nothing to lose
+}
+
+}  // namespace attnlab::store
+
+namespace attnlab::store {
+
+double Database::system_unix_seconds() { return sql::unix_now(); }
+
+void Database::require_intact() { store::require_intact(db_, path_); }
+
+std::vector<std::string> Database::integrity_problems(int limit) {
+  try {
+    return check_rows(db_, path_, "integrity_check", limit);
+  } catch (const sql::SqliteError& e) {
+    if (e.primary_code() != SQLITE_CORRUPT && e.primary_code() != SQLITE_NOTADB) throw;
+    return {e.what()};  // so damaged that the check itself stops
+  }
 }
 
 }  // namespace attnlab::store

@@ -93,7 +93,7 @@ std::optional<JobState> state_after(RunStatus status) {
 
 // end_attempt, or with `cancelled` (status interrupted) cancel_attempt.
 void end(sqlite3* db, const std::string& path, std::int64_t run_id, std::int64_t job_id, RunStatus status,
-         const std::string& error, bool cancelled) {
+         const std::string& error, bool cancelled, double now) {
   const bool own_failure = !cancelled && status == RunStatus::failed;  // the method's (or its process's) own crash
   const bool infra_failure = !cancelled && status == RunStatus::lost;   // ended from outside: expiry, a kill, a requeued task
   const std::optional<JobState> takes = cancelled ? JobState::cancelled : state_after(status);  // the job's new state
@@ -120,15 +120,27 @@ void end(sqlite3* db, const std::string& path, std::int64_t run_id, std::int64_t
     st.bind_text_or_null(1, error).bind(2, job_id);
     st.run();
   } else if (infra_failure) {
+    // A job fails for its own faults, not for a hostile machine: an attempt ended from outside
+    // puts it back in the queue after a back-off. Only attempts in a row that ended before a
+    // checkpoint of their own (no progress at all) count towards failing it.
+    bool progressed = false;
+    {
+      sql::Statement st(db, path, "SELECT resume_checkpoint IS NOT NULL FROM runs WHERE id = ?1");
+      st.bind(1, run_id);
+      progressed = st.step() && st.column_int64(0) != 0;
+    }
     sql::Statement st(db, path,
                       "UPDATE jobs SET infra_failures = infra_failures + 1, "
-                      "state = CASE WHEN infra_failures + 1 >= max_infra_failures THEN 'failed' ELSE 'queued' END, "
-                      "error = CASE WHEN infra_failures + 1 >= max_infra_failures "
-                      "  THEN (infra_failures + 1) || ' attempts ended by the infrastructure (killed from outside, "
-                      "lease expired); last: ' || coalesce(?1, 'no error recorded') "
+                      "lost_in_a_row = CASE WHEN ?3 THEN 0 ELSE lost_in_a_row + 1 END, "
+                      "state = CASE WHEN NOT ?3 AND lost_in_a_row + 1 >= max_infra_failures THEN 'failed' ELSE 'queued' END, "
+                      "error = CASE WHEN NOT ?3 AND lost_in_a_row + 1 >= max_infra_failures "
+                      "  THEN (lost_in_a_row + 1) || ' attempts in a row ended from outside (killed, lease expired) "
+                      "before a checkpoint of their own; last: ' || coalesce(?1, 'no error recorded') "
                       "  ELSE ?1 END, "
+                      "retry_after = CASE WHEN ?3 THEN NULL ELSE ?4 + min(?5, ?6 * (1 << min(lost_in_a_row, 20))) END, "
                       "lease_run_id = NULL, lease_owner = NULL, lease_expires_at = NULL WHERE id = ?2");
-    st.bind_text_or_null(1, error).bind(2, job_id);
+    st.bind_text_or_null(1, error).bind(2, job_id).bind(3, std::int64_t{progressed}).bind(4, now);
+    st.bind(5, kLostBackoffMaxSeconds).bind(6, kLostBackoffSeconds);
     st.run();
   } else {
     const JobState state = *takes;
@@ -143,15 +155,15 @@ void end(sqlite3* db, const std::string& path, std::int64_t run_id, std::int64_t
 }  // namespace
 
 void end_attempt(sqlite3* db, const std::string& path, std::int64_t run_id, std::int64_t job_id, RunStatus status,
-                 const std::string& error) {
-  end(db, path, run_id, job_id, status, error, false);
+                 const std::string& error, double now) {
+  end(db, path, run_id, job_id, status, error, false, now);
 }
 
 void cancel_attempt(sqlite3* db, const std::string& path, std::int64_t run_id, std::int64_t job_id) {
-  end(db, path, run_id, job_id, RunStatus::interrupted, "cancelled", true);
+  end(db, path, run_id, job_id, RunStatus::interrupted, "cancelled", true, 0);
 }
 
-std::int64_t end_leases(sqlite3* db, const std::string& path, double now, const std::string& why) {
+std::int64_t end_leases(sqlite3* db, const std::string& path, double now, const std::string& why, bool every) {
   struct Held {
     std::int64_t job_id, run_id;
     std::string owner;
@@ -161,8 +173,8 @@ std::int64_t end_leases(sqlite3* db, const std::string& path, double now, const 
     // The running jobs come from the (state, id) index; there are as many as busy workers.
     sql::Statement st(db, path,
                       "SELECT id, lease_run_id, coalesce(lease_owner, '') FROM jobs "
-                      "WHERE state = 'running' AND (?1 < 0 OR lease_expires_at < ?1) ORDER BY id");
-    st.bind(1, now);
+                      "WHERE state = 'running' AND (?1 OR lease_expires_at < ?2) ORDER BY id");
+    st.bind(1, std::int64_t{every}).bind(2, now);
     while (st.step()) ending.push_back({st.column_int64(0), st.column_int64(1), st.column_text(2)});
   }
   for (const Held& h : ending) {
@@ -170,7 +182,7 @@ std::int64_t end_leases(sqlite3* db, const std::string& path, double now, const 
         !why.empty() ? why
                      : "lease expired: " + (h.owner.empty() ? std::string("its worker") : "worker " + h.owner) +
                            " stopped renewing it";
-    end_attempt(db, path, h.run_id, h.job_id, RunStatus::lost, error);
+    end_attempt(db, path, h.run_id, h.job_id, RunStatus::lost, error, now);
   }
   return static_cast<std::int64_t>(ending.size());
 }
@@ -181,15 +193,16 @@ std::optional<Lease> Database::claim_next_job(const Claimer& claimer, double lea
                                               const std::vector<std::int64_t>& only) {
   if (!(lease_seconds > 0)) throw StoreError(path_ + ": a lease must last more than 0 seconds");
   sql::Transaction tx(db_, path_);
-  const double now = sql::unix_now();  // read under the write lock: no claim is older than its expiry check
+  const double now = this->now();  // read under the write lock: no claim is older than its expiry check
   attempts::end_leases(db_, path_, now, "");
 
   Lease lease;
   {
     sql::Statement st(db_, path_,
-                      "SELECT id FROM jobs WHERE state = 'queued' "
+                      "SELECT id FROM jobs WHERE state = 'queued' AND (retry_after IS NULL OR retry_after <= ?2) "
                       "AND (?1 IS NULL OR id IN (SELECT value FROM json_each(?1))) ORDER BY id LIMIT 1");
     bind_list_or_null(st, 1, only);
+    st.bind(2, now);
     if (!st.step()) {
       tx.commit();  // keep the expiries
       return std::nullopt;
@@ -238,7 +251,7 @@ bool Database::renew_lease(std::int64_t run_id, double lease_seconds) {
   if (job_id == 0) return false;  // nothing written; the guard rolls back
   {
     sql::Statement st(db_, path_, "UPDATE jobs SET lease_expires_at = ?1 WHERE id = ?2");
-    st.bind(1, sql::unix_now() + lease_seconds).bind(2, job_id);
+    st.bind(1, now() + lease_seconds).bind(2, job_id);
     st.run();
   }
   sql::Statement st(db_, path_, "UPDATE runs SET heartbeat_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?1");
@@ -250,14 +263,14 @@ bool Database::renew_lease(std::int64_t run_id, double lease_seconds) {
 
 std::int64_t Database::expire_leases() {
   sql::Transaction tx(db_, path_);
-  const std::int64_t ended = attempts::end_leases(db_, path_, sql::unix_now(), "");
+  const std::int64_t ended = attempts::end_leases(db_, path_, now(), "");
   tx.commit();
   return ended;
 }
 
 std::int64_t Database::abandon_leases(const std::string& why) {
   sql::Transaction tx(db_, path_);
-  std::int64_t ended = attempts::end_leases(db_, path_, -1, why);
+  std::int64_t ended = attempts::end_leases(db_, path_, now(), why, /*every=*/true);
   // A running run that holds no lease cannot be written by anyone any more: end it too.
   sql::Statement st(db_, path_,
                     "UPDATE runs SET status = 'lost', finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), error = ?1 "
@@ -274,7 +287,7 @@ std::vector<QueuedJob> Database::list_jobs(const JobFilter& filter) {
                     "SELECT j.id, j.experiment_id, j.method, j.dataset, j.seed, j.config_toml, j.config_hash, j.state, "
                     "j.attempts, j.failures, j.max_attempts, coalesce(j.lease_run_id, 0), coalesce(j.lease_owner, ''), "
                     "coalesce(j.lease_expires_at, 0), coalesce(j.error, ''), j.created_at, e.name, j.infra_failures, "
-                    "j.max_infra_failures, coalesce(j.plugin_dirs, '[]') "
+                    "j.max_infra_failures, coalesce(j.plugin_dirs, '[]'), j.lost_in_a_row, coalesce(j.retry_after, 0) "
                     "FROM jobs j JOIN experiments e ON e.id = j.experiment_id "
                     "WHERE (?1 IS NULL OR j.state IN (SELECT value FROM json_each(?1))) "
                     "AND (?2 IS NULL OR j.method IN (SELECT value FROM json_each(?2))) "
@@ -309,6 +322,8 @@ std::vector<QueuedJob> Database::list_jobs(const JobFilter& filter) {
     q.infra_failures = st.column_int64(17);
     q.max_infra_failures = st.column_int64(18);
     q.plugin_dirs = sql::json_text_list(db_, path_, st.column_text(19));
+    q.lost_in_a_row = st.column_int64(20);
+    q.retry_after = st.column_double(21);
     out.push_back(std::move(q));
   }
   return out;
@@ -393,9 +408,10 @@ std::vector<std::int64_t> Database::retry_jobs(const std::vector<std::int64_t>& 
   std::vector<std::int64_t> changed;
   sql::Statement st(db_, path_,
                     // a submitted job's array task is gone (or never started): queued again as it was
-                    "UPDATE jobs SET state = 'queued', "
+                    "UPDATE jobs SET state = 'queued', retry_after = NULL, "
                     "failures = CASE state WHEN 'submitted' THEN failures ELSE 0 END, "
-                    "infra_failures = CASE state WHEN 'submitted' THEN infra_failures ELSE 0 END "
+                    "infra_failures = CASE state WHEN 'submitted' THEN infra_failures ELSE 0 END, "
+                    "lost_in_a_row = CASE state WHEN 'submitted' THEN lost_in_a_row ELSE 0 END "
                     "WHERE id = ?1 AND state IN ('failed', 'cancelled', 'diverged', 'oom', 'blocked', 'submitted')");
   for (const std::int64_t id : ids) {
     st.bind(1, id);

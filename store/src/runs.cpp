@@ -86,7 +86,7 @@ void Database::finish_run(std::int64_t run_id, RunStatus status,
     st.bind_text_or_null(1, checkpoint_path).bind_text_or_null(2, checkpoint_checksum).bind(3, run_id);
     st.run();
   }
-  attempts::end_attempt(db_, path_, run_id, job_id, status, error);
+  attempts::end_attempt(db_, path_, run_id, job_id, status, error, now());
   tx.commit();
 }
 
@@ -95,7 +95,7 @@ bool Database::fail_run_if_unfinished(std::int64_t run_id, RunStatus status, con
   sql::Transaction tx(db_, path_);
   const std::int64_t job_id = attempts::job_if_holding_lease(db_, path_, run_id);
   if (job_id == 0) return false;  // finished already, or no longer ours: nothing written
-  attempts::end_attempt(db_, path_, run_id, job_id, status, error);
+  attempts::end_attempt(db_, path_, run_id, job_id, status, error, now());
   tx.commit();
   return true;
 }

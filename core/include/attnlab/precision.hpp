@@ -46,6 +46,9 @@ class AutocastScope {
 
 // Whether AutocastScope can run `precision` on `device` with this LibTorch; when not, `why` says so.
 bool autocast_supported(const c10::Device& device, Precision precision, std::string* why = nullptr);
+// Whether some device this build can drive autocasts `precision` (the CPU, or CUDA when built
+// with it: a job may be queued on a machine without the GPU its workers have); `why` as above.
+bool autocast_possible(Precision precision, std::string* why = nullptr);
 
 // Inside a method's forward: the ops of this scope are not autocast (they run in their inputs'
 // type), whatever the enclosing AutocastScope says. Pair it with full_precision() on the inputs.

@@ -2,6 +2,7 @@
 // The results database: experiments, jobs, runs, curves and final results in one SQLite file.
 // Schema and migrations: store/README.md. Every write is one transaction; every value is bound.
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <optional>
 #include <stdexcept>
@@ -90,7 +91,9 @@ struct QueuedJob {
   std::int64_t failures = 0;      // attempts that ended failed: the method's own crashes (retry resets it)
   std::int64_t max_attempts = 3;  // failures allowed before the job ends failed
   std::int64_t infra_failures = 0;       // attempts that ended lost: killed from outside, lease expired
-  std::int64_t max_infra_failures = 10;  // infra_failures allowed before the job ends failed
+  std::int64_t max_infra_failures = 10;  // lost attempts in a row without progress allowed before the job ends failed
+  std::int64_t lost_in_a_row = 0;        // lost attempts in a row that ended before a checkpoint of their own
+  double retry_after = 0;                // unix seconds: not claimed before (the back-off after a lost attempt); 0: none
   std::vector<std::string> plugin_dirs;  // folders of its plugins when it was queued (absolute)
   std::int64_t lease_run_id = 0;  // 0: no lease
   std::string lease_owner;        // worker id of the lease holder
@@ -295,6 +298,7 @@ struct SpectrumResult {
 class Database {
  public:
   static constexpr int kSchemaVersion = 9;
+  static constexpr std::uintmax_t kReadersCheckBytes = 256ull << 20;
 
   enum class Open {
     migrate,   // create the file if needed and apply forward migrations (run, queue add, db migrate)
@@ -303,10 +307,16 @@ class Database {
     read_only, // commands that only read (results, queue list, ...): as `existing`, but opened
                // SQLITE_OPEN_READONLY and the journal mode left as the file has it (no WAL switch);
                // in a folder it cannot write, a WAL file with no pending log is opened immutable
+    unchecked, // `attnlab db check`: as read_only, without the check at open (it runs the full one)
   };
 
   // Opens the file, sets WAL (writers only) and a busy timeout. A file that is not SQLite, or whose schema is
-  // newer than this build knows, is a StoreError naming the file.
+  // newer than this build knows, is a StoreError naming the file. A damaged file (one that fails
+  // PRAGMA quick_check) is a StoreError in one line before anything is written or read: checked
+  // by `migrate` (run, queue add, db migrate: before they write), and by `read_only` on files up
+  // to kReadersCheckBytes (a fraction of a second; past that, `attnlab db check` and the
+  // writers). `existing` connections (device workers, job processes) belong to a supervisor whose
+  // own open checked (`attnlab worker` calls require_intact).
   explicit Database(const std::string& path, Open mode = Open::migrate);
   ~Database();
   Database(const Database&) = delete;
@@ -453,6 +463,18 @@ class Database {
 
   sqlite3* handle() { return db_; }  // for tests that query the views; the runner uses the API above
 
+  // PRAGMA quick_check: a StoreError in one line naming the file and the first problem unless the
+  // file is intact.
+  void require_intact();
+  // PRAGMA integrity_check: the problems found (at most `limit`); empty when the file is intact.
+  std::vector<std::string> integrity_problems(int limit = 100);
+
+  // The unix time the queue reads (lease expiries, back-offs): the system clock unless a test
+  // gives its own.
+  void set_clock(std::function<double()> now) { clock_ = std::move(now); }
+  double now() const { return clock_ ? clock_() : system_unix_seconds(); }
+  static double system_unix_seconds();
+
  private:
   void open(Open mode, const std::string& uri_query);  // sqlite3_open_v2 + configure; db_ null on failure
   std::vector<RunSummary> summaries(std::optional<std::int64_t> experiment_id, std::optional<std::int64_t> run_id);
@@ -460,6 +482,7 @@ class Database {
   std::string path_;
   sqlite3* db_ = nullptr;
   int migrated_from_ = 0;
+  std::function<double()> clock_;
 };
 
 // One read transaction (BEGIN DEFERRED, ended at destruction): every query through `db` while it
