@@ -216,8 +216,9 @@ TEST_F(QueueCli, WhatTheFirstStepWouldRefuseIsRefusedAtEnqueue) {
                      "than the 64 training examples of [datasets.listops]; nothing queued\n"), std::string::npos) << out;
   EXPECT_FALSE(fs::exists(db()) && sql("SELECT count(*) FROM jobs") != "0");
 
-  ASSERT_EQ(queue("add " + path("big.toml") + cache + " --no-load-check", out), 0) << out;
-  EXPECT_EQ(attnlab("worker --idle-exit --threads 1" + opts() + cache, out), 3) << out;
+  EXPECT_EQ(attnlab("run " + path("big.toml") + cache + " --no-load-check --threads 1" + opts(), out), 3) << out;
+  // no seed done: a sentence, not a table's header with no rows under it
+  EXPECT_NE(out.find("no job of the experiment is done yet: nothing to summarise\n"), std::string::npos) << out;
   EXPECT_EQ(sql("SELECT group_concat(state || ' ' || attempts || ' ' || failures, ', ') FROM jobs"), "blocked 1 0, blocked 1 0");
   EXPECT_NE(sql("SELECT error FROM jobs WHERE seed = 1").find("[train] batch_size = 1000 is more than the 64 training examples"),
             std::string::npos) << sql("SELECT error FROM jobs WHERE seed = 1");
@@ -278,6 +279,27 @@ TEST_F(QueueCli, ADamagedDatabaseIsRefusedInOneLineAndDbCheckSaysWhy) {
     EXPECT_EQ(out.find('\n', at) + 1, out.size()) << command << "\n" << out;  // one line, the last
   }
   EXPECT_TRUE(bytes_of(db()) == damaged);  // nothing written
+}
+
+// Small things said plainly: a folder where a file belongs, a table defined twice, a character
+// --where does not know.
+TEST_F(QueueCli, MistakesAreNamedAsTheyAre) {
+  std::string out;
+  fs::create_directories(path("folder.db"));
+  EXPECT_EQ(attnlab("results --db " + path("folder.db"), out), 2) << out;
+  EXPECT_EQ(out, "attnlab: error: " + path("folder.db") + ": is a folder, not a database file\n");
+  fs::create_directories(path("folder.toml"));
+  EXPECT_EQ(queue("add " + path("folder.toml"), out), 2) << out;
+  EXPECT_EQ(out, "attnlab: error: " + path("folder.toml") + ": is a folder, not an experiment file\n");
+
+  std::ofstream(experiment(), std::ios::app) << "[methods.\"softmax\"]\n";
+  EXPECT_EQ(queue("add " + path("tiny.toml"), out), 2) << out;
+  EXPECT_NE(out.find("tiny.toml:18:1: TOML syntax: table [methods.\"softmax\"] is defined twice\n"), std::string::npos) << out;
+
+  ASSERT_EQ(queue("add " + experiment() + " --cache-dir " + path("cache"), out), 0) << out;
+  EXPECT_EQ(attnlab("results --where 'method = caf\xc3\xa9'" + opts(), out), 2) << out;
+  EXPECT_EQ(out, "attnlab: error: --where 'method = caf\xc3\xa9': unexpected character '\xc3\xa9' (quote a value that holds it) "
+                 "at column 13\n");
 }
 
 }  // namespace

@@ -222,6 +222,38 @@ std::string write_experiment(const std::string& file, const std::string& method_
 // The build folder of the binary under test: its plugins/ and datasets/ hold the bundled plugins.
 fs::path build_dir() { return fs::path(ATTNLAB_BINARY).parent_path().parent_path(); }
 
+
+// Whether the process catches SIGTERM (its SigCgt mask in /proc).
+bool catches_sigterm(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("SigCgt:", 0) == 0) return (std::stoull(line.substr(7), nullptr, 16) >> (SIGTERM - 1)) & 1;
+  return false;
+}
+
+// SIGINT and SIGTERM are caught from the start of `run`, not once its workers start: a stop while
+// it checks the experiment's data ends it with a word and nothing stored (e7c0818 died of the
+// signal and printed nothing).
+TEST_F(Queue, ARunStoppedWhileItChecksItsDataSaysSoAndStoresNothing) {
+  std::string text = read_file(write_experiment(path("e.toml"), "[methods.softmax]", 20));
+  text.replace(text.find("train_size = 256"), 16, "train_size = 40000");  // seconds of generating
+  std::ofstream(path("e.toml")) << text;
+  const pid_t pid = spawn_attnlab({"run", path("e.toml"), "--db", path("r.db"), "--cache-dir", path("cache")}, path("run.log"));
+  bool caught = false;
+  for (int i = 0; i < 1000 && !caught; ++i) {
+    caught = catches_sigterm(pid);
+    if (!caught) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(caught) << read_file(path("run.log"));
+  EXPECT_FALSE(fs::exists(path("r.db")));  // caught while it still checks the experiment
+  ASSERT_EQ(kill(pid, SIGTERM), 0);
+  EXPECT_EQ(wait_exit(pid, 120), 128 + SIGTERM) << read_file(path("run.log"));
+  EXPECT_NE(read_file(path("run.log")).find("attnlab: run: stopped by signal 15 before anything was queued\n"), std::string::npos)
+      << read_file(path("run.log"));
+  EXPECT_FALSE(fs::exists(path("r.db")));
+}
+
 // Results belong to the code that made them: a done job whose plugin file changed is not
 // "already done" (refused in one line naming the plugin and both hashes, until --rerun).
 TEST_F(Queue, ADoneJobWhosePluginChangedIsNotSilentlyDone) {

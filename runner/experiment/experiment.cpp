@@ -181,13 +181,27 @@ const LoadedPlugin& plugin_or_fail(const PluginRegistry& registry, PluginKind ki
                           (found.empty() ? "none" : found) + ")");
 }
 
+// Line `number` (1-based) of `text`, without surrounding blanks.
+std::string line_of(const std::string& text, std::size_t number) {
+  std::istringstream in(text);
+  std::string line;
+  for (std::size_t i = 0; i < number && std::getline(in, line); ++i) {
+  }
+  const auto first = line.find_first_not_of(" \t"), last = line.find_last_not_of(" \t\r");
+  return first == std::string::npos ? "" : line.substr(first, last - first + 1);
+}
+
 toml::table parse_toml(const std::string& text, const std::string& where) {
   try {
     return toml::parse(text, where);
   } catch (const toml::parse_error& e) {
     const auto& begin = e.source().begin;
+    std::string description(e.description());
+    // toml++ garbles a quoted key in this one ('methods."sosoftmax"'): the header as written instead
+    if (description.find("cannot redefine existing table") != std::string::npos)
+      description = "table " + line_of(text, begin.line) + " is defined twice";
     throw ConfigError(where + ":" + std::to_string(begin.line) + ":" + std::to_string(begin.column) +
-                      ": TOML syntax: " + std::string(e.description()));
+                      ": TOML syntax: " + description);
   }
 }
 
@@ -253,6 +267,7 @@ void warn_long_warmup(const JobPlan& job, const toml::table& root, const std::st
 }  // namespace
 
 Experiment load_experiment(const std::string& path, const PluginRegistry& registry) {
+  if (std::filesystem::is_directory(path)) throw ConfigError(path + ": is a folder, not an experiment file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError(path + ": cannot read the experiment file");
   std::ostringstream buffer;

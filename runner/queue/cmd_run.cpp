@@ -58,6 +58,7 @@ int cmd_run(const Args& args, const std::string& self_exe) {
            0;
   if (!vm.count("experiment")) throw UsageError("run: name the experiment file");
   if (vm.count("devices") && vm.count("device")) throw UsageError("run: give --devices or --device, not both");
+  install_stop_handlers();  // from here on SIGINT/SIGTERM end `run` with a word, never silently
 
   WorkerOptions workers;
   workers.db_path = vm["db"].as<std::string>();
@@ -75,6 +76,10 @@ int cmd_run(const Args& args, const std::string& self_exe) {
   const std::string path = vm["experiment"].as<std::string>();
   // a configuration or dataset error stores nothing, not even the database file
   const Experiment experiment = check_experiment(path, registry, workers.cache_dir, data_check(vm));
+  if (stop_signal()) {
+    std::cerr << "attnlab: run: stopped by signal " << stop_signal() << " before anything was queued\n";
+    return 128 + stop_signal();
+  }
   store::Database db(workers.db_path, store::Database::Open::migrate);
   const EnqueueReport report = enqueue_checked(experiment, registry, db, vm.count("rerun") > 0);
   if (!vm.count("rerun")) {
@@ -92,7 +97,7 @@ int cmd_run(const Args& args, const std::string& self_exe) {
   store::JobFilter pending;
   pending.ids = report.job_ids;
   pending.states = {store::JobState::queued, store::JobState::running};
-  const int status = db.list_jobs(pending).empty() ? 0 : run_supervisor(workers, self_exe);
+  const int status = db.list_jobs(pending).empty() || stop_signal() ? 0 : run_supervisor(workers, self_exe);
 
   // the newest run of each job, read back from the database
   std::map<std::int64_t, store::RunSummary> newest;

@@ -81,12 +81,17 @@ int cmd_worker(const Args& args, const std::string& self_exe) {
                                    "128 + N stopped by signal N (SIGINT: 130, SIGTERM: 143)\n",
            0;
   WorkerOptions o = options_from(vm, "worker");
+  install_stop_handlers();  // from here on SIGINT/SIGTERM end the worker with a word, never silently
   o.devices = resolve_devices(vm["devices"].as<std::string>());
   // refuse a missing or unmigrated database here, once, rather than in every device worker
   // (and a damaged one: the device workers and job processes do not check it again)
   {
     store::Database check(o.db_path, store::Database::Open::existing);
     check.require_intact();
+  }
+  if (stop_signal()) {
+    std::cerr << "attnlab: worker: stopped by signal " << stop_signal() << " before any device worker started\n";
+    return 128 + stop_signal();
   }
   std::string names;
   for (const auto& d : o.devices) names += (names.empty() ? "" : ", ") + d;

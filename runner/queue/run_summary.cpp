@@ -38,6 +38,10 @@ std::string runs_table(const std::vector<store::RunSummary>& runs) {
 
 std::string experiment_summary(store::Database& db, const std::vector<std::int64_t>& job_ids) {
   if (job_ids.empty()) return "";
+  store::JobFilter done;
+  done.ids = job_ids;
+  done.states = {store::JobState::done};
+  if (db.list_jobs(done).empty()) return "no job of the experiment is done yet: nothing to summarise\n";
   store::Selection selection;
   std::string ids;
   for (auto id : job_ids) ids += (ids.empty() ? "" : ", ") + std::to_string(id);

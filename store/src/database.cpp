@@ -117,6 +117,7 @@ constexpr const char* kJobColumns =
 }  // namespace
 
 Database::Database(const std::string& path, Open mode) : path_(path) {
+  if (std::filesystem::is_directory(path_)) throw StoreError(path_ + ": is a folder, not a database file");
   // Workers and job processes never create the file: a missing one is the user's to migrate.
   if (mode != Open::migrate && access(path_.c_str(), F_OK) != 0)
     throw StoreError(path_ + ": no such database: run `attnlab db migrate --db " + path_ + "` (or `attnlab queue add`) first");

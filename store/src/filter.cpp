@@ -107,7 +107,10 @@ class Parser {
         i = j;
         continue;
       }
-      fail(std::string("unexpected character '") + c + "'", {Token::Kind::end, "", column});
+      // the whole character, not its first byte (UTF-8)
+      const unsigned char lead = static_cast<unsigned char>(c);
+      const std::size_t width = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+      fail("unexpected character '" + s.substr(i, width) + "' (quote a value that holds it)", {Token::Kind::end, "", column});
     }
     tokens_.push_back({Token::Kind::end, "", s.size() + 1});
   }

@@ -298,7 +298,7 @@ struct SpectrumResult {
 class Database {
  public:
   static constexpr int kSchemaVersion = 9;
-  static constexpr std::uintmax_t kReadersCheckBytes = 256ull << 20;
+  static constexpr std::uintmax_t kReadersCheckBytes = 64ull << 20;
 
   enum class Open {
     migrate,   // create the file if needed and apply forward migrations (run, queue add, db migrate)
