@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The chaos test, by hand (minutes: not part of CI; tests/queue_test.cpp has the short versions).
 # Twelve small training jobs run twice from one experiment file: once undisturbed (the
-# reference), once by two `attnlab worker` supervisors while this script SIGKILLs, at random
-# moments for CHAOS_SECONDS (default 180), a supervisor, a device worker or a job process,
-# restarting supervisors as they die. Then it reports what a researcher would ask:
+# reference), once by two `attnlab worker` supervisors (lease 5 s, a checkpoint every 10 steps)
+# while this script sends, every 1-4 s for CHAOS_SECONDS (default 210), SIGKILL, SIGTERM or
+# SIGSTOP (SIGCONT 1-8 s later: past the lease, another worker may take the job over) to a
+# supervisor, a device worker or a job process, restarting supervisors as they end. Then it
+# reports what a researcher would ask:
 #   every job done exactly once? attempts by how they ended? jobs left for a manual retry?
 #   integrity? curves and results bit-identical to the undisturbed run? files left behind?
 # Usage: bash scripts/chaos.sh [OUT_DIR] 2>/dev/null   (ATTNLAB=path/to/attnlab, CHAOS_SECONDS=N, CHAOS_SEED=N)
@@ -12,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=$(realpath "${ATTNLAB:-build/runner/attnlab}")
 out=${1:-/tmp/attnlab-chaos}
-seconds=${CHAOS_SECONDS:-180}
+seconds=${CHAOS_SECONDS:-210}
 RANDOM=${CHAOS_SEED:-13}
 rm -rf "$out"
 mkdir -p "$out"
@@ -34,7 +36,7 @@ lr = 0.002
 warmup = 20
 eval_every = 50
 log_every = 10
-checkpoint_every = 20
+checkpoint_every = 10
 [methods.softmax]
 [methods.performer]
 [datasets.listops]
@@ -58,7 +60,7 @@ start=$SECONDS
 wait
 echo "  $((SECONDS - start)) s"
 
-echo "chaos: 12 jobs, 2 workers, SIGKILLs for ${seconds} s"
+echo "chaos: 12 jobs, 2 workers, SIGKILL/SIGTERM/SIGSTOP for ${seconds} s"
 "$bin" queue add chaos.toml --db chaos.db --cache-dir "$out/cache" > /dev/null
 supervisors=()
 # bash reports each killed background job on stderr: those lines are the kills themselves, not errors
@@ -66,9 +68,10 @@ start_supervisor() { "$bin" worker --db chaos.db "${workers[@]}" >> chaos.log 2>
 start_supervisor
 start_supervisor
 declare -A kills=([supervisor]=0 [device-worker]=0 [job-process]=0)
+declare -A signals=([KILL]=0 [TERM]=0 [STOP]=0)
 start=$SECONDS
 while ((SECONDS - start < seconds)); do
-  sleep "$((2 + RANDOM % 6)).$((RANDOM % 10))"
+  sleep "$((1 + RANDOM % 3)).$((RANDOM % 10))"
   alive=()
   for pid in "${supervisors[@]}"; do kill -0 "$pid" 2> /dev/null && alive+=("$pid"); done
   supervisors=("${alive[@]}")
@@ -84,9 +87,16 @@ while ((SECONDS - start < seconds)); do
   esac
   [ "$victim" = "$supervisor" ] && kind=supervisor
   [ -n "$device_worker" ] && [ "$victim" = "$device_worker" ] && kind=device-worker
-  kill -9 "$victim" 2> /dev/null && kills[$kind]=$((kills[$kind] + 1))
+  signal=$(echo KILL TERM STOP | cut -d' ' -f$((1 + RANDOM % 3)))
+  if kill -"$signal" "$victim" 2> /dev/null; then
+    kills[$kind]=$((kills[$kind] + 1))
+    signals[$signal]=$((signals[$signal] + 1))
+    [ "$signal" = STOP ] && { sleep "$((1 + RANDOM % 8))"; kill -CONT "$victim" 2> /dev/null; } &
+  fi
 done
-echo "  kills: supervisors ${kills[supervisor]}, device workers ${kills[device-worker]}, job processes ${kills[job-process]}"
+echo "  signals: to supervisors ${kills[supervisor]}, device workers ${kills[device-worker]}, job processes ${kills[job-process]};" \
+  "SIGKILL ${signals[KILL]}, SIGTERM ${signals[TERM]}, SIGSTOP+SIGCONT ${signals[STOP]}"
+sleep 9  # every stopped process continued
 # No more faults: two fresh supervisors drain what is left; the killed ones' orphans end with them.
 start_supervisor
 start_supervisor
@@ -98,6 +108,7 @@ echo "report"
 echo "  jobs: $(q "SELECT count(*) FROM jobs") ($(q "SELECT group_concat(state || ' ' || n, ', ') FROM (SELECT state, count(*) AS n FROM jobs GROUP BY state)"))"
 echo "  done exactly once: $(q "SELECT count(*) FROM jobs j WHERE state = 'done' AND (SELECT count(*) FROM runs r WHERE r.job_id = j.id AND r.status = 'done') = 1")"
 echo "  jobs needing a manual retry: $(q "SELECT count(*) FROM jobs WHERE state != 'done'")"
+echo "  most attempts of one job: $(q "SELECT max(attempts) FROM jobs"); most lost in a row: $(q "SELECT max(lost_in_a_row) FROM jobs")"
 echo "  attempts: $(q "SELECT count(*) FROM runs"), by how they ended:"
 q "SELECT '    ' || status || ' ' || count(*) || ': ' || (SELECT group_concat(e, '; ') FROM (SELECT DISTINCT
      CASE WHEN r2.error LIKE 'lease expired%' THEN 'lease expired' ELSE coalesce(r2.error, '-') END AS e
@@ -122,5 +133,6 @@ same_results=$(q "ATTACH 'ref.db' AS ref;
   SELECT (SELECT count(*) FROM c JOIN r USING (h, name) WHERE c.value IS r.value) || ' of ' || (SELECT count(*) FROM r)")
 echo "  curves: $same_points"
 echo "  results other than time and memory: $same_results equal"
+echo "  checkpoints set aside as damaged: $(find chaos.db.ckpt -name '*.damaged' | wc -l)"
 echo "  files left in chaos.db.ckpt: $(find chaos.db.ckpt -type f | wc -l) ($(find chaos.db.ckpt -name 'run-*.pt' -type f | wc -l) best checkpoints; done jobs: $(q "SELECT count(*) FROM jobs WHERE state = 'done'")), $(du -sh chaos.db.ckpt | cut -f1)"
 echo "  $("$bin" db gc --db chaos.db --dry-run)"
