@@ -447,6 +447,13 @@ TEST_F(Cli, InspectListsTheLearnedCovariancesOfAGmmRun) {
   EXPECT_EQ(rows, 2u * 3u) << out;  // 2 heads x 3 components
   ASSERT_EQ(attnlab("inspect " + soft + where, out), 0) << out;
   EXPECT_NE(out.find("has no learned covariance"), std::string::npos) << out;
+
+  // weights whose bytes changed since they were written are not the run's: refused by their checksum
+  const std::string checkpoint = query_one(db, "SELECT checkpoint_path FROM runs WHERE id = " + gmm);
+  EXPECT_EQ(query_one(db, "SELECT length(checkpoint_checksum) FROM runs WHERE id = " + gmm), "16");
+  attnlab::testing::flip_middle(checkpoint, 64);
+  EXPECT_EQ(attnlab("inspect " + gmm + where, out), 2) << out;
+  EXPECT_NE(out.find("run " + gmm + ": checkpoint " + checkpoint + " is damaged (checksum "), std::string::npos) << out;
 }
 
 }  // namespace

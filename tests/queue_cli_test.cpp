@@ -253,16 +253,7 @@ TEST_F(QueueCli, ADamagedDatabaseIsRefusedInOneLineAndDbCheckSaysWhy) {
   ASSERT_EQ(attnlab("db check --db " + db(), out), 0) << out;
   EXPECT_EQ(out.rfind(db() + ": ok (PRAGMA integrity_check, ", 0), 0u) << out;
 
-  {
-    std::fstream bytes(db(), std::ios::in | std::ios::out | std::ios::binary);
-    const auto middle = static_cast<std::streamoff>(fs::file_size(db()) / 2);
-    std::string block(16384, '\0');
-    bytes.seekg(middle);
-    bytes.read(block.data(), 16384);
-    for (auto& c : block) c = static_cast<char>(c ^ 0x5a);
-    bytes.seekp(middle);
-    bytes.write(block.data(), 16384);
-  }
+  attnlab::testing::flip_middle(db(), 16384);
   auto bytes_of = [](const std::string& file) {
     std::ifstream in(file, std::ios::binary);
     return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());

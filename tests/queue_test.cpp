@@ -536,18 +536,6 @@ void kill_hard(pid_t parent, pid_t job_pid) {
   for (int i = 0; i < 500 && alive(job_pid); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
 }
 
-// XORs 4 KiB in the middle of a file.
-void flip_middle(const std::string& file) {
-  std::fstream bytes(file, std::ios::in | std::ios::out | std::ios::binary);
-  const auto middle = static_cast<std::streamoff>(fs::file_size(file) / 2);
-  std::string block(4096, '\0');
-  bytes.seekg(middle);
-  bytes.read(block.data(), 4096);
-  for (auto& c : block) c = static_cast<char>(c ^ 0x5a);
-  bytes.seekp(middle);
-  bytes.write(block.data(), 4096);
-}
-
 // A resume checkpoint whose bytes changed is caught by the checksum recorded with it: set aside
 // in one line, and the attempt starts afresh from step 0 without using up an attempt, ending
 // with the uninterrupted run's figures (e7c0818 resumed from it and ended done with others).
@@ -559,7 +547,7 @@ TEST_F(Resume, ADamagedResumeCheckpointIsSetAsideAndTheJobStartsAfresh) {
   const std::string db = path("r.db");
   const std::string checkpoint = query_one(db, "SELECT resume_checkpoint FROM runs WHERE id = 1");
   ASSERT_TRUE(fs::exists(checkpoint)) << checkpoint;
-  flip_middle(checkpoint);
+  attnlab::testing::flip_middle(checkpoint, 4096);
 
   std::string out;
   ASSERT_EQ(attnlab("worker --idle-exit --lease 1 --db " + db + " --cache-dir " + cache() + " --threads 1", out), 0) << out;

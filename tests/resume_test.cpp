@@ -407,16 +407,7 @@ TEST_F(Resume, CheckpointsOfAnotherJobOrUnreadableFilesAreRefused) {
 
   // 4 KiB flipped in the middle: LibTorch may still read it (the bytes of a tensor), the
   // checksum recorded when it was written does not match
-  {
-    std::fstream bytes(file, std::ios::in | std::ios::out | std::ios::binary);
-    const auto middle = static_cast<std::streamoff>(fs::file_size(file) / 2);
-    std::string block(4096, '\0');
-    bytes.seekg(middle);
-    bytes.read(block.data(), 4096);
-    for (auto& c : block) c = static_cast<char>(c ^ 0x5a);
-    bytes.seekp(middle);
-    bytes.write(block.data(), 4096);
-  }
+  testing::flip_middle(file, 4096);
   ASSERT_EQ(base.resume_checksum.size(), 16u);
   refused(base, "is damaged (checksum ");
   refused(base, ", recorded " + base.resume_checksum + ")");

@@ -53,6 +53,18 @@ inline ModelConfig tiny_model(std::int64_t ffn_dim = 32) {
   return m;
 }
 
+// XORs `count` bytes in the middle of a file with 0x5a: what a disk error or a stray write does.
+inline void flip_middle(const std::string& file, std::size_t count) {
+  std::fstream bytes(file, std::ios::in | std::ios::out | std::ios::binary);
+  const auto middle = static_cast<std::streamoff>(std::filesystem::file_size(file) / 2);
+  std::string block(count, '\0');
+  bytes.seekg(middle);
+  bytes.read(block.data(), static_cast<std::streamsize>(count));
+  for (auto& c : block) c = static_cast<char>(c ^ 0x5a);
+  bytes.seekp(middle);
+  bytes.write(block.data(), static_cast<std::streamsize>(count));
+}
+
 // One value from a database ("NULL", "(none)" without a row, "(error)" if the SQL fails).
 inline std::string query_one(const std::string& db_path, const std::string& sql) {
   sqlite3* db = nullptr;

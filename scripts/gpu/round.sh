@@ -198,12 +198,14 @@ print(format(row[0], "g") if row else "")' "$1" "$2" "${3:-%}"
 determinism() {
   run_job "$det_file" "$work/det-a.db" && run_job "$det_file" "$work/det-b.db" && same_runs "$work/det-a.db" "$work/det-b.db"
 }
-# resume: the job's own process (exec-job) SIGKILLed once its first checkpoint is on disk; the
-# worker counts that attempt as lost and starts another, which resumes from the checkpoint
+# resume: the job's own process (exec-job) SIGKILLed once the database recorded its first
+# checkpoint; the worker counts that attempt as lost and starts another, which resumes from it
 resume() {
   run_job "$det_file" "$work/resume.db" &
   local run=$! polls=0
-  until ls "$work"/resume.db.ckpt/*.resume.pt >/dev/null 2>&1; do
+  until python3 -c 'import sqlite3, sys
+try: sys.exit(0 if sqlite3.connect(sys.argv[1]).execute("SELECT count(*) FROM runs WHERE resume_step > 0").fetchone()[0] else 1)
+except sqlite3.Error: sys.exit(1)' "$work/resume.db" 2>/dev/null; do
     kill -0 "$run" 2>/dev/null || { echo "=> the run ended before its first checkpoint"; return 1; }
     sleep 0.1
     polls=$(( polls + 1 ))

@@ -110,7 +110,8 @@ class Parser {
       // the whole character, not its first byte (UTF-8)
       const unsigned char lead = static_cast<unsigned char>(c);
       const std::size_t width = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
-      fail("unexpected character '" + s.substr(i, width) + "' (quote a value that holds it)", {Token::Kind::end, "", column});
+      fail("unexpected character '" + s.substr(i, width) + "'" + (width > 1 ? " (quote a value that holds it)" : ""),
+           {Token::Kind::end, "", column});
     }
     tokens_.push_back({Token::Kind::end, "", s.size() + 1});
   }
