@@ -8,19 +8,21 @@
 # reports what a researcher would ask:
 #   every job done exactly once? attempts by how they ended? jobs left for a manual retry?
 #   integrity? curves and results bit-identical to the undisturbed run? files left behind?
-# Usage: bash scripts/chaos.sh [OUT_DIR] 2>/dev/null   (ATTNLAB=path/to/attnlab, CHAOS_SECONDS=N, CHAOS_SEED=N)
+# Usage: bash scripts/chaos.sh [OUT_DIR] 2>/dev/null
+#   (ATTNLAB=path/to/attnlab, CHAOS_SECONDS=N, CHAOS_STEPS=N training steps per job, CHAOS_SEED=N)
 # About 10 minutes on 2 idle cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=$(realpath "${ATTNLAB:-build/runner/attnlab}")
 out=${1:-/tmp/attnlab-chaos}
 seconds=${CHAOS_SECONDS:-210}
+steps=${CHAOS_STEPS:-2000}  # enough work for the signals to go on for the whole CHAOS_SECONDS
 RANDOM=${CHAOS_SEED:-13}
 rm -rf "$out"
 mkdir -p "$out"
 cd "$out"
 
-cat > chaos.toml <<'EOF'
+cat > chaos.toml <<EOF
 [experiment]
 name = "chaos"
 seeds = [1, 2, 3, 4, 5, 6]
@@ -30,7 +32,7 @@ dim = 32
 ffn_dim = 64
 heads = 2
 [train]
-steps = 250
+steps = $steps
 batch_size = 8
 lr = 0.002
 warmup = 20
@@ -94,6 +96,7 @@ while ((SECONDS - start < seconds)); do
     [ "$signal" = STOP ] && { sleep "$((1 + RANDOM % 8))"; kill -CONT "$victim" 2> /dev/null; } &
   fi
 done
+echo "  $((SECONDS - start)) s of signals"
 echo "  signals: to supervisors ${kills[supervisor]}, device workers ${kills[device-worker]}, job processes ${kills[job-process]};" \
   "SIGKILL ${signals[KILL]}, SIGTERM ${signals[TERM]}, SIGSTOP+SIGCONT ${signals[STOP]}"
 sleep 9  # every stopped process continued

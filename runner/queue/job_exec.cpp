@@ -157,6 +157,66 @@ std::string set_aside(const std::string& path) {
   return error ? "" : aside;
 }
 
+// What runs the attempt: host, device, versions, this process, the plugin files and their hashes.
+store::RunEnvironment environment_of(const std::string& device_name, const c10::Device& device, int threads,
+                                     const std::vector<const LoadedPlugin*>& plugins) {
+  store::RunEnvironment env;
+  env.host = host_name();
+  env.device = device_name;
+  env.device_name = compat::device_name(device);
+  env.torch_version = compat::torch_version();
+  env.attnlab_version = build_info::kVersion;
+  env.git_revision = build_info::git_revision();
+  env.threads = threads;
+  env.pid = getpid();
+  for (const auto* p : plugins) env.plugins.push_back({to_string(p->kind()), p->name(), p->info->version, p->path, p->sha256});
+  return env;
+}
+
+// Sets `job` to continue from the job's resume point when it can, with that run's curve up to its
+// step copied; otherwise says why not (the file is gone, a plugin changed) and discards it.
+// Returns the run it continues (0: a fresh start).
+std::int64_t continue_from_resume_point(store::Database& db, std::int64_t job_id, std::int64_t run_id,
+                                        const std::vector<store::PluginFile>& plugins, const std::string& label,
+                                        TrainJob& job, StoreObserver& observer) {
+  const auto [previous, previous_run] = db.resume_point(job_id);
+  if (previous.empty() || previous_run == run_id) return 0;
+  const ResumePoint point{previous, previous_run, db.resume_step(previous_run), db.resume_checksum(previous_run)};
+  if (const std::string why = why_not_resume(db, point, plugins); !why.empty()) {
+    std::cerr << "attnlab: " << label << " does not resume run " << previous_run << ": " << why << "; starting afresh\n";
+    db.discard_resume_point(run_id, previous_run);
+    return 0;
+  }
+  job.resume_from = point.path;
+  job.resume_step = point.step;
+  job.resume_checksum = point.checksum;
+  observer.supersedes(point.path);
+  db.copy_curve(previous_run, run_id, point.step);
+  std::cout << label << " resumes run " << previous_run << " from step " << point.step << std::endl;
+  return previous_run;
+}
+
+// Trains the job. A resume checkpoint that cannot be resumed from (damaged, unreadable) is not
+// the method's fault, and no attempt will ever resume from it: it is set aside and this attempt
+// starts again from step 0, uncounted.
+RunOutcome train_or_start_afresh(store::Database& db, std::int64_t run_id, std::int64_t previous_run,
+                                 const std::string& label, TrainJob& job, const TrainSplits& splits,
+                                 StoreObserver& observer) {
+  try {
+    return train_and_evaluate(job, splits, observer);
+  } catch (const ResumeCheckpointError& e) {
+    const std::string aside = set_aside(job.resume_from);
+    std::cerr << "attnlab: " << label << " " << e.what() << "; "
+              << (aside.empty() ? "no longer used" : "set aside as " + aside) << "; starting afresh from step 0\n";
+    db.discard_resume_point(run_id, previous_run);
+    observer.supersedes("");
+    job.resume_from.clear();
+    job.resume_step = -1;
+    job.resume_checksum.clear();
+    return train_and_evaluate(job, splits, observer);
+  }
+}
+
 }  // namespace
 
 std::string host_name() {
@@ -199,17 +259,7 @@ int execute_job(const JobExecOptions& options, const std::vector<std::string>& p
     const int threads = compat::configure_threads(options.threads);
     const c10::Device device = compat::parse_device(options.device);
 
-    store::RunEnvironment env;
-    env.host = host_name();
-    env.device = options.device;
-    env.device_name = compat::device_name(device);
-    env.torch_version = compat::torch_version();
-    env.attnlab_version = build_info::kVersion;
-    env.git_revision = build_info::git_revision();
-    env.threads = threads;
-    env.pid = getpid();
-    for (const auto* p : {method, dataset_plugin})
-      env.plugins.push_back({to_string(p->kind()), p->name(), p->info->version, p->path, p->sha256});
+    const store::RunEnvironment env = environment_of(options.device, device, threads, {method, dataset_plugin});
     db.set_run_environment(run_id, env);
     fs::create_directories(checkpoint_dir);
 
@@ -236,43 +286,12 @@ int execute_job(const JobExecOptions& options, const std::vector<std::string>& p
       job.reference_attention = [reference, reference_params](const AttentionShape& shape) { return reference(shape, reference_params); };
     }
 
-    // An earlier attempt's resume checkpoint: continue from it, with its curve up to that step.
-    const auto [previous, previous_run] = db.resume_point(stored.id);
-    if (!previous.empty() && previous_run != run_id) {
-      const ResumePoint point{previous, previous_run, db.resume_step(previous_run), db.resume_checksum(previous_run)};
-      if (const std::string why = why_not_resume(db, point, env.plugins); !why.empty()) {
-        std::cerr << "attnlab: " << label << " does not resume run " << previous_run << ": " << why
-                  << "; starting afresh\n";
-        db.discard_resume_point(run_id, previous_run);
-      } else {
-        job.resume_from = point.path;
-        job.resume_step = point.step;
-        job.resume_checksum = point.checksum;
-        observer.supersedes(point.path);
-        db.copy_curve(previous_run, run_id, point.step);
-        std::cout << label << " resumes run " << previous_run << " from step " << point.step << std::endl;
-      }
-    }
-
+    const std::int64_t previous_run = continue_from_resume_point(db, stored.id, run_id, env.plugins, label, job, observer);
     if (stop_flag().load()) {
       // stopped before the first step: nothing to checkpoint; the earlier attempt's file stays the resume point
       status = store::RunStatus::interrupted;
     } else {
-      try {
-        outcome = train_and_evaluate(job, splits, observer);
-      } catch (const ResumeCheckpointError& e) {
-        // A damaged or unreadable checkpoint is not the method's fault, and no attempt will
-        // ever resume from it: it is set aside and this attempt starts from step 0.
-        const std::string aside = set_aside(job.resume_from);
-        std::cerr << "attnlab: " << label << " " << e.what() << "; "
-                  << (aside.empty() ? "no longer used" : "set aside as " + aside) << "; starting afresh from step 0\n";
-        db.discard_resume_point(run_id, previous_run);
-        observer.supersedes("");
-        job.resume_from.clear();
-        job.resume_step = -1;
-        job.resume_checksum.clear();
-        outcome = train_and_evaluate(job, splits, observer);
-      }
+      outcome = train_or_start_afresh(db, run_id, previous_run, label, job, splits, observer);
       status = run_status(outcome.status);
     }
   } catch (const store::LeaseLost& e) {
