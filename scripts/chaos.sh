@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 bin=$(realpath "${ATTNLAB:-build/runner/attnlab}")
 out=${1:-/tmp/attnlab-chaos}
 seconds=${CHAOS_SECONDS:-210}
-steps=${CHAOS_STEPS:-2000}  # enough work for the signals to go on for the whole CHAOS_SECONDS
+steps=${CHAOS_STEPS:-5000}  # enough work for the signals to go on for the whole CHAOS_SECONDS
 RANDOM=${CHAOS_SEED:-13}
 rm -rf "$out"
 mkdir -p "$out"

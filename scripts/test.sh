@@ -5,8 +5,8 @@
 #   build/       LibTorch 1.13 (Debian's; the quickstart's): every target, and what tells the two
 #                LibTorch versions apart: the core tests (label core: training, resume, precision,
 #                softmax's two paths), every plugin's conformance suite and the methods' formulas
-#                (label methods), `attnlab env` and `attnlab run` end to end, and the installed SDK
-#                with its Debian package
+#                (label methods), `attnlab env` and `attnlab run` end to end, fp16 refused at
+#                enqueue where no device can autocast it, and the installed SDK with its Debian package
 # The whole suite runs on the 2.11 tree because it is the build the GPU machines run (the two
 # suites take the same time: 6 minutes each on 2 cores); everything else the two trees share
 # compiles on both. Then the test against a real single-node SLURM (label slurm) as a step of its
@@ -22,5 +22,5 @@ bash scripts/build.sh
 run_tests() { ctest --output-on-failure -j"$(nproc)" --timeout 900 "$@"; }
 run_tests --test-dir build-cuda --label-exclude slurm
 run_tests --test-dir build --label-regex '^(core|methods)$'
-run_tests --test-dir build --tests-regex '^(Cli\.EnvSaysWhatThisBuildAndMachineAre|Cli\.RunStoresEveryRowAndPrintsTheSummary|sdk_install)$'
+run_tests --test-dir build --tests-regex '^(Cli\.EnvSaysWhatThisBuildAndMachineAre|Cli\.RunStoresEveryRowAndPrintsTheSummary|QueueCli\.WhatTheFirstStepWouldRefuseIsRefusedAtEnqueue|sdk_install)$'
 ctest --test-dir build-cuda --output-on-failure --label-regex slurm --timeout 600
