@@ -175,18 +175,20 @@ TEST_F(Queue, AnExpiredLeaseReturnsTheJobAfterABackOff) {
 
 TEST_F(Queue, HeartbeatsKeepTheLease) {
   Database& db = fill(1);
+  double now = 1000;
+  db.set_clock([&] { return now; });
   const auto lease = db.claim_next_job(claimer(), 0.3);
   ASSERT_TRUE(lease);
-  const std::string first_beat = run_column(lease->run_id, "heartbeat_at");
+  EXPECT_EQ(run_column(lease->run_id, "heartbeat_at"), "'1970-01-01T00:16:40.000Z'");  // the claim's time
   for (int i = 0; i < 4; ++i) {
-    sleep_s(0.1);
+    now += 0.1;
     EXPECT_TRUE(db.renew_lease(lease->run_id, 0.3));
   }
-  EXPECT_GT(run_column(lease->run_id, "heartbeat_at"), first_beat);
+  EXPECT_EQ(run_column(lease->run_id, "heartbeat_at"), "'1970-01-01T00:16:40.400Z'");
   EXPECT_EQ(db.expire_leases(), 0);  // 0.4 s after the claim, alive thanks to the heartbeats
-  EXPECT_GT(queued(lease->job_id).lease_expires_at, now_seconds());
+  EXPECT_DOUBLE_EQ(queued(lease->job_id).lease_expires_at, now + 0.3);
   // a lease past its time that nobody ended yet still holds: a late heartbeat keeps it
-  sleep_s(0.35);
+  now += 0.35;
   EXPECT_TRUE(db.renew_lease(lease->run_id, 30));
   EXPECT_EQ(db.expire_leases(), 0);
   EXPECT_THROW(db.renew_lease(lease->run_id, 0), StoreError);
@@ -410,9 +412,11 @@ TEST_F(Queue, ResumePointIsTheNewestCheckpointSinceTheLastFinish) {
 TEST_F(Queue, AttemptsOfAJobOldestFirst) {
   Database& db = fill(1);
   EXPECT_TRUE(db.attempts_of_job(jobs[0]).empty());
+  double now = 1000;
+  db.set_clock([&] { return now; });
   const auto first = db.claim_next_job({"n1:5:cpu", "n1", "cpu", 5}, 0.01);
   db.set_resume_checkpoint(first->run_id, "/c/job-1.resume.pt", 40);
-  sleep_s(0.05);
+  now += 0.05;  // past the lease; the attempt had a checkpoint: no back-off
   const auto second = db.claim_next_job({"n2:6:cuda:1", "n2", "cuda:1", 6}, 30);
   const auto attempts = db.attempts_of_job(jobs[0]);
   ASSERT_EQ(attempts.size(), 2u);

@@ -219,8 +219,8 @@ std::optional<Lease> Database::claim_next_job(const Claimer& claimer, double lea
   {
     sql::Statement st(db_, path_,
                       "INSERT INTO runs (job_id, attempt, status, worker, host, device, pid, started_at, heartbeat_at, uid) "
-                      "VALUES (?1, ?2, 'running', ?3, ?4, ?5, ?6, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), "
-                      "strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), lower(hex(randomblob(16))))");
+                      "VALUES (?1, ?2, 'running', ?3, ?4, ?5, ?6, strftime('%Y-%m-%dT%H:%M:%fZ', ?7, 'unixepoch'), "
+                      "strftime('%Y-%m-%dT%H:%M:%fZ', ?7, 'unixepoch'), lower(hex(randomblob(16))))");
     st.bind(1, lease.job_id)
         .bind(2, lease.attempt)
         .bind_text_or_null(3, claimer.worker)
@@ -230,6 +230,7 @@ std::optional<Lease> Database::claim_next_job(const Claimer& claimer, double lea
       st.bind(6, claimer.pid);
     else
       st.bind_null(6);
+    st.bind(7, now);  // the claim's time, and its first heartbeat: the queue's clock
     st.run();
     lease.run_id = sqlite3_last_insert_rowid(db_);
   }
@@ -254,8 +255,8 @@ bool Database::renew_lease(std::int64_t run_id, double lease_seconds) {
     st.bind(1, now() + lease_seconds).bind(2, job_id);
     st.run();
   }
-  sql::Statement st(db_, path_, "UPDATE runs SET heartbeat_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?1");
-  st.bind(1, run_id);
+  sql::Statement st(db_, path_, "UPDATE runs SET heartbeat_at = strftime('%Y-%m-%dT%H:%M:%fZ', ?2, 'unixepoch') WHERE id = ?1");
+  st.bind(1, run_id).bind(2, now());
   st.run();
   tx.commit();
   return true;
