@@ -14,6 +14,11 @@ namespace attnlab {
 namespace fs = std::filesystem;
 namespace {
 
+// A job's dataset and its parameters: what two jobs share when they share their data.
+std::string dataset_key(const JobPlan& job) {
+  return job.dataset + "\n" + job.config_toml.substr(job.config_toml.find("[datasets"));
+}
+
 // Each dataset configuration once: a plugin may refuse its parameters (a missing folder, say), its
 // size may be past the bound, and loading its splits finds a malformed file. Each split is dropped
 // once checked; what stays is the token cache the jobs will hit.
@@ -22,7 +27,7 @@ void check_datasets(const std::string& path, const Experiment& experiment, const
   std::map<std::string, std::int64_t> train_examples;  // by dataset configuration, when loaded
   const DatasetContext context{dataset_cache_dir(cache_dir)};
   for (const auto& job : experiment.jobs) {
-    const std::string key = job.dataset + "\n" + job.config_toml.substr(job.config_toml.find("[datasets"));
+    const std::string key = dataset_key(job);
     if (!train_examples.emplace(key, -1).second) continue;
     try {
       const auto dataset = registry.find(PluginKind::dataset, job.dataset)->make_dataset(context, job.dataset_params);
@@ -39,7 +44,7 @@ void check_datasets(const std::string& path, const Experiment& experiment, const
   }
   // what the first step would refuse, known now: better one line here than a job that cannot run
   for (const auto& job : experiment.jobs) {
-    const std::string key = job.dataset + "\n" + job.config_toml.substr(job.config_toml.find("[datasets"));
+    const std::string key = dataset_key(job);
     const std::int64_t examples = train_examples.at(key), batch = job.train.integer("batch_size");
     if (examples >= 0 && batch > examples)
       throw ConfigError(path + ": [train] batch_size = " + std::to_string(batch) + " (" + job.method + " on " +

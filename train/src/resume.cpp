@@ -59,14 +59,12 @@ void set_generator_state(at::Generator generator, const at::Tensor& state) {
   generator.set_state(state.cpu());
 }
 
-using CheckpointError = ResumeCheckpointError;
-
 // Reads from one checkpoint, every failure naming the file and the key.
 class Reader {
  public:
   Reader(std::string path, torch::serialize::InputArchive& archive) : path_(std::move(path)), archive_(archive) {}
 
-  [[noreturn]] void fail(const std::string& what) const { throw CheckpointError("resume checkpoint " + path_ + " " + what); }
+  [[noreturn]] void fail(const std::string& what) const { throw ResumeCheckpointError("resume checkpoint " + path_ + " " + what); }
 
   c10::IValue value(const std::string& key) const {
     c10::IValue v;
@@ -184,7 +182,7 @@ LoopState load(const std::string& path, const Expected& expected, const JobKey& 
   try {
     checkpoint_file::read(path, expected.checksum, parts.device, archive);
   } catch (const std::exception& e) {
-    throw CheckpointError(std::string("resume checkpoint ") + e.what());
+    throw ResumeCheckpointError(std::string("resume checkpoint ") + e.what());
   }
   const Reader file(path, archive);
   c10::IValue format;
@@ -242,7 +240,7 @@ LoopState load(const std::string& path, const Expected& expected, const JobKey& 
                            file.integer("data_position"), file.integer("data_epoch")});
     if (c10::IValue scale; archive.try_read("loss_scale", scale))
       parts.scaler.restore(scale.toDouble(), file.integer("loss_scale_clean_steps"), file.integer("skipped_steps"));
-  } catch (const CheckpointError&) {
+  } catch (const ResumeCheckpointError&) {
     throw;
   } catch (const std::exception& e) {
     file.fail("cannot be restored: " + first_line(e.what()));
