@@ -16,6 +16,7 @@
 #include <c10/core/InferenceMode.h>
 
 #include "attnlab/precision.hpp"
+#include "attnlab/attention.hpp"
 #include "plugin_host/conformance.hpp"
 #include "plugin_host/plugin_host.hpp"
 

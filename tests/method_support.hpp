@@ -14,6 +14,7 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
+#include "attnlab/attention.hpp"
 #include "test_support.hpp"
 
 namespace attnlab::testing {

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "attnlab/attention.hpp"
 #include "plugin_host/plugin_host.hpp"
 
 namespace attnlab {

@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "attnlab/store.hpp"
+#include "queue/worker.hpp"
 
 extern char** environ;
 
@@ -118,6 +119,38 @@ TEST_F(Queue, FourWorkersDrainTwoHundredJobsEachExactlyOnce) {
   EXPECT_GE(busy_workers, 2) << "the jobs were not shared out";
   std::cout << "[ queue    ] 200 jobs, 4 workers: " << query_one(db, "SELECT group_concat(n, ' + ') FROM (SELECT count(*) AS n FROM runs GROUP BY worker)")
             << " claims" << std::endl;
+}
+
+// --jobs-per-device 3: one supervisor, three device workers on the CPU, each claiming its own jobs.
+TEST_F(Queue, JobsPerDeviceRunsThatManyDeviceWorkersOnOneDevice) {
+  const std::string db = path("q.db");
+  fill_noop_queue(db, 30);
+  const pid_t worker = spawn_attnlab({"worker", "--db", db, "--idle-exit", "--jobs-per-device", "3", "--noop",
+                                      "--noop-seconds", "0.1"}, path("w.log"));
+  ASSERT_GT(worker, 0);
+  EXPECT_EQ(wait_exit(worker, 120), 0) << read_file(path("w.log"));
+  EXPECT_NE(read_file(path("w.log")).find("device(s) cpu, lease 60 s, 3 jobs at once on each"), std::string::npos)
+      << read_file(path("w.log"));
+  EXPECT_EQ(query_one(db, "SELECT count(*) FROM runs WHERE status = 'done' AND attempt = 1"), "30");
+  EXPECT_EQ(query_one(db, "SELECT count(DISTINCT worker) FROM runs"), "3");
+  EXPECT_EQ(query_one(db, "SELECT group_concat(DISTINCT device) FROM runs"), "cpu");
+}
+
+// The --threads a job process gets: the cores shared out among the jobs of one device.
+TEST(WorkerOptions, JobThreadsShareTheCoresAmongTheJobsOfADevice) {
+  const char* saved = std::getenv("ATTNLAB_THREADS");
+  const std::string saved_value = saved ? saved : "";
+  setenv("ATTNLAB_THREADS", "7", 1);
+  attnlab::WorkerOptions o;
+  EXPECT_EQ(attnlab::job_threads(o), 0);  // one job per device: the job process decides
+  o.jobs_per_device = 2;
+  EXPECT_EQ(attnlab::job_threads(o), 3);  // 7 / 2
+  o.jobs_per_device = 8;
+  EXPECT_EQ(attnlab::job_threads(o), 1);  // never 0
+  o.threads = 4;
+  EXPECT_EQ(attnlab::job_threads(o), 4);  // --threads given: as given
+  if (saved) setenv("ATTNLAB_THREADS", saved_value.c_str(), 1);
+  else unsetenv("ATTNLAB_THREADS");
 }
 
 // Workers SIGKILLed (device workers and supervisors) and paused past their lease at random

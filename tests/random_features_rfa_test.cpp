@@ -17,6 +17,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/InferenceMode.h>
 
+#include "attnlab/attention.hpp"
 #include "plugin_host/plugin_host.hpp"
 #include "random_features.hpp"
 

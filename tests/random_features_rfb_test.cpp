@@ -22,6 +22,7 @@
 #include <ATen/core/grad_mode.h>
 #include <c10/core/InferenceMode.h>
 
+#include "attnlab/attention.hpp"
 #include "plugin_host/plugin_host.hpp"
 #include "random_features.hpp"
 

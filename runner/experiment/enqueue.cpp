@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "attnlab/dataset.hpp"
 #include "attnlab/precision.hpp"
 #include "experiment/data_budget.hpp"
 

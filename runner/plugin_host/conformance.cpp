@@ -15,6 +15,8 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "attnlab/attention.hpp"
+#include "attnlab/dataset.hpp"
 #include "attnlab/precision.hpp"
 #include "attnlab/torch_compat.hpp"
 #include "cli/cli_options.hpp"

@@ -1,7 +1,5 @@
 #include "plugin_host/plugin_host.hpp"
 
-#include <torch/version.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -96,9 +94,9 @@ bool PluginRegistry::load_file(const std::string& path) {
   if (info->contract_version != kContractVersion)
     return refuse("built for plugin contract version " + std::to_string(info->contract_version) +
                   ", but this attnlab speaks version " + std::to_string(kContractVersion) + ": rebuild the plugin");
-  if (info->torch_major != TORCH_VERSION_MAJOR || info->torch_minor != TORCH_VERSION_MINOR)
+  if (info->torch_major != build_info::kTorchMajor || info->torch_minor != build_info::kTorchMinor)
     return refuse("built against LibTorch " + version_text(info->torch_major, info->torch_minor) +
-                  ", but this attnlab uses LibTorch " + version_text(TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR) +
+                  ", but this attnlab uses LibTorch " + version_text(build_info::kTorchMajor, build_info::kTorchMinor) +
                   ": rebuild the plugin");
   if (info->kind != PluginKind::attention && info->kind != PluginKind::dataset)
     return refuse("unknown plugin kind " + std::to_string(static_cast<unsigned>(info->kind)));

@@ -7,9 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "attnlab/attention.hpp"
-#include "attnlab/dataset.hpp"
-#include "attnlab/plugin.hpp"
+#include "attnlab/params.hpp"
+#include "attnlab/plugin.hpp"  // the factories' signatures; making a method or dataset needs attention.hpp or dataset.hpp
 
 namespace attnlab {
 

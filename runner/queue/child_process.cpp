@@ -154,4 +154,10 @@ ChildExit run_child(const std::vector<std::string>& argv, const std::string& wha
   return exit;
 }
 
+std::string host_name() {
+  char buf[256] = {};
+  gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
 }  // namespace attnlab

@@ -56,4 +56,7 @@ void forward_stops_to(pid_t child);
 // Sleeps `seconds`, or less if a signal arrives.
 void sleep_seconds(double seconds);
 
+// This machine's name (gethostname), as the queue records who claimed a job and where it ran.
+std::string host_name();
+
 }  // namespace attnlab

@@ -14,11 +14,11 @@
 #include "attnlab/store.hpp"
 #include "queue/child_process.hpp"
 #include "experiment/enqueue.hpp"
-#include "attnlab/torch_compat.hpp"
 #include "experiment/experiment.hpp"
 #include "queue/job_exec.hpp"
 #include "plugin_host/plugin_host.hpp"
 #include "queue/run_summary.hpp"
+#include "queue/devices.hpp"
 #include "queue/worker.hpp"
 
 
@@ -41,6 +41,8 @@ int cmd_run(const Args& args, const std::string& self_exe) {
       ("devices", po::value<std::string>(), "cpu, cuda:0,cuda:1,... or all: one device worker each (default cpu)")
       ("device", po::value<std::string>(), "the same as --devices")
       ("lease", po::value<double>()->default_value(60), "lease of a claimed job in seconds, renewed every third of it")
+      ("jobs-per-device", po::value<int>()->default_value(1),
+       "jobs running at once on each device, a device worker each (--threads 0 shares the cores among them)")
       ("rerun", "run again the jobs that are already done")
       ("force", "load datasets past the memory/disk bound (runner/experiment/README.md, \"Size bound\")")
       ("no-load-check", "check dataset parameters and size only; leave loading the splits to the jobs")
@@ -68,6 +70,8 @@ int cmd_run(const Args& args, const std::string& self_exe) {
   workers.lease_seconds = vm["lease"].as<double>();
   workers.idle_exit = true;
   if (!(workers.lease_seconds >= 0.1)) throw UsageError("run: --lease must be at least 0.1 seconds");
+  workers.jobs_per_device = vm["jobs-per-device"].as<int>();
+  if (workers.jobs_per_device < 1) throw UsageError("run: --jobs-per-device must be 1 or more");
   // refuse a device this machine lacks before anything is stored
   workers.devices = resolve_devices(vm.count("devices") ? vm["devices"].as<std::string>()
                                     : vm.count("device") ? vm["device"].as<std::string>() : "cpu");

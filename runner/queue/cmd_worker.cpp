@@ -15,6 +15,7 @@
 #include "attnlab/store.hpp"
 #include "queue/child_process.hpp"
 #include "cli/commands.hpp"
+#include "queue/devices.hpp"
 #include "queue/worker.hpp"
 
 namespace attnlab {
@@ -27,6 +28,7 @@ void add_common_options(po::options_description& options) {
   options.add_options()
       ("db", po::value<std::string>()->default_value("attnlab.db"), "the queue's database (it must exist: attnlab db migrate)")
       ("max-jobs", po::value<std::int64_t>()->default_value(0), "jobs per device worker, then stop (0: no limit)")
+      ("jobs-per-device", po::value<int>()->default_value(1), "device workers per device: jobs running at once on each")
       ("idle-exit", "stop once nothing is queued or running")
       ("lease", po::value<double>()->default_value(60), "lease of a claimed job in seconds, renewed every third of it")
       ("noop", "(benchmark, tests) claim jobs and finish them as 'done' without running them")
@@ -48,8 +50,10 @@ WorkerOptions options_from(const po::variables_map& vm, const std::string& comma
   o.plugin_dirs = plugin_folders(vm);
   o.noop = vm.count("noop") > 0;
   o.noop_seconds = vm["noop-seconds"].as<double>();
+  o.jobs_per_device = vm["jobs-per-device"].as<int>();
   if (!(o.lease_seconds >= 0.1)) throw std::runtime_error(command + ": --lease must be at least 0.1 seconds");
   if (o.max_jobs < 0) throw std::runtime_error(command + ": --max-jobs must be 0 (no limit) or more");
+  if (o.jobs_per_device < 1) throw std::runtime_error(command + ": --jobs-per-device must be 1 or more");
   if (!(o.noop_seconds >= 0)) throw std::runtime_error(command + ": --noop-seconds must be 0 or more");
   return o;
 }
@@ -96,7 +100,9 @@ int cmd_worker(const Args& args, const std::string& self_exe) {
   std::string names;
   for (const auto& d : o.devices) names += (names.empty() ? "" : ", ") + d;
   std::cerr << "attnlab: worker: database " << o.db_path << ", device(s) " << names << ", lease " << o.lease_seconds
-            << " s" << (o.idle_exit ? ", until the queue is empty" : "") << std::endl;
+            << " s"
+            << (o.jobs_per_device > 1 ? ", " + std::to_string(o.jobs_per_device) + " jobs at once on each" : "")
+            << (o.idle_exit ? ", until the queue is empty" : "") << std::endl;
   return run_supervisor(o, self_exe);
 }
 

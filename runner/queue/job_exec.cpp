@@ -219,12 +219,6 @@ RunOutcome train_or_start_afresh(store::Database& db, std::int64_t run_id, std::
 
 }  // namespace
 
-std::string host_name() {
-  char buf[256] = {};
-  gethostname(buf, sizeof buf - 1);
-  return buf;
-}
-
 std::string resume_checkpoint_stem(const std::string& checkpoint_dir, std::int64_t job_id, std::int64_t run_id) {
   return checkpoint_dir + "/job-" + std::to_string(job_id) + ".run-" + std::to_string(run_id);
 }

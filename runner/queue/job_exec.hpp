@@ -47,6 +47,4 @@ int execute_job(const JobExecOptions& options, const std::vector<std::string>& p
 // "<dir>/job-J.run-R.step-S.resume.pt", so no attempt ever overwrites a file another one reads.
 std::string resume_checkpoint_stem(const std::string& checkpoint_dir, std::int64_t job_id, std::int64_t run_id);
 
-std::string host_name();
-
 }  // namespace attnlab

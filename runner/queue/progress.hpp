@@ -5,7 +5,7 @@
 #include <chrono>
 #include <string>
 
-#include "attnlab/train/trainer.hpp"
+#include "attnlab/train/measurements.hpp"
 
 namespace attnlab {
 

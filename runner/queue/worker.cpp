@@ -4,16 +4,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <chrono>
 #include <iostream>
 #include <optional>
 #include <random>
-#include <sstream>
+#include <thread>
 #include <stdexcept>
 
 #include "attnlab/store.hpp"
-#include "attnlab/torch_compat.hpp"
 #include "queue/checkpoint_sweep.hpp"
 #include "queue/child_process.hpp"
 #include "queue/job_exec.hpp"
@@ -272,30 +272,16 @@ class DeviceWorker {
 
 }  // namespace
 
-std::vector<std::string> resolve_devices(const std::string& spec) {
-  std::vector<std::string> devices;
-  if (spec == "all") {
-    const int count = compat::cuda_device_count();
-    for (int i = 0; i < count; ++i) devices.push_back("cuda:" + std::to_string(i));
-    if (devices.empty()) devices.push_back("cpu");
-    return devices;
-  }
-  std::stringstream in(spec);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    const c10::Device device = compat::parse_device(item);  // throws, naming it, if absent or malformed
-    const std::string name = device.is_cpu() ? "cpu" : "cuda:" + std::to_string(device.index() < 0 ? 0 : device.index());
-    if (std::find(devices.begin(), devices.end(), name) != devices.end())
-      throw std::invalid_argument("device '" + name + "' is named twice");
-    devices.push_back(name);
-  }
-  if (devices.empty()) throw std::invalid_argument("no device named (cpu, cuda:0,cuda:1, ... or all)");
-  return devices;
+int job_threads(const WorkerOptions& o) {
+  if (o.threads > 0 || o.jobs_per_device <= 1) return o.threads;
+  const char* env = std::getenv("ATTNLAB_THREADS");
+  const int cores = env && std::atoi(env) > 0 ? std::atoi(env) : static_cast<int>(std::thread::hardware_concurrency());
+  return std::max(1, cores / o.jobs_per_device);
 }
 
 std::vector<std::string> device_worker_command(const WorkerOptions& o, const std::string& device, const std::string& self_exe) {
   std::vector<std::string> argv = {self_exe, "worker-device", "--db", o.db_path, "--device", device,
-                                   "--lease", std::to_string(o.lease_seconds), "--threads", std::to_string(o.threads),
+                                   "--lease", std::to_string(o.lease_seconds), "--threads", std::to_string(job_threads(o)),
                                    "--max-jobs", std::to_string(o.max_jobs)};
   if (o.idle_exit) argv.push_back("--idle-exit");
   if (!o.cache_dir.empty()) argv.insert(argv.end(), {"--cache-dir", o.cache_dir});
@@ -338,10 +324,11 @@ int run_supervisor(const WorkerOptions& options, const std::string& self_exe) {
     int status = 0;
   };
   std::vector<DeviceSlot> slots;
-  for (const auto& d : options.devices) {
-    slots.emplace_back();
-    slots.back().device = d;
-  }
+  for (const auto& d : options.devices)
+    for (int i = 0; i < options.jobs_per_device; ++i) {
+      slots.emplace_back();
+      slots.back().device = d;
+    }
   auto start = [&](DeviceSlot& slot) {
     slot.pid = start_child(device_worker_command(options, slot.device, self_exe), "device worker", SIGTERM);
     slot.started = Clock::now();

@@ -13,10 +13,12 @@ namespace attnlab {
 struct WorkerOptions {
   std::string db_path = "attnlab.db";
   std::vector<std::string> devices{"cpu"};
+  int jobs_per_device = 1;    // device workers per device: jobs running at once on each
   std::int64_t max_jobs = 0;  // jobs per device worker; 0: no limit
   bool idle_exit = false;     // end once nothing is queued or running (among only_jobs, if given)
   double lease_seconds = 60;  // renewed every lease_seconds / 3 while a job runs
-  int threads = 0;            // intra-op threads per job process (0: ATTNLAB_THREADS or every core)
+  int threads = 0;            // intra-op threads per job process (0: ATTNLAB_THREADS or every core,
+                              // shared out among jobs_per_device: job_threads())
   std::string cache_dir;
   std::vector<std::string> plugin_dirs;
   std::vector<std::int64_t> only_jobs;  // claim only these jobs (`attnlab run`); empty: any
@@ -39,9 +41,9 @@ inline constexpr int kDeviceWorkerDiskFull = 5;     // a job could not write a c
 // experiment; worker: a job one of its device workers ran). 1 and 2 keep their meanings above.
 inline constexpr int kExitJobsNotDone = 3;
 
-// "cpu", "cuda", "cuda:0,cuda:1", "all" (every CUDA device, else cpu) -> device names, each
-// checked on this machine (std::invalid_argument naming the one that is not).
-std::vector<std::string> resolve_devices(const std::string& spec);
+// The --threads each job process gets: `threads` when set; else, with several jobs per device,
+// ATTNLAB_THREADS (or every core) divided among them, at least 1; else 0 (the job decides).
+int job_threads(const WorkerOptions& options);
 
 // The supervisor, in this process: starts one device worker per device, restarts one that dies
 // unexpectedly (with a back-off), forwards SIGINT/SIGTERM to them (a second signal kills them at

@@ -10,8 +10,6 @@
 namespace attnlab::results {
 namespace {
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
 bool parse_number(const std::string& s, double& out) {
   if (s.empty()) return false;
   char* end = nullptr;

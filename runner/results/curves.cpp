@@ -14,8 +14,6 @@
 namespace attnlab::results {
 namespace {
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
 // "train/acc (12), val/loss (12) ...": what a run has, for the error that it lacks one.
 std::string curves_of(store::Database& db, std::int64_t run_id) {
   std::map<std::pair<std::string, std::string>, std::int64_t> counts;  // (split, name) -> points

@@ -3,11 +3,15 @@
 // by the header) or Markdown. A number cell carries both the text shown in a table and the value
 // written, at full precision, to CSV and JSON; a missing value is "-" in a table, empty in CSV and
 // null in JSON, never zero.
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace attnlab::results {
+
+// "No value" in a cell or a curve point: tables show it as nan, CSV and JSON write it as null.
+inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 enum class Format { table, csv, json, markdown };
 

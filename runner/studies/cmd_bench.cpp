@@ -14,6 +14,7 @@
 #include "experiment/cache_dir.hpp"
 #include "cli/cli_options.hpp"
 
+#include "attnlab/dataset.hpp"
 #include "attnlab/train/config.hpp"
 #include "attnlab/store.hpp"
 #include "queue/child_process.hpp"

@@ -34,8 +34,6 @@ class AttentionMethod : public torch::nn::Module {
   virtual bool fresh_draw_at_eval() const { return false; }
 };
 
-using AttentionFactory = std::shared_ptr<AttentionMethod>(const AttentionShape&, const ParamValues&);
-
 }  // namespace attnlab
 
 #include <boost/dll/alias.hpp>

@@ -92,8 +92,6 @@ at::Tensor adopt_vector(std::vector<T>&& data, std::vector<std::int64_t> sizes, 
 // positions: pixels, generated sequences. A token 0 there is data, never padding.
 SplitData full_length_split(std::vector<std::uint8_t>&& tokens, std::vector<std::int64_t>&& labels, std::int64_t len);
 
-using DatasetFactory = std::shared_ptr<Dataset>(const DatasetContext&, const ParamValues&);
-
 }  // namespace attnlab
 
 #include <boost/dll/alias.hpp>

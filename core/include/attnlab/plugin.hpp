@@ -4,9 +4,14 @@
 // (contract version first, then the LibTorch version), and only then looks up the factory.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include <boost/config.hpp>
-#include <torch/version.h>  // TORCH_VERSION_MAJOR/MINOR for ATTNLAB_PLUGIN_INFO (a tiny header)
+// TORCH_VERSION_MAJOR/MINOR for ATTNLAB_PLUGIN_INFO (a tiny header), where LibTorch is on the
+// include path: every plugin. The host's LibTorch-free code reads PluginInfo, never expands it.
+#if __has_include(<torch/version.h>)
+#include <torch/version.h>
+#endif
 
 namespace attnlab {
 
@@ -44,6 +49,17 @@ struct PluginInfo {
   const ParamSpec* params;
   std::size_t param_count;
 };
+
+// What a plugin's factory (exported as ATTNLAB_FACTORY_SYMBOL) makes, declared here without
+// LibTorch so that a host which only finds, lists and checks plugins need not compile against it:
+// attention.hpp and dataset.hpp define the classes.
+class AttentionMethod;
+struct AttentionShape;
+class Dataset;
+struct DatasetContext;
+class ParamValues;
+using AttentionFactory = std::shared_ptr<AttentionMethod>(const AttentionShape&, const ParamValues&);
+using DatasetFactory = std::shared_ptr<Dataset>(const DatasetContext&, const ParamValues&);
 
 namespace detail {
 // The schema argument of ATTNLAB_PLUGIN_INFO: an array of ParamSpec, or nullptr for a plugin

@@ -23,6 +23,7 @@
 #include "attnlab/precision.hpp"
 #include "attnlab/train/config.hpp"
 #include "attnlab/train/loss_scaler.hpp"
+#include "attnlab/train/measurements.hpp"
 #include "attnlab/dataset.hpp"
 #include "attnlab/train/model.hpp"
 #include "attnlab/train/variance.hpp"
@@ -33,22 +34,6 @@ namespace attnlab {
 // are independent of each other and of the weights, yet all fixed by the one seed.
 inline constexpr std::uint64_t kDataStream = 0x9E3779B97F4A7C15ULL;
 inline constexpr std::uint64_t kAttentionStream = 0xD1B54A32D192ED03ULL;
-
-struct MetricPoint {
-  std::int64_t step;
-  std::string split;  // train | val | test
-  std::string name;   // loss | acc | lr
-  double value;
-  double wall_seconds;  // since the run started
-};
-
-struct Progress {
-  std::int64_t step, total_steps;
-  double train_loss, train_acc;
-  double val_acc;  // NaN before the first validation
-  double steps_per_second;
-  double elapsed_seconds;
-};
 
 // Receives measurements as the run goes: curve points in batches (at each validation and at the
 // end), progress at each logging step. Called on the training thread, outside the timed step.
