@@ -98,7 +98,9 @@ TEST(ConformanceChecks, EachDefectFailsExactlyItsCheck) {
       if (check == failing) {
         EXPECT_EQ(r.failure.rfind(message.at(name), 0), 0u) << name << ": " << r.failure;
       }
-      if (also) EXPECT_EQ(r.failure.rfind("fp16: a real token's output is not finite", 0), 0u) << r.failure;
+      if (also) {
+        EXPECT_EQ(r.failure.rfind("fp16: a real token's output is not finite", 0), 0u) << r.failure;
+      }
     }
   }
 }

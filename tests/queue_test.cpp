@@ -24,6 +24,8 @@
 #include <thread>
 
 #include "attnlab/store.hpp"
+#include "cli/cli_options.hpp"
+#include "queue/job_exec.hpp"
 #include "queue/worker.hpp"
 
 extern char** environ;
@@ -151,6 +153,79 @@ TEST(WorkerOptions, JobThreadsShareTheCoresAmongTheJobsOfADevice) {
   EXPECT_EQ(attnlab::job_threads(o), 4);  // --threads given: as given
   if (saved) setenv("ATTNLAB_THREADS", saved_value.c_str(), 1);
   else unsetenv("ATTNLAB_THREADS");
+}
+
+// Each process boundary has one options type, written by the parent and read by the child.
+TEST(ProcessOptions, ExecJobReadsBackWhatTheDeviceWorkerWrites) {
+  attnlab::JobExecOptions o;
+  o.db_path = "/tmp/q b.db";  // a space: one word on the command line
+  o.job_id = 12;
+  o.run_id = 34;
+  o.device = "cuda:1";
+  o.threads = 3;
+  o.cache_dir = "/tmp/cache";
+  o.checkpoint_dir = "/tmp/ckpt";
+  o.plugin_dirs = {"/a", "/b"};
+  const auto vm = attnlab::parse_command_line("exec-job", o.to_args(), attnlab::JobExecOptions::options());
+  const auto back = attnlab::JobExecOptions::from(vm);
+  EXPECT_EQ(back.db_path, o.db_path);
+  EXPECT_EQ(back.job_id, 12);
+  EXPECT_EQ(back.run_id, 34);
+  EXPECT_EQ(back.device, "cuda:1");
+  EXPECT_EQ(back.threads, 3);
+  EXPECT_EQ(back.cache_dir, o.cache_dir);
+  EXPECT_EQ(back.checkpoint_dir, o.checkpoint_dir);
+  EXPECT_EQ(back.plugin_dirs, o.plugin_dirs);
+  // the defaults travel as defaults
+  attnlab::JobExecOptions given;
+  given.db_path = "x.db";
+  const auto plain = attnlab::JobExecOptions::from(
+      attnlab::parse_command_line("exec-job", given.to_args(), attnlab::JobExecOptions::options()));
+  EXPECT_EQ(plain.device, "cpu");
+  EXPECT_EQ(plain.threads, 0);
+  EXPECT_EQ(plain.cache_dir, "");
+  EXPECT_EQ(plain.checkpoint_dir, "");
+  EXPECT_TRUE(plain.plugin_dirs.empty());
+}
+
+TEST(ProcessOptions, WorkerDeviceReadsBackWhatTheSupervisorWrites) {
+  attnlab::WorkerOptions o;
+  o.db_path = "/tmp/q.db";
+  o.max_jobs = 5;
+  o.idle_exit = true;
+  o.lease_seconds = 2.5;
+  o.threads = 2;
+  o.cache_dir = "/tmp/cache";
+  o.plugin_dirs = {"/p"};
+  o.job_exe = "/bin/false";
+  o.noop = true;
+  o.noop_seconds = 0.25;
+  for (std::int64_t id = 1; id <= 4500; ++id) o.only_jobs.push_back(id);  // three --only chunks
+  const auto args = o.device_worker_args("cuda:0");
+  EXPECT_EQ(std::count(args.begin(), args.end(), "--only"), 3);
+  const auto vm = attnlab::parse_command_line("worker-device", args, attnlab::WorkerOptions::device_worker_options());
+  EXPECT_EQ(vm["device"].as<std::string>(), "cuda:0");
+  const auto back = attnlab::WorkerOptions::from(vm, "worker-device");
+  EXPECT_EQ(back.db_path, o.db_path);
+  EXPECT_EQ(back.max_jobs, 5);
+  EXPECT_TRUE(back.idle_exit);
+  EXPECT_EQ(back.lease_seconds, 2.5);
+  EXPECT_EQ(back.threads, 2);
+  EXPECT_EQ(back.cache_dir, o.cache_dir);
+  EXPECT_EQ(back.plugin_dirs, o.plugin_dirs);
+  EXPECT_EQ(back.job_exe, o.job_exe);
+  EXPECT_TRUE(back.noop);
+  EXPECT_EQ(back.noop_seconds, 0.25);
+  EXPECT_EQ(back.only_jobs, o.only_jobs);
+  // several jobs per device: each device worker gets its share of the threads, and runs one job at a time
+  o.threads = 0;
+  o.jobs_per_device = 2;
+  const auto shared = attnlab::WorkerOptions::from(
+      attnlab::parse_command_line("worker-device", o.device_worker_args("cpu"), attnlab::WorkerOptions::device_worker_options()),
+      "worker-device");
+  EXPECT_EQ(shared.threads, attnlab::job_threads(o));
+  EXPECT_GE(shared.threads, 1);
+  EXPECT_EQ(shared.jobs_per_device, 1);
 }
 
 // Workers SIGKILLed (device workers and supervisors) and paused past their lease at random

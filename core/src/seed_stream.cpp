@@ -54,4 +54,14 @@ void SeedStream::load(torch::serialize::InputArchive& archive, const std::string
   }
 }
 
+void SeedStreamAttention::save(torch::serialize::OutputArchive& archive) const {
+  AttentionMethod::save(archive);
+  stream_.save(archive, stream_name_);
+}
+
+void SeedStreamAttention::load(torch::serialize::InputArchive& archive) {
+  AttentionMethod::load(archive);
+  stream_.load(archive, stream_name_);
+}
+
 }  // namespace attnlab

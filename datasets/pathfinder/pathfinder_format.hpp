@@ -135,7 +135,6 @@ class ImageGenerator {
   // the paths do not fit after many attempts (parameters too dense for the resolution).
   int draw(std::uint64_t i, std::uint8_t* pixels);
   static int label_of(std::uint64_t i) { return static_cast<int>(i % 2); }
-  std::uint64_t path_attempts() const { return path_attempts_; }
 
  private:
   bool place_path(std::int64_t dashes, bool mark_start, bool mark_end, std::vector<std::int32_t>& pixels);
@@ -158,7 +157,6 @@ class ImageGenerator {
   };
   std::vector<Level> levels_;
   std::uint32_t image_stamp_ = 0;
-  std::uint64_t path_attempts_ = 0;
 };
 
 // Sizes and generator parameters of a generated data set.

@@ -200,7 +200,6 @@ bool ImageGenerator::place_path(std::int64_t dashes, bool mark_start, bool mark_
   };
 
   for (int attempt = 0; attempt < kPathAttempts; ++attempt) {
-    ++path_attempts_;
     std::fill(self_.begin(), self_.end(), 0);
     truncate(0);
     const auto x0 = static_cast<std::int64_t>(below(static_cast<std::uint64_t>(limit)));

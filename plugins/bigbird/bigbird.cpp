@@ -31,9 +31,6 @@ const ParamSpec kParams[] = {
 // here), while smaller ones are reused; on a GPU the caching allocator has no such cost.
 constexpr std::int64_t kCpuLogits = std::int64_t{1} << 21, kCudaLogits = std::int64_t{1} << 28;
 
-// Logits of excluded keys: finite, so that a row with nothing to attend to stays finite.
-double masked_logit(at::ScalarType type) { return type == at::kHalf ? -60000.0 : -1e30; }
-
 class BigBirdAttention : public AttentionMethod {
  public:
   BigBirdAttention(const AttentionShape& shape, std::int64_t block, std::int64_t random_blocks)

@@ -157,10 +157,11 @@ struct ActiveAttention : public torch::autograd::Function<ActiveAttention> {
   }
 };
 
-class InformerAttention : public AttentionMethod {
+class InformerAttention : public SeedStreamAttention {
  public:
   InformerAttention(std::int64_t max_len, double budget, bool gather)
-      : max_len_(std::max<std::int64_t>(max_len, 1)),
+      : SeedStreamAttention("sample"),
+        max_len_(std::max<std::int64_t>(max_len, 1)),
         factor_(static_cast<std::int64_t>(std::ceil(budget / std::log(std::max<double>(max_len_, 2))))),
         gather_(gather) {
     // With u = L for every length up to max_len, every query attends exactly: the draw changes
@@ -169,15 +170,6 @@ class InformerAttention : public AttentionMethod {
   }
 
   bool stochastic() const override { return stochastic_; }
-  void redraw(at::Generator& generator) override { sample_stream_.reseed(generator); }
-  void save(torch::serialize::OutputArchive& archive) const override {
-    AttentionMethod::save(archive);
-    sample_stream_.save(archive, "sample");
-  }
-  void load(torch::serialize::InputArchive& archive) override {
-    AttentionMethod::load(archive);
-    sample_stream_.load(archive, "sample");
-  }
 
   at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& key_valid) override {
     const auto batch = q.size(0), heads = q.size(1), n = q.size(2), dim = q.size(3);
@@ -192,7 +184,7 @@ class InformerAttention : public AttentionMethod {
     // whatever its padding or its neighbours.
     const auto span = std::max(max_len_, n), cap = sample_count(factor_, span);
     const auto samples = sample_counts(len, cap);  // [B] U_b = u_b
-    auto generator = sample_stream_.next(q.device(), is_training());
+    auto generator = draw_generator(q.device());
     const auto uniform = at::rand({span, cap}, generator, q.options().dtype(at::kDouble)).slice(0, 0, n);
     const auto positions = real_positions(valid);
     at::Tensor measure;  // [B, H, N], −∞ at padded queries: they never attend
@@ -226,14 +218,11 @@ class InformerAttention : public AttentionMethod {
   std::int64_t factor_;  // c
   bool gather_;
   bool stochastic_ = false;
-  SeedStream sample_stream_;
 };
 
 std::shared_ptr<AttentionMethod> create(const AttentionShape& shape, const ParamValues& params) {
-  const auto& measure = params.string("measure");
-  if (measure != "auto" && measure != "gather")
-    throw ParamError("measure: expected auto or gather, got '" + measure + "'");
-  return std::make_shared<InformerAttention>(shape.max_len, params.real("budget"), measure == "gather");
+  const bool gather = params.choice<bool>("measure", {{"auto", false}, {"gather", true}});
+  return std::make_shared<InformerAttention>(shape.max_len, params.real("budget"), gather);
 }
 
 }  // namespace attnlab::informer

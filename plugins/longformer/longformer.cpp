@@ -24,16 +24,6 @@ const ParamSpec kParams[] = {
      "separate global projections; LRA used no global token)"},
 };
 
-// Added to the logits of excluded keys: finite, so that a row with nothing to attend to stays
-// finite (in half precision with room for the score it is added to).
-double masked_logit(at::ScalarType type) { return type == at::kHalf ? -30000.0 : -1e30; }
-
-// 0 where `ok`, `excluded` elsewhere: a small broadcastable bias added to the scores in place (one
-// pass, and nothing for autograd to keep or undo).
-at::Tensor bias_from(const at::Tensor& ok, const at::TensorOptions& opts, double excluded) {
-  return at::zeros(ok.sizes(), opts).masked_fill_(ok.logical_not(), excluded);
-}
-
 // Scores held at once, about, at most: the queries are processed in groups. On the CPU small
 // temporaries (8 MB in float) run faster; on a GPU few kernel launches do.
 std::int64_t scores_per_group(const at::Device& device) { return std::int64_t{1} << (device.is_cpu() ? 21 : 26); }
@@ -56,7 +46,7 @@ class LongformerAttention : public AttentionMethod {
     const auto w = left + right;
     const auto chunk = std::min((w + 1) / 2, n), chunks = (n + chunk - 1) / chunk, span = chunk + w - 1;
     const auto index_opts = valid.options().dtype(at::kLong);
-    const double excluded = masked_logit(q.scalar_type());
+    const double excluded = masked_logit_bias(q.scalar_type());
 
     // Keys padded with left' − 1 zero rows before and enough after: chunk c's span (positions
     // c·chunk − left' + 1 .. c·chunk + chunk − 1 + right') starts at padded row c·chunk.
@@ -73,8 +63,8 @@ class LongformerAttention : public AttentionMethod {
     // Query a of a chunk and key s of its span: j − i = s − (left' − 1) − a, in the window iff
     // 0 ≤ s − a ≤ w' − 1, the same band for every chunk; and the key real. Two small biases.
     const auto offset = at::arange(span, index_opts).view({1, span}) - at::arange(chunk, index_opts).view({chunk, 1});
-    const auto band_bias = bias_from(offset.ge(0).logical_and(offset.le(w - 1)), q.options(), excluded / 2);  // [C, S]
-    const auto valid_bias = bias_from(span_valid, q.options(), excluded / 2);  // [B, 1, nc, 1, S]
+    const auto band_bias = masked_bias(offset.ge(0).logical_and(offset.le(w - 1)), q.options(), excluded / 2);  // [C, S]
+    const auto valid_bias = masked_bias(span_valid, q.options(), excluded / 2);  // [B, 1, nc, 1, S]
 
     // global_cls: key 0 as one more column for every query whose window does not already hold it
     // (i ≥ left'), in the same softmax. [B, H, nc, C]

@@ -27,10 +27,6 @@ const ParamSpec kParams[] = {
      "use 35), 0 = none"},
 };
 
-// Logits of excluded entries: finite, so that a row with nothing to attend to (a sequence without
-// real tokens) stays finite instead of turning into nan.
-double masked_logit(at::ScalarType type) { return type == at::kHalf ? -60000.0 : -1e30; }
-
 class NystromformerAttention : public AttentionMethod {
  public:
   NystromformerAttention(const AttentionShape& shape, std::int64_t landmarks, linalg::PinvOptions pinv,

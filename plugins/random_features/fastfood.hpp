@@ -48,11 +48,10 @@ class FastfoodAttention : public rf::RandomFeatureAttention {
         dim_(shape.head_dim),
         padded_(power_of_two_at_least(shape.head_dim)),
         blocks_((features_ + padded_ - 1) / padded_) {
-    const auto& learn = params.string("learn");
-    if (learn != "sgb" && learn != "s" && learn != "none")
-      throw ParamError("learn: expected sgb, s or none, got '" + learn + "'");
-    learn_s_ = learn != "none";
-    learn_gb_ = learn == "sgb";
+    enum class Learn { sgb, s, none };
+    const Learn learn = params.choice<Learn>("learn", {{"sgb", Learn::sgb}, {"s", Learn::s}, {"none", Learn::none}});
+    learn_s_ = learn != Learn::none;
+    learn_gb_ = learn == Learn::sgb;
     // Initial values from the global generator (learnable ones keep them until trained).
     const auto diagonal = std::vector<std::int64_t>{blocks_, padded_};
     const auto b = at::randint(0, 2, diagonal, at::kDouble) * 2 - 1;

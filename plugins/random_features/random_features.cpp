@@ -56,9 +56,7 @@ at::Tensor stable_prf_features(const at::Tensor& u, const at::Tensor& x_sq_norm,
 }
 
 double prf_norm_factor(const ParamValues& params) {
-  const auto& kernel = params.string("kernel");
-  if (kernel != "softmax" && kernel != "gaussian") throw ParamError("kernel: expected softmax or gaussian, got '" + kernel + "'");
-  return kernel == "softmax" ? 1.0 : 2.0;
+  return params.choice<double>("kernel", {{"softmax", 1.0}, {"gaussian", 2.0}});
 }
 
 at::Tensor scaled_rks_features(const at::Tensor& x, const at::Tensor& w) {

@@ -78,22 +78,13 @@ const ParamSpec kParams[] = {
      "reference's wiring; no gradient reaches k)"},
 };
 
-class ReformerAttention : public AttentionMethod {
+class ReformerAttention : public SeedStreamAttention {
  public:
   ReformerAttention(std::int64_t chunk, std::int64_t hashes, std::int64_t buckets, bool q_only, std::int64_t max_len)
-      : chunk_(chunk), hashes_(hashes), buckets_(buckets), q_only_(q_only), max_len_(max_len) {}
+      : SeedStreamAttention("rotation"), chunk_(chunk), hashes_(hashes), buckets_(buckets), q_only_(q_only), max_len_(max_len) {}
 
   // The rotations matter only when a sequence can be longer than a chunk and there is more than one bucket.
   bool stochastic() const override { return max_len_ > chunk_ && buckets_ > 1; }
-  void redraw(at::Generator& generator) override { rotation_stream_.reseed(generator); }
-  void save(torch::serialize::OutputArchive& archive) const override {
-    AttentionMethod::save(archive);
-    rotation_stream_.save(archive, "rotation");
-  }
-  void load(torch::serialize::InputArchive& archive) override {
-    AttentionMethod::load(archive);
-    rotation_stream_.load(archive, "rotation");
-  }
 
   at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& key_valid) override {
     const auto n = q.size(2), dim = q.size(3);
@@ -124,7 +115,7 @@ class ReformerAttention : public AttentionMethod {
       buckets = at::zeros({batch, heads, hashes_, n}, valid.options().dtype(at::kLong));
     } else {
       const auto type = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-      auto generator = rotation_stream_.next(x.device(), is_training());
+      auto generator = draw_generator(x.device());
       const auto half = buckets_ / 2;  // R [H, d, n_h, n_b/2], the columns of each round together
       const auto rotations = at::randn({heads, dim, hashes_ * half}, generator, x.options().dtype(type));
       const auto rotated = at::matmul(x.detach().to(type), rotations)  // [B, H, N, n_h n_b/2]
@@ -183,7 +174,6 @@ class ReformerAttention : public AttentionMethod {
   std::int64_t chunk_, hashes_, buckets_;
   bool q_only_;
   std::int64_t max_len_;
-  SeedStream rotation_stream_;
 };
 
 // HuggingFace's rule with L = max_len (Skyformer pads every batch to it): 2^floor(log2(2 floor(L / c))), at least 2.

@@ -27,8 +27,6 @@ const ParamSpec kParams[] = {
      "that sums the sort away (the sort net gets no gradient; not padding-invariant)"},
 };
 
-// Logits of excluded entries: finite, so that a row with nothing to attend to stays finite.
-double masked_logit(at::ScalarType type) { return type == at::kHalf ? -60000.0 : -1e30; }
 // LRA's additive bias on masked scores (−1e10, which fp16 cannot hold).
 double lra_bias(at::ScalarType type) { return type == at::kHalf ? -60000.0 : -1e10; }
 

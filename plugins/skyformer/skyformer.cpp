@@ -35,36 +35,14 @@ const ParamSpec kParams[] = {
 
 enum class Sampling { qk_halves, union_of_rows, all };
 
-Sampling parse_sampling(const std::string& text) {
-  if (text == "qk_halves") return Sampling::qk_halves;
-  if (text == "union") return Sampling::union_of_rows;
-  if (text == "all") return Sampling::all;
-  throw ParamError("sampling: expected qk_halves, union or all, got '" + text + "'");
-}
-
-class SkyformerAttention : public AttentionMethod {
+class SkyformerAttention : public SeedStreamAttention {
  public:
   SkyformerAttention(std::int64_t landmarks, double gamma, linalg::PinvOptions pinv, Sampling sampling)
-      : landmarks_(landmarks), gamma_(gamma), pinv_(pinv), sampling_(sampling) {
+      : SeedStreamAttention("landmark"), landmarks_(landmarks), gamma_(gamma), pinv_(pinv), sampling_(sampling) {
     pinv_.hermitian = true;  // the normalised landmark block is symmetric
   }
 
   bool stochastic() const override { return sampling_ != Sampling::all; }
-
-  // One seed from the caller's generator; every later draw derives from it (training: a fresh
-  // stream per forward call; evaluation: one fixed stream, so evaluating is repeatable).
-  void redraw(at::Generator& generator) override { landmark_stream_.reseed(generator); }
-
-  // The landmark stream is not a buffer: the trainer's resume checkpoints save the model through
-  // Module::save, so it travels with it here. Archives without it load the tensors only.
-  void save(torch::serialize::OutputArchive& archive) const override {
-    AttentionMethod::save(archive);
-    landmark_stream_.save(archive, "landmark");
-  }
-  void load(torch::serialize::InputArchive& archive) override {
-    AttentionMethod::load(archive);
-    landmark_stream_.load(archive, "landmark");
-  }
 
   at::Tensor forward(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in, const at::Tensor& key_valid) override {
     // In fp32 inside autocast: the kernel's squared distances, the ridge-regularised block and its
@@ -112,7 +90,7 @@ class SkyformerAttention : public AttentionMethod {
   // so a sequence gets the same landmarks whatever its padding or its place in the batch.
   at::Tensor landmark_rows(const at::Tensor& valid) {
     const auto n = valid.size(1);
-    auto generator = landmark_stream_.next(valid.device(), is_training());
+    auto generator = draw_generator(valid.device());
     const auto on_device = at::TensorOptions().device(valid.device());
     const auto u = at::rand({landmarks_}, generator, on_device.dtype(at::kDouble)).unsqueeze(0);  // [1, m]
     const auto len = valid.sum(1, /*keepdim=*/true);  // [B, 1] valid rows of Q (and of K)
@@ -134,7 +112,6 @@ class SkyformerAttention : public AttentionMethod {
   double gamma_;
   linalg::PinvOptions pinv_;
   Sampling sampling_;
-  SeedStream landmark_stream_;
 };
 
 std::shared_ptr<AttentionMethod> create(const AttentionShape&, const ParamValues& params) {
@@ -143,7 +120,9 @@ std::shared_ptr<AttentionMethod> create(const AttentionShape&, const ParamValues
   pinv.iterations = static_cast<int>(params.integer("iterations"));
   pinv.scope = linalg::parse_norm_scope(params.string("init"));
   return std::make_shared<SkyformerAttention>(params.integer("landmarks"), params.real("gamma"), pinv,
-                                              parse_sampling(params.string("sampling")));
+                                              params.choice<Sampling>("sampling", {{"qk_halves", Sampling::qk_halves},
+                                                                                {"union", Sampling::union_of_rows},
+                                                                                {"all", Sampling::all}}));
 }
 
 }  // namespace attnlab::skyformer

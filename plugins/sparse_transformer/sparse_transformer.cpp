@@ -27,19 +27,9 @@ const ParamSpec kParams[] = {
      "keys after the query are excluded (LRA's pattern is causal, in the encoder too)"},
 };
 
-// Added to the logits of excluded keys: finite, so that a row with nothing to attend to stays
-// finite (in half precision with room for the score it is added to).
-double masked_logit(at::ScalarType type) { return type == at::kHalf ? -30000.0 : -1e30; }
-
 // Scores held at once, about, at most: the queries are processed in groups. On the CPU small
 // temporaries (8 MB in float) run faster; on a GPU few kernel launches do.
 std::int64_t scores_per_group(const at::Device& device) { return std::int64_t{1} << (device.is_cpu() ? 21 : 26); }
-
-// 0 where `ok`, `excluded` elsewhere: a small broadcastable bias added to the scores in place (one
-// pass, and nothing for autograd to keep or undo).
-at::Tensor bias_from(const at::Tensor& ok, const at::TensorOptions& opts, double excluded) {
-  return at::zeros(ok.sizes(), opts).masked_fill_(ok.logical_not(), excluded);
-}
 
 class SparseTransformerAttention : public AttentionMethod {
  public:
@@ -52,7 +42,7 @@ class SparseTransformerAttention : public AttentionMethod {
     // A sequence no longer than ℓ is one block (its summary columns all lie in it).
     const auto len = std::min(stride_, n), blocks = (n + len - 1) / len, padded = blocks * len;
     const auto index_opts = valid.options().dtype(at::kLong);
-    const double excluded = masked_logit(q.scalar_type());
+    const double excluded = masked_logit_bias(q.scalar_type());
     // [B, H, N, p] → [B, H, nb, ℓ, p], zero rows appended
     auto blocked = [&](const at::Tensor& t, std::int64_t width) {
       return at::constant_pad_nd(t, {0, 0, 0, padded - n}).view({batch, heads, blocks, len, width});
@@ -74,13 +64,13 @@ class SparseTransformerAttention : public AttentionMethod {
     // meets in the summary part, so that no key counts twice. [B, 1, nb, ℓ, ℓ]
     auto local_ok = valid_b.logical_and(is_summary.logical_not()).view({batch, 1, blocks, 1, len});
     if (causal_) local_ok = local_ok.logical_and(at::ones({len, len}, valid.options()).tril());
-    const auto local_bias = bias_from(local_ok, q.options(), excluded);
+    const auto local_bias = masked_bias(local_ok, q.options(), excluded);
 
     // Summary columns of every block, gathered once, [B, H, M, p] with M = nb·s, met by every
     // query: real ones (and, causal, not after the query: two small biases added in place).
     const auto sk = kb.index_select(3, at_offsets).reshape({batch, heads, cols, dim});
     const auto sv = vb.index_select(3, at_offsets).reshape({batch, heads, cols, dim + 1});
-    const auto summary_bias = bias_from(valid_b.index_select(2, at_offsets).reshape({batch, 1, 1, cols}), q.options(),
+    const auto summary_bias = masked_bias(valid_b.index_select(2, at_offsets).reshape({batch, 1, 1, cols}), q.options(),
                                         excluded / 2);
     const auto summary_position = (at::arange(blocks, index_opts).view({blocks, 1}) * len + at_offsets).view({1, cols});
 
@@ -111,7 +101,7 @@ class SparseTransformerAttention : public AttentionMethod {
       summ.add_(summary_bias.narrow(-1, 0, used));  // [B, H, rows, used]
       if (causal_) {
         const auto query_position = at::arange(b0 * len, b0 * len + rows, index_opts).view({rows, 1});
-        summ.add_(bias_from(summary_position.narrow(1, 0, used).le(query_position), q.options(), excluded / 2));
+        summ.add_(masked_bias(summary_position.narrow(1, 0, used).le(query_position), q.options(), excluded / 2));
       }
       // One softmax over [own block | summary columns], without concatenating them: a shared
       // row maximum (a constant shift, so no gradient through it), the exponentials in place.

@@ -21,9 +21,6 @@ const ParamSpec kParams[] = {
     {"dropout", ParamType::real, "0.0", 0, 0.99, nullptr, "dropout on the attention probabilities while training"},
 };
 
-// Logits of padded keys: finite, so that a row with nothing to attend to stays finite.
-double masked_logit(at::ScalarType type) { return type == at::kHalf ? -60000.0 : -1e30; }
-
 // softmax(qs ksᵀ + bias + mask) over [B, H, n, n] with the n×n products, one kept (the
 // probabilities P).
 at::Tensor probabilities(const at::Tensor& qs, const at::Tensor& ks, const at::Tensor& bias, const at::Tensor& padded_key) {

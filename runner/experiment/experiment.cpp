@@ -264,20 +264,17 @@ void warn_long_warmup(const JobPlan& job, const toml::table& root, const std::st
   if (std::find(warnings.begin(), warnings.end(), warning) == warnings.end()) warnings.push_back(warning);
 }
 
-}  // namespace
-
-Experiment load_experiment(const std::string& path, const PluginRegistry& registry) {
+// The file's text; ConfigError for a folder or an unreadable file.
+std::string read_experiment_file(const std::string& path) {
   if (std::filesystem::is_directory(path)) throw ConfigError(path + ": is a folder, not an experiment file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError(path + ": cannot read the experiment file");
   std::ostringstream buffer;
   buffer << in.rdbuf();
+  return buffer.str();
+}
 
-  Experiment experiment;
-  experiment.source_path = path;
-  experiment.source_text = buffer.str();
-  const toml::table root = parse_toml(experiment.source_text, path);
-
+void check_sections(const toml::table& root, const std::string& path) {
   for (const auto& [key, node] : root) {
     const std::string name(key.str());
     if (name != "experiment" && name != "model" && name != "train" && name != "methods" && name != "datasets")
@@ -285,35 +282,153 @@ Experiment load_experiment(const std::string& path, const PluginRegistry& regist
            "unknown section (known: experiment, model, train, methods, datasets)");
     if (!node.is_table()) fail({path, ""}, key.source().begin.line, name, "expected a table");
   }
+}
 
-  // [experiment]
+// [experiment]: name (default: the file's stem), description, seeds (default: [1]).
+void read_experiment_section(const toml::table& root, const std::string& path, Experiment& experiment) {
   experiment.name = std::filesystem::path(path).stem().string();
   experiment.seeds = {1};
-  if (const auto* section = sub_table(root, "experiment", {path, ""})) {
-    const Place at{path, "experiment"};
-    for (const auto& [key, node] : *section) {
-      const std::string name(key.str());
-      const auto line = key.source().begin.line;
-      if (name == "name" || name == "description") {
-        if (!node.is_string()) fail(at, line, name, "expected a string");
-        (name == "name" ? experiment.name : experiment.description) = node.as_string()->get();
-      } else if (name == "seeds") {
-        const auto* seeds = node.as_array();
-        if (!seeds || seeds->empty()) fail(at, line, name, "expected a non-empty array of integers");
-        experiment.seeds.clear();
-        for (const auto& seed : *seeds) {
-          if (!seed.is_integer() || seed.as_integer()->get() < 0) fail(at, line, name, "seeds must be integers >= 0");
-          const std::int64_t value = seed.as_integer()->get();
-          // a repeated seed is the same job again, never a second sample
-          if (std::find(experiment.seeds.begin(), experiment.seeds.end(), value) != experiment.seeds.end())
-            fail(at, line_of(seed), name, std::to_string(value) + " is named twice");
-          experiment.seeds.push_back(value);
-        }
-      } else {
-        fail(at, line, name, "unknown key (known: name, description, seeds)");
+  const auto* section = sub_table(root, "experiment", {path, ""});
+  if (!section) return;
+  const Place at{path, "experiment"};
+  for (const auto& [key, node] : *section) {
+    const std::string name(key.str());
+    const auto line = key.source().begin.line;
+    if (name == "name" || name == "description") {
+      if (!node.is_string()) fail(at, line, name, "expected a string");
+      (name == "name" ? experiment.name : experiment.description) = node.as_string()->get();
+    } else if (name == "seeds") {
+      const auto* seeds = node.as_array();
+      if (!seeds || seeds->empty()) fail(at, line, name, "expected a non-empty array of integers");
+      experiment.seeds.clear();
+      for (const auto& seed : *seeds) {
+        if (!seed.is_integer() || seed.as_integer()->get() < 0) fail(at, line, name, "seeds must be integers >= 0");
+        const std::int64_t value = seed.as_integer()->get();
+        // a repeated seed is the same job again, never a second sample
+        if (std::find(experiment.seeds.begin(), experiment.seeds.end(), value) != experiment.seeds.end())
+          fail(at, line_of(seed), name, std::to_string(value) + " is named twice");
+        experiment.seeds.push_back(value);
       }
+    } else {
+      fail(at, line, name, "unknown key (known: name, description, seeds)");
     }
   }
+}
+
+// One [methods.X] or [datasets.Y] table: the plugin's parameters, its [.model]/[.train] overrides,
+// and (a method) its parameters for one dataset ([methods.X.datasets.Y]).
+struct PluginEntry {
+  std::string name;
+  Settings params, model, train;  // model/train: only the keys this table overrides
+  std::vector<std::pair<std::string, Settings>> per_dataset;
+};
+
+PluginEntry plugin_entry(const toml::key& key, const toml::node& node, const std::string& path, const char* kind_section,
+                         PluginKind kind, const PluginRegistry& registry) {
+  PluginEntry entry{std::string(key.str()), {}, {}, {}, {}};
+  const std::string where = std::string(kind_section) + "." + entry.name;
+  if (!node.is_table()) fail({path, ""}, key.source().begin.line, where, "expected a table");
+  const auto& plugin = plugin_or_fail(registry, kind, entry.name, {path, where}, key.source().begin.line);
+  entry.params.values = plugin.defaults();
+  const auto& table = *node.as_table();
+  const std::string owner = std::string(" (") + to_string(kind) + " plugin " + entry.name + ")";
+  const bool method = kind == PluginKind::attention;
+  std::vector<std::string> sub_tables = {"model", "train"};
+  if (method) sub_tables.push_back("datasets");
+  apply_table(table, plugin.info->params, plugin.info->param_count, entry.params, {path, where}, owner, sub_tables);
+  if (const auto* t = sub_table(table, "model", {path, where}))
+    apply_table(*t, kModelParams, kModelParamCount, entry.model, {path, where + ".model"}, "");
+  if (const auto* t = sub_table(table, "train", {path, where}))
+    apply_table(*t, kTrainParams, kTrainParamCount, entry.train, {path, where + ".train"}, "");
+  if (const auto* per = method ? sub_table(table, "datasets", {path, where}) : nullptr) {
+    for (const auto& [dataset_key, dataset_node] : *per) {
+      const std::string dataset(dataset_key.str()), at = where + ".datasets." + dataset;
+      if (!dataset_node.is_table()) fail({path, ""}, dataset_key.source().begin.line, at, "expected a table");
+      Settings settings;
+      apply_table(*dataset_node.as_table(), plugin.info->params, plugin.info->param_count, settings, {path, at}, owner);
+      entry.per_dataset.push_back({dataset, std::move(settings)});
+    }
+  }
+  return entry;
+}
+
+// Every [methods.X] (or [datasets.Y]) table, in the file's order: toml++ keeps a table's keys
+// sorted by name, and the jobs follow the file (the order results tables and pictures then show).
+std::vector<PluginEntry> plugin_entries(const toml::table& root, const std::string& path, const char* kind_section,
+                                        PluginKind kind, const PluginRegistry& registry) {
+  const auto* section = sub_table(root, kind_section, {path, ""});
+  if (!section || section->empty())
+    fail({path, ""}, 0, "", std::string("no [") + kind_section + ".NAME] table: name at least one " + to_string(kind) + " plugin");
+  std::vector<std::pair<const toml::key*, const toml::node*>> in_file_order;
+  for (const auto& [key, node] : *section) in_file_order.push_back({&key, &node});
+  std::stable_sort(in_file_order.begin(), in_file_order.end(), [](const auto& a, const auto& b) {
+    return a.first->source().begin < b.first->source().begin;
+  });
+  std::vector<PluginEntry> out;
+  for (const auto& [key, node] : in_file_order) out.push_back(plugin_entry(*key, *node, path, kind_section, kind, registry));
+  return out;
+}
+
+Settings layered(Settings base, const Settings& first, const Settings* second) {
+  base.overlay(first);
+  if (second) base.overlay(*second);
+  return base;
+}
+
+// The jobs of one method on one dataset. Precedence: [model]/[train] < [datasets.Y.model] <
+// [methods.X.model]; a method's parameters < [methods.X.datasets.Y]. Then one job per combination
+// of the swept values (dataset, method, model, train keys, in that order; the last fastest), and
+// per seed.
+void add_jobs(const PluginEntry& method, const PluginEntry& dataset, const Settings& model, const Settings& train,
+              const toml::table& root, const std::string& path, Experiment& experiment) {
+  const Settings* method_for_dataset = nullptr;
+  for (const auto& [name, settings] : method.per_dataset)
+    if (name == dataset.name) method_for_dataset = &settings;
+  const std::array<Settings, 4> parts = {dataset.params, layered(method.params, {}, method_for_dataset),
+                                         layered(model, dataset.model, &method.model),
+                                         layered(train, dataset.train, &method.train)};
+  std::vector<std::pair<std::size_t, const Sweep*>> axes;  // (part, sweep)
+  for (std::size_t p = 0; p < parts.size(); ++p)
+    for (const auto& sweep : parts[p].sweeps) axes.push_back({p, &sweep});
+  std::vector<std::size_t> choice(axes.size(), 0);
+  for (bool more = true; more;) {
+    std::array<ParamValues, 4> values = {parts[0].values, parts[1].values, parts[2].values, parts[3].values};
+    for (std::size_t a = 0; a < axes.size(); ++a)
+      values[axes[a].first].set(axes[a].second->key, axes[a].second->values[choice[a]]);
+    for (auto seed : experiment.seeds) {
+      JobPlan job;
+      job.method = method.name;
+      job.dataset = dataset.name;
+      job.seed = seed;
+      job.dataset_params = values[0];
+      job.method_params = values[1];
+      job.model = values[2];
+      job.train = values[3];
+      check_model(job, root, {path, "methods." + method.name + " x datasets." + dataset.name});
+      warn_long_warmup(job, root, path, experiment.warnings);
+      finish_plan(job);
+      experiment.jobs.push_back(std::move(job));
+    }
+    more = false;
+    for (std::size_t a = axes.size(); a-- > 0;) {
+      if (++choice[a] < axes[a].second->values.size()) {
+        more = true;
+        break;
+      }
+      choice[a] = 0;
+    }
+  }
+}
+
+}  // namespace
+
+Experiment load_experiment(const std::string& path, const PluginRegistry& registry) {
+  Experiment experiment;
+  experiment.source_path = path;
+  experiment.source_text = read_experiment_file(path);
+  const toml::table root = parse_toml(experiment.source_text, path);
+  check_sections(root, path);
+  read_experiment_section(root, path, experiment);
 
   // [model], [train]: core's schemas
   Settings model{ParamValues::defaults(kModelParams, kModelParamCount), {}};
@@ -321,115 +436,16 @@ Experiment load_experiment(const std::string& path, const PluginRegistry& regist
   if (const auto* t = sub_table(root, "model", {path, ""})) apply_table(*t, kModelParams, kModelParamCount, model, {path, "model"}, "");
   if (const auto* t = sub_table(root, "train", {path, ""})) apply_table(*t, kTrainParams, kTrainParamCount, train, {path, "train"}, "");
 
-  // [methods.X] and [datasets.Y]: the plugins' schemas, plus per-plugin [.model]/[.train] overrides,
-  // and a method's parameters for one dataset ([methods.X.datasets.Y]).
-  struct Entry {
-    std::string name;
-    Settings params, model, train;  // model/train: only the keys this table overrides
-    std::vector<std::pair<std::string, Settings>> per_dataset;
-  };
-  auto entries = [&](const char* kind_section, PluginKind kind) {
-    std::vector<Entry> out;
-    const auto* section = sub_table(root, kind_section, {path, ""});
-    if (!section || section->empty())
-      fail({path, ""}, 0, "", std::string("no [") + kind_section + ".NAME] table: name at least one " + to_string(kind) + " plugin");
-    // toml++ keeps a table's keys sorted by name; the jobs follow the file's order instead (the
-    // order the results tables and pictures then show).
-    std::vector<std::pair<const toml::key*, const toml::node*>> in_file_order;
-    for (const auto& [key, node] : *section) in_file_order.push_back({&key, &node});
-    std::stable_sort(in_file_order.begin(), in_file_order.end(), [](const auto& a, const auto& b) {
-      return a.first->source().begin < b.first->source().begin;
-    });
-    const bool methods = kind == PluginKind::attention;
-    for (const auto& [key_ptr, node_ptr] : in_file_order) {
-      const toml::key& key = *key_ptr;
-      const toml::node& node = *node_ptr;
-      Entry entry{std::string(key.str()), {}, {}, {}, {}};
-      const std::string where = std::string(kind_section) + "." + entry.name;
-      if (!node.is_table()) fail({path, ""}, key.source().begin.line, where, "expected a table");
-      const auto& plugin = plugin_or_fail(registry, kind, entry.name, {path, where}, key.source().begin.line);
-      entry.params.values = plugin.defaults();
-      const auto& table = *node.as_table();
-      const std::string owner = std::string(" (") + to_string(kind) + " plugin " + entry.name + ")";
-      std::vector<std::string> sub_tables = {"model", "train"};
-      if (methods) sub_tables.push_back("datasets");
-      apply_table(table, plugin.info->params, plugin.info->param_count, entry.params, {path, where}, owner, sub_tables);
-      if (const auto* t = sub_table(table, "model", {path, where}))
-        apply_table(*t, kModelParams, kModelParamCount, entry.model, {path, where + ".model"}, "");
-      if (const auto* t = sub_table(table, "train", {path, where}))
-        apply_table(*t, kTrainParams, kTrainParamCount, entry.train, {path, where + ".train"}, "");
-      if (const auto* per = methods ? sub_table(table, "datasets", {path, where}) : nullptr) {
-        for (const auto& [dataset_key, dataset_node] : *per) {
-          const std::string dataset(dataset_key.str()), at = where + ".datasets." + dataset;
-          if (!dataset_node.is_table()) fail({path, ""}, dataset_key.source().begin.line, at, "expected a table");
-          Settings settings;
-          apply_table(*dataset_node.as_table(), plugin.info->params, plugin.info->param_count, settings, {path, at}, owner);
-          entry.per_dataset.push_back({dataset, std::move(settings)});
-        }
-      }
-      out.push_back(std::move(entry));
-    }
-    return out;
-  };
-  const auto methods = entries("methods", PluginKind::attention);
-  const auto datasets = entries("datasets", PluginKind::dataset);
+  const auto methods = plugin_entries(root, path, "methods", PluginKind::attention, registry);
+  const auto datasets = plugin_entries(root, path, "datasets", PluginKind::dataset, registry);
   for (const auto& method : methods)
     for (const auto& [dataset, settings] : method.per_dataset)
-      if (std::none_of(datasets.begin(), datasets.end(), [&](const Entry& d) { return d.name == dataset; }))
+      if (std::none_of(datasets.begin(), datasets.end(), [&](const PluginEntry& d) { return d.name == dataset; }))
         fail({path, "methods." + method.name + ".datasets." + dataset},
              line_of(*root["methods"][method.name]["datasets"][dataset].node()), "",
              "no [datasets." + dataset + "] in this file for these settings to apply to");
-
-  // Precedence: [model]/[train] < [datasets.Y.model] < [methods.X.model]; a method's parameters <
-  // [methods.X.datasets.Y]. Then one job per combination of the swept values (dataset, method,
-  // model, train keys, in that order), and per seed.
-  auto layered = [](Settings base, const Settings& first, const Settings* second) {
-    base.overlay(first);
-    if (second) base.overlay(*second);
-    return base;
-  };
-  for (const auto& method : methods) {
-    for (const auto& dataset : datasets) {
-      const Settings* method_for_dataset = nullptr;
-      for (const auto& [name, settings] : method.per_dataset)
-        if (name == dataset.name) method_for_dataset = &settings;
-      std::array<Settings, 4> parts = {dataset.params, layered(method.params, {}, method_for_dataset),
-                                       layered(model, dataset.model, &method.model),
-                                       layered(train, dataset.train, &method.train)};
-      std::vector<std::pair<std::size_t, const Sweep*>> axes;  // (part, sweep)
-      for (std::size_t p = 0; p < parts.size(); ++p)
-        for (const auto& sweep : parts[p].sweeps) axes.push_back({p, &sweep});
-      std::vector<std::size_t> choice(axes.size(), 0);
-      for (bool more = true; more;) {
-        std::array<ParamValues, 4> values = {parts[0].values, parts[1].values, parts[2].values, parts[3].values};
-        for (std::size_t a = 0; a < axes.size(); ++a)
-          values[axes[a].first].set(axes[a].second->key, axes[a].second->values[choice[a]]);
-        for (auto seed : experiment.seeds) {
-          JobPlan job;
-          job.method = method.name;
-          job.dataset = dataset.name;
-          job.seed = seed;
-          job.dataset_params = values[0];
-          job.method_params = values[1];
-          job.model = values[2];
-          job.train = values[3];
-          check_model(job, root, {path, "methods." + method.name + " x datasets." + dataset.name});
-          warn_long_warmup(job, root, path, experiment.warnings);
-          finish_plan(job);
-          experiment.jobs.push_back(std::move(job));
-        }
-        // the next combination, the last axis fastest
-        more = false;
-        for (std::size_t a = axes.size(); a-- > 0;) {
-          if (++choice[a] < axes[a].second->values.size()) {
-            more = true;
-            break;
-          }
-          choice[a] = 0;
-        }
-      }
-    }
-  }
+  for (const auto& method : methods)
+    for (const auto& dataset : datasets) add_jobs(method, dataset, model, train, root, path, experiment);
   return experiment;
 }
 

@@ -133,28 +133,10 @@ int cmd_run(const Args& args, const std::string& self_exe) {
 }
 
 int cmd_exec_job(const Args& args) {
-  po::options_description options("attnlab exec-job (internal: runs one claimed attempt of a job in this process)");
-  add_plugins_option(options);
-  options.add_options()
-      ("db", po::value<std::string>()->required(), "the queue's database")
-      ("job", po::value<std::int64_t>()->required(), "job id")
-      ("run", po::value<std::int64_t>()->required(), "the run its lease names")
-      ("checkpoint-dir", po::value<std::string>()->default_value(""), "checkpoint folder (default: DB.ckpt)");
-  add_device_option(options);
-  add_threads_option(options);
-  add_cache_dir_option(options);
-  const auto vm = parse_command_line("exec-job", args, options);
+  const auto vm = parse_command_line("exec-job", args, JobExecOptions::options());
   // first: a stop from now on checkpoints the run and ends it 'interrupted'
   install_stop_handlers();
-  JobExecOptions o;
-  o.db_path = vm["db"].as<std::string>();
-  o.job_id = vm["job"].as<std::int64_t>();
-  o.run_id = vm["run"].as<std::int64_t>();
-  o.device = vm["device"].as<std::string>();
-  o.threads = vm["threads"].as<int>();
-  o.cache_dir = vm["cache-dir"].as<std::string>();
-  o.checkpoint_dir = vm["checkpoint-dir"].as<std::string>();
-  return execute_job(o, plugin_folders(vm));
+  return execute_job(JobExecOptions::from(vm));
 }
 
 }  // namespace attnlab

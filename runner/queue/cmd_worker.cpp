@@ -23,41 +23,6 @@ namespace po = boost::program_options;
 namespace fs = std::filesystem;
 namespace {
 
-// The options `worker` and `worker-device` share.
-void add_common_options(po::options_description& options) {
-  options.add_options()
-      ("db", po::value<std::string>()->default_value("attnlab.db"), "the queue's database (it must exist: attnlab db migrate)")
-      ("max-jobs", po::value<std::int64_t>()->default_value(0), "jobs per device worker, then stop (0: no limit)")
-      ("jobs-per-device", po::value<int>()->default_value(1), "device workers per device: jobs running at once on each")
-      ("idle-exit", "stop once nothing is queued or running")
-      ("lease", po::value<double>()->default_value(60), "lease of a claimed job in seconds, renewed every third of it")
-      ("noop", "(benchmark, tests) claim jobs and finish them as 'done' without running them")
-      ("noop-seconds", po::value<double>()->default_value(0), "(with --noop) mean time a job holds its lease")
-      ("help,h", "this help");
-  add_threads_option(options);
-  add_cache_dir_option(options);
-  add_plugins_option(options);
-}
-
-WorkerOptions options_from(const po::variables_map& vm, const std::string& command) {
-  WorkerOptions o;
-  o.db_path = vm["db"].as<std::string>();
-  o.max_jobs = vm["max-jobs"].as<std::int64_t>();
-  o.idle_exit = vm.count("idle-exit") > 0;
-  o.lease_seconds = vm["lease"].as<double>();
-  o.threads = vm["threads"].as<int>();
-  o.cache_dir = vm["cache-dir"].as<std::string>();
-  o.plugin_dirs = plugin_folders(vm);
-  o.noop = vm.count("noop") > 0;
-  o.noop_seconds = vm["noop-seconds"].as<double>();
-  o.jobs_per_device = vm["jobs-per-device"].as<int>();
-  if (!(o.lease_seconds >= 0.1)) throw std::runtime_error(command + ": --lease must be at least 0.1 seconds");
-  if (o.max_jobs < 0) throw std::runtime_error(command + ": --max-jobs must be 0 (no limit) or more");
-  if (o.jobs_per_device < 1) throw std::runtime_error(command + ": --jobs-per-device must be 1 or more");
-  if (!(o.noop_seconds >= 0)) throw std::runtime_error(command + ": --noop-seconds must be 0 or more");
-  return o;
-}
-
 // SQLite's "2025-03-14T09:26:53.589Z" as unix seconds.
 double unix_seconds(const std::string& stamp) {
   std::tm tm = {};
@@ -72,11 +37,10 @@ double unix_seconds(const std::string& stamp) {
 }  // namespace
 
 int cmd_worker(const Args& args, const std::string& self_exe) {
-  po::options_description options(
+  po::options_description options = WorkerOptions::options(
       "attnlab worker [--db FILE] [--devices cpu|cuda:0,cuda:1,...|all] [--max-jobs N] [--idle-exit] [options]");
   options.add_options()("devices", po::value<std::string>()->default_value("cpu"),
                         "cpu, cuda:0,cuda:1,... or all (every CUDA device, else cpu): one device worker each");
-  add_common_options(options);
   const auto vm = parse_command_line("worker", args, options);
   if (vm.count("help"))
     return std::cout << options << "\nexit status (--idle-exit, --max-jobs): 0 every job this worker ran is done; 3 a job it\n"
@@ -84,7 +48,7 @@ int cmd_worker(const Args& args, const std::string& self_exe) {
                                    "device worker kept dying and was given up; 2 bad usage or no usable database or device;\n"
                                    "128 + N stopped by signal N (SIGINT: 130, SIGTERM: 143)\n",
            0;
-  WorkerOptions o = options_from(vm, "worker");
+  WorkerOptions o = WorkerOptions::from(vm, "worker");
   install_stop_handlers();  // from here on SIGINT/SIGTERM end the worker with a word, never silently
   o.devices = resolve_devices(vm["devices"].as<std::string>());
   // refuse a missing or unmigrated database here, once, rather than in every device worker
@@ -107,18 +71,8 @@ int cmd_worker(const Args& args, const std::string& self_exe) {
 }
 
 int cmd_worker_device(const Args& args, const std::string& self_exe) {
-  po::options_description options("attnlab worker-device (internal: one device worker, started by attnlab worker)");
-  options.add_options()
-      ("device", po::value<std::string>()->required(), "cpu or cuda:N")
-      ("only", po::value<std::vector<std::string>>()->composing(), "claim only these job ids (comma-separated; repeatable)")
-      ("job-exe", po::value<std::string>()->default_value(""), "(tests) the program job processes run; default: this one");
-  add_common_options(options);
-  const auto vm = parse_command_line("worker-device", args, options);
-  WorkerOptions o = options_from(vm, "worker-device");
-  o.job_exe = vm["job-exe"].as<std::string>();
-  for (const auto& chunk : option_values(vm, "only"))
-    for (auto id : split_positive_integers(chunk, "--only")) o.only_jobs.push_back(id);
-  return run_device_worker(o, vm["device"].as<std::string>(), self_exe);
+  const auto vm = parse_command_line("worker-device", args, WorkerOptions::device_worker_options());
+  return run_device_worker(WorkerOptions::from(vm, "worker-device"), vm["device"].as<std::string>(), self_exe);
 }
 
 int cmd_bench_queue(const Args& args, const std::string& self_exe) {

@@ -17,6 +17,7 @@
 #include "build_info.hpp"
 #include "queue/child_process.hpp"
 #include "experiment/experiment.hpp"
+#include "experiment/train_job.hpp"
 #include "queue/progress.hpp"
 
 namespace attnlab {
@@ -82,10 +83,6 @@ class StoreObserver : public TrainObserver {
   std::string superseded_;
   std::string lost_reason_;
 };
-
-bool is_final(store::RunStatus status) {
-  return status == store::RunStatus::done || status == store::RunStatus::diverged || status == store::RunStatus::oom;
-}
 
 // The run's status for how its training ended (the same names).
 store::RunStatus run_status(TrainStatus status) {
@@ -223,7 +220,7 @@ std::string resume_checkpoint_stem(const std::string& checkpoint_dir, std::int64
   return checkpoint_dir + "/job-" + std::to_string(job_id) + ".run-" + std::to_string(run_id);
 }
 
-int execute_job(const JobExecOptions& options, const std::vector<std::string>& plugin_dirs) {
+int execute_job(const JobExecOptions& options) {
   store::Database db(options.db_path, store::Database::Open::existing);
   store::JobFilter this_job;
   this_job.ids = {options.job_id};
@@ -240,7 +237,7 @@ int execute_job(const JobExecOptions& options, const std::vector<std::string>& p
     return kExitLeaseLost;
   }
 
-  const PluginRegistry registry = job_registry(found.front().plugin_dirs, plugin_dirs);
+  const PluginRegistry registry = job_registry(found.front().plugin_dirs, options.plugin_dirs);
   const std::string checkpoint_dir = options.checkpoint_dir.empty() ? options.db_path + ".ckpt" : options.checkpoint_dir;
   TrainJob job;
   RunOutcome outcome;  // its status is the trainer's; `status` is what the run ends as
@@ -259,26 +256,16 @@ int execute_job(const JobExecOptions& options, const std::vector<std::string>& p
 
     DatasetContext context{dataset_cache_dir(options.cache_dir)};
     auto dataset = dataset_plugin->make_dataset(context, plan.dataset_params);
-    job.task = dataset->info();
     TrainSplits splits{load_checked(plan.dataset, *dataset, Split::train), load_checked(plan.dataset, *dataset, Split::val),
                        load_checked(plan.dataset, *dataset, Split::test)};
-    job.model = model_config_from(plan.model);
-    job.train = train_config_from(plan.train);
-    job.seed = static_cast<std::uint64_t>(plan.seed);
-    job.device = device;
+    job = make_train_job(plan, registry, dataset->info(), device);
     job.checkpoint_path = checkpoint_dir + "/run-" + std::to_string(run_id) + ".pt";
     job.resume_stem = resume_checkpoint_stem(checkpoint_dir, stored.id, run_id);
     job.identity = stored.config_hash;
     job.stop = &stop_flag();
     refuse_what_cannot_run(job, splits.train.size());
-    AttentionFactory* factory = method->make_attention;
-    const ParamValues method_params = plan.method_params;
-    job.make_attention = [factory, method_params](const AttentionShape& shape) { return factory(shape, method_params); };
-    if (const auto* softmax = registry.find(PluginKind::attention, "softmax")) {
-      AttentionFactory* reference = softmax->make_attention;
-      const ParamValues reference_params = softmax->defaults();
-      job.reference_attention = [reference, reference_params](const AttentionShape& shape) { return reference(shape, reference_params); };
-    }
+    if (const auto* softmax = registry.find(PluginKind::attention, "softmax"))
+      job.reference_attention = attention_maker(*softmax, softmax->defaults());
 
     const std::int64_t previous_run = continue_from_resume_point(db, stored.id, run_id, env.plugins, label, job, observer);
     if (stop_flag().load()) {
@@ -321,7 +308,7 @@ int execute_job(const JobExecOptions& options, const std::vector<std::string>& p
     observer.printer().finish("lost its lease (" + observer.lost_reason() + "); this attempt wrote nothing more");
     return kExitLeaseLost;
   }
-  if (is_final(status)) {  // nothing will resume this job again
+  if (store::ends_its_job(status)) {  // nothing will resume this job again
     std::error_code ignored;
     if (!outcome.resume_checkpoint.empty()) fs::remove(outcome.resume_checkpoint, ignored);
     if (!observer.superseded().empty()) fs::remove(observer.superseded(), ignored);

@@ -5,10 +5,12 @@
 //
 // The attempt is the run a claim created; it writes only while that run holds the job's lease.
 // If an earlier attempt left a resume checkpoint, this one continues from it.
-#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include <boost/program_options/options_description.hpp>
+#include <boost/program_options/variables_map.hpp>
 
 #include "attnlab/store.hpp"
 #include "plugin_host/plugin_host.hpp"
@@ -23,6 +25,8 @@ inline constexpr int kExitLeaseLost = 4;
 // claims nothing more. Any other end exits 0.
 inline constexpr int kExitDiskFull = 5;
 
+// The job process's command line (`attnlab exec-job`): the device worker writes it (to_args), the
+// job process reads it (options, from), one type at both ends.
 struct JobExecOptions {
   std::string db_path;
   std::int64_t job_id = 0;
@@ -31,17 +35,21 @@ struct JobExecOptions {
   int threads = 0;  // 0: ATTNLAB_THREADS or every core
   std::string cache_dir;
   std::string checkpoint_dir;  // "" = <db>.ckpt
-  const std::atomic<bool>* stop = nullptr;  // set by a signal: checkpoint, end 'interrupted'
+  std::vector<std::string> plugin_dirs;  // searched after the job's own folders (jobs.plugin_dirs)
+
+  static boost::program_options::options_description options();
+  static JobExecOptions from(const boost::program_options::variables_map& vm);
+  std::vector<std::string> to_args() const;  // the words after "exec-job" that from() reads back
 };
 
 // Returns exec-job's exit status: 0 when the attempt ended and was recorded (done, failed,
 // diverged, oom, interrupted, rejected, or lost when a checkpoint could not be written),
-// kExitLeaseLost when the lease was lost (nothing more was written), kExitDiskFull. Plugins are searched in the job's own folders
-// (jobs.plugin_dirs) first, then `plugin_dirs` and the usual search path. A ConfigError,
-// ParamError or DataError (plugin not found, configuration or data refused) ends the attempt
-// 'rejected' and blocks the job: trying again cannot help. Errors before the run could be
-// recorded (an unreadable database) throw.
-int execute_job(const JobExecOptions& options, const std::vector<std::string>& plugin_dirs);
+// kExitLeaseLost when the lease was lost (nothing more was written), kExitDiskFull. Plugins are
+// searched in the job's own folders (jobs.plugin_dirs) first, then options.plugin_dirs and the
+// usual search path. A ConfigError, ParamError or DataError (plugin not found, configuration or
+// data refused) ends the attempt 'rejected' and blocks the job: trying again cannot help. Errors
+// before the run could be recorded (an unreadable database) throw.
+int execute_job(const JobExecOptions& options);
 
 // The stem of a run's resume checkpoints (TrainJob::resume_stem): one file per attempt and step,
 // "<dir>/job-J.run-R.step-S.resume.pt", so no attempt ever overwrites a file another one reads.

@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "attnlab/store.hpp"
+#include "cli/cli_options.hpp"
 #include "queue/checkpoint_sweep.hpp"
 #include "queue/child_process.hpp"
 #include "queue/job_exec.hpp"
@@ -145,11 +146,17 @@ class DeviceWorker {
   }
 
   std::vector<std::string> job_command(const store::Lease& lease) const {
-    std::vector<std::string> argv = {o_.job_exe.empty() ? self_exe_ : o_.job_exe, "exec-job", "--db", o_.db_path, "--job", std::to_string(lease.job_id),
-                                     "--run", std::to_string(lease.run_id), "--device", device_,
-                                     "--threads", std::to_string(o_.threads)};
-    if (!o_.cache_dir.empty()) argv.insert(argv.end(), {"--cache-dir", o_.cache_dir});
-    for (const auto& d : o_.plugin_dirs) argv.insert(argv.end(), {"--plugins", d});
+    JobExecOptions job;
+    job.db_path = o_.db_path;
+    job.job_id = lease.job_id;
+    job.run_id = lease.run_id;
+    job.device = device_;
+    job.threads = o_.threads;
+    job.cache_dir = o_.cache_dir;
+    job.plugin_dirs = o_.plugin_dirs;
+    std::vector<std::string> argv = {o_.job_exe.empty() ? self_exe_ : o_.job_exe, "exec-job"};
+    const auto args = job.to_args();
+    argv.insert(argv.end(), args.begin(), args.end());
     return argv;
   }
 
@@ -279,20 +286,75 @@ int job_threads(const WorkerOptions& o) {
   return std::max(1, cores / o.jobs_per_device);
 }
 
-std::vector<std::string> device_worker_command(const WorkerOptions& o, const std::string& device, const std::string& self_exe) {
-  std::vector<std::string> argv = {self_exe, "worker-device", "--db", o.db_path, "--device", device,
-                                   "--lease", std::to_string(o.lease_seconds), "--threads", std::to_string(job_threads(o)),
-                                   "--max-jobs", std::to_string(o.max_jobs)};
-  if (o.idle_exit) argv.push_back("--idle-exit");
-  if (!o.cache_dir.empty()) argv.insert(argv.end(), {"--cache-dir", o.cache_dir});
-  for (const auto& d : o.plugin_dirs) argv.insert(argv.end(), {"--plugins", d});
+po::options_description WorkerOptions::options(const std::string& caption) {
+  po::options_description options(caption);
+  options.add_options()
+      ("db", po::value<std::string>()->default_value("attnlab.db"), "the queue's database (it must exist: attnlab db migrate)")
+      ("max-jobs", po::value<std::int64_t>()->default_value(0), "jobs per device worker, then stop (0: no limit)")
+      ("jobs-per-device", po::value<int>()->default_value(1), "device workers per device: jobs running at once on each")
+      ("idle-exit", "stop once nothing is queued or running")
+      ("lease", po::value<double>()->default_value(60), "lease of a claimed job in seconds, renewed every third of it")
+      ("noop", "(benchmark, tests) claim jobs and finish them as 'done' without running them")
+      ("noop-seconds", po::value<double>()->default_value(0), "(with --noop) mean time a job holds its lease")
+      ("help,h", "this help");
+  add_threads_option(options);
+  add_cache_dir_option(options);
+  add_plugins_option(options);
+  return options;
+}
+
+po::options_description WorkerOptions::device_worker_options() {
+  po::options_description options = WorkerOptions::options("attnlab worker-device (internal: one device worker, started by attnlab worker)");
+  options.add_options()
+      ("device", po::value<std::string>()->required(), "cpu or cuda:N")
+      ("only", po::value<std::vector<std::string>>()->composing(), "claim only these job ids (comma-separated; repeatable)")
+      ("job-exe", po::value<std::string>()->default_value(""), "(tests) the program job processes run; default: this one");
+  return options;
+}
+
+WorkerOptions WorkerOptions::from(const po::variables_map& vm, const std::string& command) {
+  WorkerOptions o;
+  o.db_path = vm["db"].as<std::string>();
+  o.max_jobs = vm["max-jobs"].as<std::int64_t>();
+  o.jobs_per_device = vm["jobs-per-device"].as<int>();
+  o.idle_exit = vm.count("idle-exit") > 0;
+  o.lease_seconds = vm["lease"].as<double>();
+  o.threads = vm["threads"].as<int>();
+  o.cache_dir = vm["cache-dir"].as<std::string>();
+  o.plugin_dirs = plugin_folders(vm);
+  o.noop = vm.count("noop") > 0;
+  o.noop_seconds = vm["noop-seconds"].as<double>();
+  for (const auto& chunk : option_values(vm, "only"))
+    for (auto id : split_positive_integers(chunk, "--only")) o.only_jobs.push_back(id);
+  if (vm.count("job-exe")) o.job_exe = vm["job-exe"].as<std::string>();
+  if (!(o.lease_seconds >= 0.1)) throw std::runtime_error(command + ": --lease must be at least 0.1 seconds");
+  if (o.max_jobs < 0) throw std::runtime_error(command + ": --max-jobs must be 0 (no limit) or more");
+  if (o.jobs_per_device < 1) throw std::runtime_error(command + ": --jobs-per-device must be 1 or more");
+  if (!(o.noop_seconds >= 0)) throw std::runtime_error(command + ": --noop-seconds must be 0 or more");
+  return o;
+}
+
+std::vector<std::string> WorkerOptions::device_worker_args(const std::string& device) const {
+  std::vector<std::string> args = {"--db", db_path, "--device", device, "--lease", std::to_string(lease_seconds),
+                                   "--threads", std::to_string(job_threads(*this)), "--max-jobs", std::to_string(max_jobs)};
+  if (idle_exit) args.push_back("--idle-exit");
+  if (!cache_dir.empty()) args.insert(args.end(), {"--cache-dir", cache_dir});
+  for (const auto& d : plugin_dirs) args.insert(args.end(), {"--plugins", d});
   // job ids in chunks: one argument of a command line is limited to 128 KiB on Linux
-  for (std::size_t i = 0; i < o.only_jobs.size(); i += 2000) {
+  for (std::size_t i = 0; i < only_jobs.size(); i += 2000) {
     std::string chunk;
-    for (std::size_t j = i; j < std::min(o.only_jobs.size(), i + 2000); ++j) chunk += (j > i ? "," : "") + std::to_string(o.only_jobs[j]);
-    argv.insert(argv.end(), {"--only", chunk});
+    for (std::size_t j = i; j < std::min(only_jobs.size(), i + 2000); ++j) chunk += (j > i ? "," : "") + std::to_string(only_jobs[j]);
+    args.insert(args.end(), {"--only", chunk});
   }
-  if (o.noop) argv.insert(argv.end(), {"--noop", "--noop-seconds", std::to_string(o.noop_seconds)});
+  if (!job_exe.empty()) args.insert(args.end(), {"--job-exe", job_exe});
+  if (noop) args.insert(args.end(), {"--noop", "--noop-seconds", std::to_string(noop_seconds)});
+  return args;
+}
+
+std::vector<std::string> device_worker_command(const WorkerOptions& o, const std::string& device, const std::string& self_exe) {
+  std::vector<std::string> argv = {self_exe, "worker-device"};
+  const auto args = o.device_worker_args(device);
+  argv.insert(argv.end(), args.begin(), args.end());
   return argv;
 }
 

@@ -8,6 +8,9 @@
 #include <string>
 #include <vector>
 
+#include <boost/program_options/options_description.hpp>
+#include <boost/program_options/variables_map.hpp>
+
 namespace attnlab {
 
 struct WorkerOptions {
@@ -27,6 +30,16 @@ struct WorkerOptions {
   // noop_seconds x a random factor in [0.5, 1.5], heartbeating, then ends 'done' with noop = 1.
   bool noop = false;
   double noop_seconds = 0;
+
+  // `worker`'s and `worker-device`'s options, one definition for both processes: the shared ones
+  // (options), those with a device worker's own (--device, --only, --job-exe), and what reads them
+  // (from: `command` names the process in errors).
+  static boost::program_options::options_description options(const std::string& caption);
+  static boost::program_options::options_description device_worker_options();
+  static WorkerOptions from(const boost::program_options::variables_map& vm, const std::string& command);
+  // The words after "worker-device" that start a device worker on `device`: what from() reads back,
+  // with job_threads() as its --threads.
+  std::vector<std::string> device_worker_args(const std::string& device) const;
 };
 
 // Device worker exit statuses, as the supervisor reads them.

@@ -45,15 +45,6 @@ SeedStats seed_stats(const std::vector<double>& values) {
   return s;
 }
 
-bool is_failed_state(store::JobState state) {
-  using S = store::JobState;
-  return state == S::failed || state == S::diverged || state == S::oom || state == S::blocked;
-}
-bool is_unfinished_state(store::JobState state) {
-  using S = store::JobState;
-  return state == S::queued || state == S::running || state == S::submitted || state == S::cancelled;
-}
-
 void GroupOrder::see(const std::vector<std::string>& key) {
   if (first_seen_.size() < key.size()) first_seen_.resize(key.size());
   for (std::size_t i = 0; i < key.size(); ++i) first_seen_[i].emplace(key[i], first_seen_[i].size());
@@ -95,7 +86,7 @@ std::vector<GroupSummary> summarize(const std::vector<store::JobRow>& rows, std:
         ++g.done;
         for (std::size_t m = 0; m < metric_count && m < r->metrics.size(); ++m)
           if (r->metrics[m]) values[m].push_back(*r->metrics[m]);
-      } else if (is_failed_state(r->state)) {
+      } else if (store::is_failed(r->state)) {
         ++g.failed;
       } else {
         ++g.unfinished;

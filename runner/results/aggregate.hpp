@@ -22,13 +22,10 @@ SeedStats seed_stats(const std::vector<double>& values);
 struct GroupSummary {
   std::vector<std::string> key;  // the group's values, one per group-by key
   std::size_t jobs = 0, done = 0;
-  std::size_t failed = 0;      // failed, diverged or oom
+  std::size_t failed = 0;      // store::is_failed: failed, diverged, oom or blocked
   std::size_t unfinished = 0;  // queued, running, submitted or cancelled
   std::vector<SeedStats> metrics;  // one per metric of the rows
 };
-
-bool is_failed_state(store::JobState state);      // failed | diverged | oom | blocked
-bool is_unfinished_state(store::JobState state);  // queued | running | submitted | cancelled
 
 // The order groups are listed in, key by key: numbers (seeds, learning rates, sizes) by value,
 // before text; text (methods, datasets) in the order the rows first name it, which is the

@@ -77,7 +77,7 @@ Collected collect(store::Database& db, const store::Selection& selection, std::s
     auto& c = got.cells[{method, task}];
     c.values.resize(count);
     ++c.jobs;
-    if (is_failed_state(r.state)) ++c.failed;
+    if (store::is_failed(r.state)) ++c.failed;
     else if (r.state != store::JobState::done) ++c.unfinished;
     else {
       c.runs.push_back(r.run_id);
@@ -133,8 +133,8 @@ struct OursCell {
   const CellData* data = nullptr;
 };
 
-Grid paper_comparison(store::Database& db, PaperTable which, const PaperTableOptions& o) {
-  const Paper& paper = *o.paper;
+// The paper's tables of the kind asked: accuracy, or cost (time and memory). PaperError when it has none.
+std::vector<const PaperTableData*> tables_of_kind(const Paper& paper, PaperTable which) {
   if (which == PaperTable::variance)
     throw PaperError("--paper: " + paper.file + " compares accuracy and cost tables; the variance metrics have no published table");
   std::vector<const PaperTableData*> tables;
@@ -143,182 +143,204 @@ Grid paper_comparison(store::Database& db, PaperTable which, const PaperTableOpt
   if (tables.empty())
     throw PaperError("--paper: " + paper.file + " has no " +
                      (which == PaperTable::accuracy ? std::string("accuracy") : std::string("time or memory")) + " table");
+  return tables;
+}
 
-  // Our results: the accuracy metric (a misspelt --metric stays an error), the cost results where
-  // the database has them.
-  const auto known = store::result_names(db);
-  const auto has = [&](const std::string& name) { return std::find(known.begin(), known.end(), name) != known.end(); };
-  const std::string metric_of[3] = {o.accuracy_metric, "steps_per_second", "peak_memory_bytes"};
-  store::Selection selection;
-  selection.where = o.where;
-  std::vector<int> slot(3, -1);  // PaperMetric -> index in selection.metrics
-  for (const auto* t : tables) {
-    const int m = static_cast<int>(t->metric);
-    if (slot[m] >= 0) continue;
-    if (t->metric == PaperMetric::accuracy ? known.empty() : !has(metric_of[m])) continue;
-    slot[m] = static_cast<int>(selection.metrics.size());
-    selection.metrics.push_back(metric_of[m]);
-  }
-  const Collected got = collect(db, selection, selection.metrics.size(), false);
-  if (!got.swept.empty()) {
-    throw PaperError("--paper: the selected jobs of one method and task differ in " + got.swept_text() +
-                     ", and each of the paper's cells is one configuration: choose one with --where (e.g. \"" +
-                     got.swept.front() + " = VALUE\"), or drop --paper to see them side by side");
+// Our results beside a paper's published tables of one kind (`attnlab table --paper`): columns the
+// paper's tasks in its units (then each table's printed average), rows its printed rows in its
+// order (then our methods it does not have); wide, ours, the paper's and their difference or ratio
+// per method; long, one row per method, task and table.
+class PaperComparison {
+ public:
+  PaperComparison(store::Database& db, PaperTable which, const PaperTableOptions& o)
+      : db_(db), which_(which), o_(o), paper_(*o.paper), tables_(tables_of_kind(paper_, which)), got_(collect_ours()) {
+    lay_out_columns();
+    merge_rows();
+    for (const auto& r : merged_)
+      for (const auto& c : columns_)
+        if (!c.task.empty()) fullest_ = std::max(fullest_, ours(r.method, c.task, *c.table).stats.n);
   }
 
-  // Columns: the tasks in the paper's order (each from the first of its tables that has it; a cost
-  // task once per time and memory table), then each table's printed average.
-  std::vector<std::string> tasks;
-  for (const auto* t : tables)
-    for (const auto& task : t->tasks) append_unique(tasks, task);
-  std::vector<Column> columns;
-  for (const auto& task : tasks)
-    for (const auto* t : tables) {
-      const auto at = std::find(t->tasks.begin(), t->tasks.end(), task);
-      if (at == t->tasks.end()) continue;
-      const bool one_quantity = which == PaperTable::accuracy;
-      columns.push_back({task, t, static_cast<std::size_t>(at - t->tasks.begin()), one_quantity ? task : task + " " + t->unit});
-      if (one_quantity) break;
+  Grid grid() {
+    Grid grid;
+    if (o_.wide) {
+      grid.header = {"method", "values"};
+      for (const auto& c : columns_) grid.header.push_back(c.header);
+    } else {
+      grid.header = {"method", "paper_row", "task", "metric", "unit", "mean", "std", "n", "paper", "paper_seeds",
+                     "difference", "ratio", "jobs", "failed", "unfinished", "fewer_seeds", "with_failed"};
     }
-  std::size_t averaged_tables = 0;
-  for (const auto* t : tables) averaged_tables += !t->average.empty();
-  for (const auto* t : tables)
-    if (!t->average.empty()) columns.push_back({"", t, 0, averaged_tables == 1 ? "average" : "average " + t->id});
+    for (const auto& r : merged_) add_rows(grid, r);
+    if (o_.wide) add_notes(grid);
+    return grid;
+  }
 
-  // Rows: the printed rows in the paper's order (one per method across its tables; a row that is
-  // no method by its label), then the methods of ours the paper does not have.
-  std::vector<MergedRow> merged;
-  for (const auto* t : tables)
-    for (const auto& r : t->rows) {
-      auto it = std::find_if(merged.begin(), merged.end(), [&](const MergedRow& m) {
-        return r.method.empty() ? m.method.empty() && m.label == r.label : m.method == r.method;
-      });
-      if (it == merged.end()) it = merged.insert(merged.end(), MergedRow{r.label, r.method, {}});
-      it->parts.push_back({t, &r});
-    }
-  for (const auto& m : got.methods)
-    if (std::none_of(merged.begin(), merged.end(), [&](const MergedRow& r) { return r.method == m; }))
-      merged.push_back(MergedRow{"", m, {}});
-
-  const auto ours = [&](const std::string& method, const std::string& task, const PaperTableData& t) {
+ private:
+  // One cell of a row: the paper's printed number; ours, a task's seeds or (an average column) the
+  // mean of our task means over the table's tasks when each has one; the marks; the two compared.
+  struct Figures {
+    std::optional<double> printed, mean, compared;
+    std::size_t n = 0;
     OursCell cell;
-    const auto it = got.cells.find({method, task});
-    if (method.empty() || it == got.cells.end()) return cell;
+    std::string marks;
+  };
+
+  bool ratio() const { return which_ == PaperTable::cost; }
+
+  // The accuracy metric (a misspelt --metric stays an error) and the cost results the database has.
+  Collected collect_ours() {
+    const auto known = store::result_names(db_);
+    const auto has = [&](const std::string& name) { return std::find(known.begin(), known.end(), name) != known.end(); };
+    const std::string metric_of[3] = {o_.accuracy_metric, "steps_per_second", "peak_memory_bytes"};
+    store::Selection selection;
+    selection.where = o_.where;
+    for (const auto* t : tables_) {
+      const int m = static_cast<int>(t->metric);
+      if (slot_[m] >= 0) continue;
+      if (t->metric == PaperMetric::accuracy ? known.empty() : !has(metric_of[m])) continue;
+      slot_[m] = static_cast<int>(selection.metrics.size());
+      selection.metrics.push_back(metric_of[m]);
+    }
+    Collected got = collect(db_, selection, selection.metrics.size(), false);
+    if (!got.swept.empty()) {
+      throw PaperError("--paper: the selected jobs of one method and task differ in " + got.swept_text() +
+                       ", and each of the paper's cells is one configuration: choose one with --where (e.g. \"" +
+                       got.swept.front() + " = VALUE\"), or drop --paper to see them side by side");
+    }
+    return got;
+  }
+
+  // The tasks in the paper's order (each from the first of its tables that has it; a cost task once
+  // per time and memory table), then each table's printed average.
+  void lay_out_columns() {
+    for (const auto* t : tables_)
+      for (const auto& task : t->tasks) append_unique(tasks_, task);
+    const bool one_quantity = which_ == PaperTable::accuracy;
+    for (const auto& task : tasks_)
+      for (const auto* t : tables_) {
+        const auto at = std::find(t->tasks.begin(), t->tasks.end(), task);
+        if (at == t->tasks.end()) continue;
+        columns_.push_back({task, t, static_cast<std::size_t>(at - t->tasks.begin()), one_quantity ? task : task + " " + t->unit});
+        if (one_quantity) break;
+      }
+    for (const auto* t : tables_) averaged_tables_ += !t->average.empty();
+    for (const auto* t : tables_)
+      if (!t->average.empty()) columns_.push_back({"", t, 0, averaged_tables_ == 1 ? "average" : "average " + t->id});
+  }
+
+  // The printed rows in the paper's order (one per method across its tables; a row that is no
+  // method by its label), then the methods of ours the paper does not have.
+  void merge_rows() {
+    for (const auto* t : tables_)
+      for (const auto& r : t->rows) {
+        auto it = std::find_if(merged_.begin(), merged_.end(), [&](const MergedRow& m) {
+          return r.method.empty() ? m.method.empty() && m.label == r.label : m.method == r.method;
+        });
+        if (it == merged_.end()) it = merged_.insert(merged_.end(), MergedRow{r.label, r.method, {}});
+        it->parts.push_back({t, &r});
+      }
+    for (const auto& m : got_.methods)
+      if (std::none_of(merged_.begin(), merged_.end(), [&](const MergedRow& r) { return r.method == m; }))
+        merged_.push_back(MergedRow{"", m, {}});
+  }
+
+  OursCell ours(const std::string& method, const std::string& task, const PaperTableData& t) const {
+    OursCell cell;
+    const auto it = got_.cells.find({method, task});
+    if (method.empty() || it == got_.cells.end()) return cell;
     cell.data = &it->second;
-    const int s = slot[static_cast<int>(t.metric)];
+    const int s = slot_[static_cast<int>(t.metric)];
     std::vector<double> values;
     if (s >= 0)
       for (double v : it->second.values[s]) values.push_back(to_paper_unit(t, v));
     cell.stats = seed_stats(values);
     return cell;
-  };
+  }
+
   // The seeds a cell is measured against: the paper's for that row and table; where the paper does
-  // not say, the fullest of our cells in the comparison.
-  std::size_t fullest = 0;
-  for (const auto& r : merged)
-    for (const auto& c : columns)
-      if (!c.task.empty()) fullest = std::max(fullest, ours(r.method, c.task, *c.table).stats.n);
-  bool paper_said = false, fell_back = false;
-  const auto reference = [&](const MergedRow& r, const PaperTableData& t) -> std::size_t {
+  // not say, the fullest of our cells in the comparison. The notes say which were used.
+  std::size_t reference_seeds(const MergedRow& r, const PaperTableData& t) {
     const PaperRow* pr = r.in(&t);
-    const std::int64_t s = pr ? paper_seeds(paper, t, *pr) : (t.seeds ? t.seeds : paper.seeds);
-    if (s > 0) return paper_said = true, static_cast<std::size_t>(s);
-    return fell_back = true, fullest;
-  };
-  const auto marks_of = [&](const OursCell& c, std::size_t ref) {
+    const std::int64_t s = pr ? paper_seeds(paper_, t, *pr) : (t.seeds ? t.seeds : paper_.seeds);
+    if (s > 0) return paper_said_ = true, static_cast<std::size_t>(s);
+    return fell_back_ = true, fullest_;
+  }
+
+  static std::string marks_of(const OursCell& c, std::size_t reference) {
     std::string m;
-    if (c.stats.n > 0 && c.stats.n < ref) m += kFewerSeedsMark;
+    if (c.stats.n > 0 && c.stats.n < reference) m += kFewerSeedsMark;
     if (c.data && c.data->failed) m += kFailedMark;
     return m;
-  };
-  const bool ratio = which == PaperTable::cost;
-  const auto compare = [&](double a, double b) { return ratio ? a / b : a - b; };
-  const auto compare_text = [&](double v) { return ratio ? "×" + printf_text("%.2f", v) : printf_text("%+.2f", v); };
-
-  Grid grid;
-  if (o.wide) {
-    grid.header = {"method", "values"};
-    for (const auto& c : columns) grid.header.push_back(c.header);
-  } else {
-    grid.header = {"method", "paper_row", "task", "metric", "unit", "mean", "std", "n", "paper", "paper_seeds",
-                   "difference", "ratio", "jobs", "failed", "unfinished", "fewer_seeds", "with_failed"};
   }
-  std::vector<std::string> row_notes;
-  std::vector<std::int64_t> runs;
-  for (const auto& r : merged) {
+
+  Figures figures(const MergedRow& r, const Column& c) {
+    const PaperTableData& t = *c.table;
+    Figures f;
+    if (const PaperRow* pr = r.in(&t)) {
+      const double v = c.task.empty() ? pr->average.value_or(NAN) : pr->values[c.index];
+      if (!std::isnan(v)) f.printed = v;
+    }
+    if (!c.task.empty()) {
+      f.cell = ours(r.method, c.task, t);
+      f.marks = marks_of(f.cell, reference_seeds(r, t));
+      f.n = f.cell.stats.n;
+      if (f.n) f.mean = f.cell.stats.mean;
+      if (f.cell.data) runs_.insert(runs_.end(), f.cell.data->runs.begin(), f.cell.data->runs.end());
+    } else {
+      double sum = 0;
+      for (const auto& task : t.tasks) {
+        const OursCell each = ours(r.method, task, t);
+        const std::string m = marks_of(each, reference_seeds(r, t));
+        for (const char* k : {kFewerSeedsMark, kFailedMark})
+          if (m.find(k) != std::string::npos && f.marks.find(k) == std::string::npos) f.marks += k;
+        if (each.stats.n) sum += each.stats.mean, ++f.n;
+      }
+      if (f.n == t.tasks.size()) f.mean = sum / static_cast<double>(f.n);
+    }
+    if (f.mean && f.printed) f.compared = ratio() ? *f.mean / *f.printed : *f.mean - *f.printed;
+    return f;
+  }
+
+  // The long layout's row of one cell.
+  std::vector<Cell> long_row(const MergedRow& r, const Column& c, const Figures& f) const {
+    const PaperTableData& t = *c.table;
+    const PaperRow* pr = r.in(&t);
+    const auto number = [](const std::optional<double>& v) { return v ? Cell::of_number(*v) : Cell::none(); };
+    const auto count = [&](std::size_t CellData::*field) {
+      return c.task.empty() ? Cell::none() : Cell::of_integer(f.cell.data ? static_cast<long long>(f.cell.data->*field) : 0);
+    };
+    const std::int64_t seeds = pr ? paper_seeds(paper_, t, *pr) : 0;
+    return {r.method.empty() ? Cell::none() : Cell::of_text(r.method), r.parts.empty() ? Cell::none() : Cell::of_text(r.label),
+            Cell::of_text(c.task.empty() ? "average" : c.task), Cell::of_text(to_string(t.metric)), Cell::of_text(t.unit),
+            number(f.mean), c.task.empty() || f.cell.stats.n < 2 ? Cell::none() : Cell::of_number(f.cell.stats.std),
+            Cell::of_integer(static_cast<long long>(f.n)), number(f.printed), seeds ? Cell::of_integer(seeds) : Cell::none(),
+            f.mean && f.printed ? Cell::of_number(*f.mean - *f.printed) : Cell::none(),
+            f.mean && f.printed && *f.printed != 0 ? Cell::of_number(*f.mean / *f.printed) : Cell::none(),
+            count(&CellData::jobs), count(&CellData::failed), count(&CellData::unfinished),
+            Cell::of_integer(f.marks.find(kFewerSeedsMark) != std::string::npos),
+            Cell::of_integer(f.marks.find(kFailedMark) != std::string::npos)};
+  }
+
+  // One merged row: long, a grid row per cell; wide, the lines ours, paper and Δ (or ratio).
+  void add_rows(Grid& grid, const MergedRow& r) {
     std::vector<Cell> ours_line, paper_line, compared_line;
-    for (const auto& c : columns) {
-      const PaperTableData& t = *c.table;
-      const PaperRow* pr = r.in(&t);
-      const char* shown = shown_in(t.unit);
-      std::optional<double> printed;
-      if (pr) {
-        const double v = c.task.empty() ? pr->average.value_or(NAN) : pr->values[c.index];
-        if (!std::isnan(v)) printed = v;
-      }
-      // ours: a task's seeds, or the average of our task means over the table's tasks
-      OursCell cell;
-      std::string mk;
-      std::optional<double> mean;
-      std::size_t n = 0;
-      if (!c.task.empty()) {
-        cell = ours(r.method, c.task, t);
-        mk = marks_of(cell, reference(r, t));
-        n = cell.stats.n;
-        if (n) mean = cell.stats.mean;
-        if (cell.data) runs.insert(runs.end(), cell.data->runs.begin(), cell.data->runs.end());
-      } else {
-        double sum = 0;
-        for (const auto& task : t.tasks) {
-          const OursCell each = ours(r.method, task, t);
-          const std::string m = marks_of(each, reference(r, t));
-          for (const char* k : {kFewerSeedsMark, kFailedMark})
-            if (m.find(k) != std::string::npos && mk.find(k) == std::string::npos) mk += k;
-          if (each.stats.n) sum += each.stats.mean, ++n;
-        }
-        if (n == t.tasks.size()) mean = sum / static_cast<double>(n);
-      }
-      const std::optional<double> compared =
-          mean && printed ? std::optional<double>(compare(*mean, *printed)) : std::nullopt;
-      if (o.wide) {
-        const std::string text = !mean                ? std::string("-")
-                                 : c.task.empty()     ? printf_text(shown, *mean) + mk
-                                                      : mean_std_text(cell.stats, shown) + mk;
-        ours_line.push_back(Cell{text, mean, !mean});
-        paper_line.push_back(printed ? Cell::of_number(*printed, shown) : Cell::none());
-        compared_line.push_back(compared ? Cell{compare_text(*compared), compared, false} : Cell::none());
+    for (const auto& c : columns_) {
+      const Figures f = figures(r, c);
+      if (!o_.wide) {
+        grid.rows.push_back(long_row(r, c, f));
         continue;
       }
-      const auto number = [](const std::optional<double>& v) { return v ? Cell::of_number(*v) : Cell::none(); };
-      const std::int64_t seeds = pr ? paper_seeds(paper, t, *pr) : 0;
-      grid.rows.push_back(
-          {r.method.empty() ? Cell::none() : Cell::of_text(r.method), r.parts.empty() ? Cell::none() : Cell::of_text(r.label),
-           Cell::of_text(c.task.empty() ? "average" : c.task), Cell::of_text(to_string(t.metric)), Cell::of_text(t.unit),
-           number(mean), c.task.empty() || cell.stats.n < 2 ? Cell::none() : Cell::of_number(cell.stats.std),
-           Cell::of_integer(static_cast<long long>(n)), number(printed), seeds ? Cell::of_integer(seeds) : Cell::none(),
-           mean && printed ? Cell::of_number(*mean - *printed) : Cell::none(),
-           mean && printed && *printed != 0 ? Cell::of_number(*mean / *printed) : Cell::none(),
-           c.task.empty() ? Cell::none() : Cell::of_integer(cell.data ? static_cast<long long>(cell.data->jobs) : 0),
-           c.task.empty() ? Cell::none() : Cell::of_integer(cell.data ? static_cast<long long>(cell.data->failed) : 0),
-           c.task.empty() ? Cell::none() : Cell::of_integer(cell.data ? static_cast<long long>(cell.data->unfinished) : 0),
-           Cell::of_integer(mk.find(kFewerSeedsMark) != std::string::npos),
-           Cell::of_integer(mk.find(kFailedMark) != std::string::npos)});
+      const char* shown = shown_in(c.table->unit);
+      const std::string text = !f.mean          ? std::string("-")
+                               : c.task.empty() ? printf_text(shown, *f.mean) + f.marks
+                                                : mean_std_text(f.cell.stats, shown) + f.marks;
+      ours_line.push_back(Cell{text, f.mean, !f.mean});
+      paper_line.push_back(f.printed ? Cell::of_number(*f.printed, shown) : Cell::none());
+      const std::string compared = !f.compared ? "" : ratio() ? "×" + printf_text("%.2f", *f.compared) : printf_text("%+.2f", *f.compared);
+      compared_line.push_back(f.compared ? Cell{compared, f.compared, false} : Cell::none());
     }
-    // a printed average that is not the mean of its printed cells (beyond their rounding) is kept as
-    // printed, and said
-    for (const auto& [t, pr] : r.parts) {
-      if (!pr->note.empty()) row_notes.push_back(pr->label + " (" + t->id + "): " + pr->note);
-      if (!pr->average || std::isnan(*pr->average)) continue;
-      double sum = 0;
-      bool all = true;
-      for (double v : pr->values) all &= !std::isnan(v), sum += v;
-      const double mean = sum / static_cast<double>(pr->values.size());
-      if (all && std::fabs(mean - *pr->average) > 0.0051 && pr->note.empty())
-        row_notes.push_back(pr->label + " (" + t->id + "): the printed " + t->average + " " +
-                            printf_text(shown_in(t->unit), *pr->average) + " is not the mean of its cells (" +
-                            printf_text(shown_in(t->unit), mean) + "); shown as printed");
-    }
-    if (!o.wide) continue;
+    note_printed_averages(r);
+    if (!o_.wide) return;
     const std::string name = r.parts.empty()    ? r.method
                              : r.method.empty() ? r.label
                                                 : r.label + " (" + r.method + ")";
@@ -332,30 +354,68 @@ Grid paper_comparison(store::Database& db, PaperTable which, const PaperTableOpt
       grid.rows.push_back(std::move(paper_line));
     }
     if (ours_side && paper_side) {
-      compared_line.insert(compared_line.begin(), {Cell::of_text(""), Cell::of_text(ratio ? "ratio" : "Δ")});
+      compared_line.insert(compared_line.begin(), {Cell::of_text(""), Cell::of_text(ratio() ? "ratio" : "Δ")});
       grid.rows.push_back(std::move(compared_line));
     }
   }
-  if (!o.wide) return grid;
 
-  std::string which_tables;
-  for (const auto* t : tables)
-    which_tables += (which_tables.empty() ? "" : "; ") + t->id + (t->caption.empty() ? "" : " (" + t->caption + ")") +
-                    " in " + t->unit;
-  grid.notes.push_back("paper: " + paper.title + ", " + paper.citation + ": " + which_tables + " (" + paper.file + ")");
-  grid.notes.push_back(std::string("ours: mean ± sample std over the seeds that ended done (n), in the paper's unit") +
-                       (which == PaperTable::accuracy ? " (" + o.accuracy_metric + ")" : "") +
-                       "; - none (no finished seed, or no such method)");
-  std::string seeds_note = kFewerSeedsMark + std::string(" fewer seeds than ");
-  if (paper_said) seeds_note += "the paper's" + (paper.seeds ? " (" + std::to_string(paper.seeds) + ")" : std::string());
-  if (fell_back) seeds_note += std::string(paper_said ? "; where it does not say, " : "") + "our fullest cell (" + std::to_string(fullest) + ")";
-  grid.notes.push_back(seeds_note + "; " + kFailedMark + " the cell has failed, diverged or oom jobs, never averaged in");
-  if (which == PaperTable::accuracy) {
-    const bool percent = std::all_of(tables.begin(), tables.end(), [](const PaperTableData* t) { return t->unit == "%"; });
-    grid.notes.push_back(std::string("Δ: ours − paper") + (percent ? ", in percentage points" : ", in the table's unit"));
-  } else {
+  // A row's notes; and a printed average that is not the mean of its printed cells (beyond their
+  // rounding) is kept as printed, and said.
+  void note_printed_averages(const MergedRow& r) {
+    for (const auto& [t, pr] : r.parts) {
+      if (!pr->note.empty()) row_notes_.push_back(pr->label + " (" + t->id + "): " + pr->note);
+      if (!pr->average || std::isnan(*pr->average)) continue;
+      double sum = 0;
+      bool all = true;
+      for (double v : pr->values) all &= !std::isnan(v), sum += v;
+      const double mean = sum / static_cast<double>(pr->values.size());
+      if (all && std::fabs(mean - *pr->average) > 0.0051 && pr->note.empty())
+        row_notes_.push_back(pr->label + " (" + t->id + "): the printed " + t->average + " " +
+                             printf_text(shown_in(t->unit), *pr->average) + " is not the mean of its cells (" +
+                             printf_text(shown_in(t->unit), mean) + "); shown as printed");
+    }
+  }
+
+  void add_notes(Grid& grid) const {
+    std::string which_tables;
+    for (const auto* t : tables_)
+      which_tables += (which_tables.empty() ? "" : "; ") + t->id + (t->caption.empty() ? "" : " (" + t->caption + ")") +
+                      " in " + t->unit;
+    grid.notes.push_back("paper: " + paper_.title + ", " + paper_.citation + ": " + which_tables + " (" + paper_.file + ")");
+    grid.notes.push_back(std::string("ours: mean ± sample std over the seeds that ended done (n), in the paper's unit") +
+                         (which_ == PaperTable::accuracy ? " (" + o_.accuracy_metric + ")" : "") +
+                         "; - none (no finished seed, or no such method)");
+    std::string seeds_note = kFewerSeedsMark + std::string(" fewer seeds than ");
+    if (paper_said_) seeds_note += "the paper's" + (paper_.seeds ? " (" + std::to_string(paper_.seeds) + ")" : std::string());
+    if (fell_back_) seeds_note += std::string(paper_said_ ? "; where it does not say, " : "") + "our fullest cell (" + std::to_string(fullest_) + ")";
+    grid.notes.push_back(seeds_note + "; " + kFailedMark + " the cell has failed, diverged or oom jobs, never averaged in");
+    grid.notes.push_back(comparison_note());
+    for (const auto* t : tables_)
+      if (!t->average.empty()) {
+        std::string over;
+        for (const auto& task : t->tasks) over += (over.empty() ? "" : ", ") + task;
+        grid.notes.push_back((averaged_tables_ == 1 ? std::string("average") : "average " + t->id) + ": ours the mean of our task means over " +
+                             over + ", only when each has one; the paper's '" + t->average + "' as printed");
+      }
+    for (const auto& n : row_notes_) grid.notes.push_back(n);
+    std::string others;
+    for (const auto& task : got_.tasks)
+      if (std::find(tasks_.begin(), tasks_.end(), task) == tasks_.end()) others += (others.empty() ? "" : ", ") + task;
+    if (!others.empty()) grid.notes.push_back("our tasks the paper does not have (not shown): " + others);
+    if (!paper_.hardware.empty()) grid.notes.push_back("the paper ran on " + paper_.hardware);
+    if (!paper_.note.empty()) grid.notes.push_back(paper_.note);
+    if (which_ == PaperTable::cost)
+      for (const auto& e : store::run_environments(db_, runs_)) grid.notes.push_back("ours ran on " + e);
+  }
+
+  // What Δ or the ratio is, and in which units.
+  std::string comparison_note() const {
+    if (which_ == PaperTable::accuracy) {
+      const bool percent = std::all_of(tables_.begin(), tables_.end(), [](const PaperTableData* t) { return t->unit == "%"; });
+      return std::string("Δ: ours − paper") + (percent ? ", in percentage points" : ", in the table's unit");
+    }
     std::string units;
-    for (const auto* t : tables) {
+    for (const auto* t : tables_) {
       const std::string u = t->metric == PaperMetric::time
                                 ? t->unit + ": the paper's " + shortest_number(t->steps) + " steps at our training speed (" +
                                       shortest_number(t->steps) + " / steps_per_second" + (t->unit == "hours" ? " / 3600" : "") +
@@ -363,26 +423,25 @@ Grid paper_comparison(store::Database& db, PaperTable which, const PaperTableOpt
                                 : t->unit + ": peak_memory_bytes / " + (t->unit == "GB" ? "2^30" : "2^20");
       if (units.find(u) == std::string::npos) units += (units.empty() ? "" : "; ") + u;
     }
-    grid.notes.push_back("ratio: ours / paper (other hardware: compare the ratios between methods); " + units);
+    return "ratio: ours / paper (other hardware: compare the ratios between methods); " + units;
   }
-  for (const auto* t : tables)
-    if (!t->average.empty()) {
-      std::string over;
-      for (const auto& task : t->tasks) over += (over.empty() ? "" : ", ") + task;
-      grid.notes.push_back((averaged_tables == 1 ? std::string("average") : "average " + t->id) + ": ours the mean of our task means over " +
-                           over + ", only when each has one; the paper's '" + t->average + "' as printed");
-    }
-  for (const auto& n : row_notes) grid.notes.push_back(n);
-  std::string others;
-  for (const auto& task : got.tasks)
-    if (std::find(tasks.begin(), tasks.end(), task) == tasks.end()) others += (others.empty() ? "" : ", ") + task;
-  if (!others.empty()) grid.notes.push_back("our tasks the paper does not have (not shown): " + others);
-  if (!paper.hardware.empty()) grid.notes.push_back("the paper ran on " + paper.hardware);
-  if (!paper.note.empty()) grid.notes.push_back(paper.note);
-  if (which == PaperTable::cost)
-    for (const auto& e : store::run_environments(db, runs)) grid.notes.push_back("ours ran on " + e);
-  return grid;
-}
+
+  store::Database& db_;
+  const PaperTable which_;
+  const PaperTableOptions& o_;
+  const Paper& paper_;
+  int slot_[3] = {-1, -1, -1};  // PaperMetric -> index of its result in the collected metrics
+  const std::vector<const PaperTableData*> tables_;
+  const Collected got_;
+  std::vector<std::string> tasks_;
+  std::vector<Column> columns_;
+  std::size_t averaged_tables_ = 0;  // tables with a printed average
+  std::vector<MergedRow> merged_;
+  std::size_t fullest_ = 0;          // the most seeds of any of our cells shown
+  bool paper_said_ = false, fell_back_ = false;  // reference_seeds: the paper's seeds, our fullest cell
+  std::vector<std::string> row_notes_;
+  std::vector<std::int64_t> runs_;   // of the cells shown, whose environments a cost table names
+};
 
 }  // namespace
 
@@ -403,7 +462,7 @@ const char* to_string(PaperTable table) {
 }
 
 Grid paper_table(store::Database& db, PaperTable which, const PaperTableOptions& options) {
-  if (options.paper) return paper_comparison(db, which, options);
+  if (options.paper) return PaperComparison(db, which, options).grid();
   const auto qs = quantities(which, options);
   store::Selection selection;
   selection.where = options.where;

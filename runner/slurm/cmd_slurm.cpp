@@ -82,86 +82,75 @@ void return_to_queue(store::Database& db, const std::vector<std::int64_t>& ids) 
 
 // --- submit ----------------------------------------------------------------------------------
 
-int slurm_submit(const Args& args, const std::string& self_exe) {
-  po::options_description options("attnlab slurm submit EXPERIMENT.toml [options]");
-  options.add_options()
-      ("experiment", po::value<std::string>(), "the experiment file (TOML)")
-      ("db", po::value<std::string>()->default_value("attnlab.db"), "main results database (written only here)")
-      ("partition", po::value<std::string>()->default_value(""), "SLURM partition (default: the cluster's)")
-      ("gpus-per-task", po::value<std::int64_t>()->default_value(0), "GPUs per array task (0: CPU only)")
-      ("cpus-per-task", po::value<std::int64_t>()->default_value(1), "CPUs per array task, also the job's threads")
-      ("max-parallel", po::value<std::int64_t>()->default_value(0), "at most K tasks at once (SLURM's %K; 0: no limit)")
-      ("time", po::value<std::string>()->default_value(""), "time limit per task (sbatch --time)")
-      ("sbatch-option", po::value<std::vector<std::string>>()->composing(),
-       "one more #SBATCH line, e.g. --sbatch-option=--mem=8G (repeatable)")
-      ("dir", po::value<std::string>()->default_value(""), "folder of the submission folders (default: <db>.slurm)")
-      ("cache-dir", po::value<std::string>()->default_value(""), "dataset cache folder, on every node")
-      ("plugins", po::value<std::vector<std::string>>()->composing(), "extra plugin folder (repeatable)")
-      ("rerun", "submit again the jobs that are already done")
-      ("dry-run", "write the submission folder and print the script, without sbatch or marking")
-      ("force", "load datasets past the memory/disk bound (runner/experiment/README.md, \"Size bound\")")
-      ("no-load-check", "check dataset parameters and size only (a login node without the nodes' data or cache)")
-      ("help,h", "this help");
-  po::positional_options_description positional;
-  positional.add("experiment", 1);
-  const auto vm = parse_command_line("slurm submit", args, options, positional);
-  if (vm.count("help")) return std::cout << options, 0;
-  if (!vm.count("experiment")) throw SlurmError("slurm submit: name the experiment file");
-  const bool dry_run = vm.count("dry-run") > 0;
-
+// slurm submit's command line, read and checked before anything is written.
+struct SubmitOptions {
+  std::string experiment_path, db_path, root;  // absolute; root: the folder of the submission folders
   slurm::ScriptOptions script;
-  script.partition = vm["partition"].as<std::string>();
-  script.time = vm["time"].as<std::string>();
-  script.gpus_per_task = vm["gpus-per-task"].as<std::int64_t>();
-  script.cpus_per_task = vm["cpus-per-task"].as<std::int64_t>();
-  script.max_parallel = vm["max-parallel"].as<std::int64_t>();
-  script.extra = option_values(vm, "sbatch-option");
-  script.cache_dir = vm["cache-dir"].as<std::string>().empty() ? "" : absolute(vm["cache-dir"].as<std::string>());
-  for (const auto& d : option_values(vm, "plugins")) script.plugin_dirs.push_back(absolute(d));
-  if (script.gpus_per_task < 0) throw SlurmError("slurm submit: --gpus-per-task must be 0 or more");
-  if (script.cpus_per_task < 1) throw SlurmError("slurm submit: --cpus-per-task must be 1 or more");
-  if (script.max_parallel < 0) throw SlurmError("slurm submit: --max-parallel must be 0 (no limit) or more");
-  for (const auto& extra : script.extra)
-    if (extra.find('\n') != std::string::npos || extra.rfind("-", 0) != 0)
-      throw SlurmError("slurm submit: --sbatch-option '" + extra + "': one sbatch option per line, starting with -");
-  for (const auto* value : {&script.partition, &script.time})
-    if (value->find_first_of(" \t\n'\"") != std::string::npos)
-      throw SlurmError("slurm submit: '" + *value + "': no blanks or quotes in --partition or --time");
+  bool dry_run = false, rerun = false;
+  DataCheck data;
 
-  // Before anything is written: without sbatch there is nothing to submit to.
-  const std::string sbatch = dry_run ? "sbatch" : slurm::find_on_path("sbatch");
-  if (sbatch.empty())
-    throw SlurmError("slurm submit: sbatch not found on PATH (run this on a SLURM login node, or use --dry-run)");
-
-  const std::string experiment_path = absolute(vm["experiment"].as<std::string>());
-  const std::string db_path = absolute(vm["db"].as<std::string>());
-  const std::string cache_dir = dataset_cache_dir(script.cache_dir);
-  const std::string root = submissions_root(db_path, vm["dir"].as<std::string>());
-  if (root.find_first_of(" \t\n'\"%\\") != std::string::npos)
-    throw SlurmError("slurm submit: " + root + ": #SBATCH --output cannot take blanks, quotes or % in its path; use --dir");
-  const PluginRegistry registry = load_plugins(script.plugin_dirs);
-
-  // A dry run neither reads nor writes the database (no file created, none migrated, no job
-  // queued that a local worker would then run): every job of the file becomes a task, job id 0.
-  std::optional<store::Database> db;
-  std::vector<std::int64_t> job_ids;
-  if (!dry_run) {
-    db.emplace(db_path);  // migrates: this host owns the main database
-    const EnqueueReport enqueued = enqueue_experiment(experiment_path, registry, *db, cache_dir, vm.count("rerun") > 0,
-                                                         data_check(vm));
-    std::cout << describe(enqueued) << std::endl;
-    job_ids = enqueued.job_ids;
+  static po::options_description options() {
+    po::options_description options("attnlab slurm submit EXPERIMENT.toml [options]");
+    options.add_options()
+        ("experiment", po::value<std::string>(), "the experiment file (TOML)")
+        ("db", po::value<std::string>()->default_value("attnlab.db"), "main results database (written only here)")
+        ("partition", po::value<std::string>()->default_value(""), "SLURM partition (default: the cluster's)")
+        ("gpus-per-task", po::value<std::int64_t>()->default_value(0), "GPUs per array task (0: CPU only)")
+        ("cpus-per-task", po::value<std::int64_t>()->default_value(1), "CPUs per array task, also the job's threads")
+        ("max-parallel", po::value<std::int64_t>()->default_value(0), "at most K tasks at once (SLURM's %K; 0: no limit)")
+        ("time", po::value<std::string>()->default_value(""), "time limit per task (sbatch --time)")
+        ("sbatch-option", po::value<std::vector<std::string>>()->composing(),
+         "one more #SBATCH line, e.g. --sbatch-option=--mem=8G (repeatable)")
+        ("dir", po::value<std::string>()->default_value(""), "folder of the submission folders (default: <db>.slurm)")
+        ("cache-dir", po::value<std::string>()->default_value(""), "dataset cache folder, on every node")
+        ("plugins", po::value<std::vector<std::string>>()->composing(), "extra plugin folder (repeatable)")
+        ("rerun", "submit again the jobs that are already done")
+        ("dry-run", "write the submission folder and print the script, without sbatch or marking")
+        ("force", "load datasets past the memory/disk bound (runner/experiment/README.md, \"Size bound\")")
+        ("no-load-check", "check dataset parameters and size only (a login node without the nodes' data or cache)")
+        ("help,h", "this help");
+    return options;
   }
-  // the plans the shards get (a dry run checks the file and its datasets as enqueueing would)
-  const Experiment experiment =
-      dry_run ? check_experiment(experiment_path, registry, cache_dir, data_check(vm)) : load_experiment(experiment_path, registry);
 
-  // This experiment's jobs still waiting in the queue, in id order; each becomes one array task.
-  std::map<std::string, const JobPlan*> plan_of;
-  for (const auto& plan : experiment.jobs) plan_of[plan.config_hash] = &plan;
+  static SubmitOptions from(const po::variables_map& vm) {
+    if (!vm.count("experiment")) throw SlurmError("slurm submit: name the experiment file");
+    SubmitOptions o;
+    o.dry_run = vm.count("dry-run") > 0;
+    o.rerun = vm.count("rerun") > 0;
+    o.data = data_check(vm);
+    slurm::ScriptOptions& script = o.script;
+    script.partition = vm["partition"].as<std::string>();
+    script.time = vm["time"].as<std::string>();
+    script.gpus_per_task = vm["gpus-per-task"].as<std::int64_t>();
+    script.cpus_per_task = vm["cpus-per-task"].as<std::int64_t>();
+    script.max_parallel = vm["max-parallel"].as<std::int64_t>();
+    script.extra = option_values(vm, "sbatch-option");
+    script.cache_dir = vm["cache-dir"].as<std::string>().empty() ? "" : absolute(vm["cache-dir"].as<std::string>());
+    for (const auto& d : option_values(vm, "plugins")) script.plugin_dirs.push_back(absolute(d));
+    if (script.gpus_per_task < 0) throw SlurmError("slurm submit: --gpus-per-task must be 0 or more");
+    if (script.cpus_per_task < 1) throw SlurmError("slurm submit: --cpus-per-task must be 1 or more");
+    if (script.max_parallel < 0) throw SlurmError("slurm submit: --max-parallel must be 0 (no limit) or more");
+    for (const auto& extra : script.extra)
+      if (extra.find('\n') != std::string::npos || extra.rfind("-", 0) != 0)
+        throw SlurmError("slurm submit: --sbatch-option '" + extra + "': one sbatch option per line, starting with -");
+    for (const auto* value : {&script.partition, &script.time})
+      if (value->find_first_of(" \t\n'\"") != std::string::npos)
+        throw SlurmError("slurm submit: '" + *value + "': no blanks or quotes in --partition or --time");
+    o.experiment_path = absolute(vm["experiment"].as<std::string>());
+    o.db_path = absolute(vm["db"].as<std::string>());
+    o.root = submissions_root(o.db_path, vm["dir"].as<std::string>());
+    return o;
+  }
+};
+
+// This experiment's jobs still waiting in the queue, in id order: each becomes one array task. A
+// dry run (no database) takes every job of the file, job id 0. SlurmError when there is none.
+std::vector<store::QueuedJob> jobs_to_submit(store::Database* db, const std::vector<std::int64_t>& job_ids,
+                                             const Experiment& experiment, const std::map<std::string, const JobPlan*>& plan_of,
+                                             const std::string& db_path) {
   std::map<std::string, std::int64_t> other_states;  // by state name
   std::vector<store::QueuedJob> chosen;
-  if (dry_run) {
+  if (!db) {
     for (const auto& plan : experiment.jobs) {
       chosen.emplace_back();
       chosen.back().job.config_hash = plan.config_hash;
@@ -181,76 +170,132 @@ int slurm_submit(const Args& args, const std::string& self_exe) {
     throw SlurmError("slurm submit: nothing queued to submit for experiment '" + experiment.name + "' in " + db_path +
                      " (" + (states.empty() ? "no jobs" : states) + (other_states.count(to_string(store::JobState::done)) ? "; --rerun runs done jobs again" : "") + ")");
   }
+  return chosen;
+}
 
-  // Mark first, so that a local worker on this database cannot claim a job the array will run;
-  // a job claimed in between is left to that worker.
+// Marks the chosen jobs 'submitted' before the array exists, so that a local worker on this
+// database cannot claim a job the array will run; a job claimed in between is left to that worker
+// (dropped from `chosen`). Returns the ids marked.
+std::vector<std::int64_t> mark_submitted(store::Database& db, std::vector<store::QueuedJob>& chosen) {
   std::vector<std::int64_t> ids;
   for (const auto& q : chosen) ids.push_back(q.job.id);
-  if (!dry_run) {
-    const auto marked = db->mark_submitted(ids);
-    const std::set<std::int64_t> ours(marked.begin(), marked.end());
-    chosen.erase(std::remove_if(chosen.begin(), chosen.end(), [&](const auto& q) { return !ours.count(q.job.id); }),
-                 chosen.end());
-    ids.assign(ours.begin(), ours.end());
-    if (chosen.empty()) throw SlurmError("slurm submit: every queued job was claimed by a worker meanwhile; nothing submitted");
+  const auto marked = db.mark_submitted(ids);
+  const std::set<std::int64_t> ours(marked.begin(), marked.end());
+  chosen.erase(std::remove_if(chosen.begin(), chosen.end(), [&](const auto& q) { return !ours.count(q.job.id); }), chosen.end());
+  if (chosen.empty()) throw SlurmError("slurm submit: every queued job was claimed by a worker meanwhile; nothing submitted");
+  return {ours.begin(), ours.end()};
+}
+
+// The submission folder's shards (one database per task, holding its one job) and manifest.
+slurm::Manifest write_shards(const std::string& folder, const SubmitOptions& o, const Experiment& experiment,
+                             const std::vector<store::QueuedJob>& chosen, const std::map<std::string, const JobPlan*>& plan_of) {
+  slurm::Manifest manifest;
+  manifest.database = o.db_path;
+  manifest.experiment = experiment.name;
+  manifest.experiment_file = o.experiment_path;
+  manifest.created_at = utc_now("%Y-%m-%dT%H:%M:%SZ");
+  manifest.dry_run = o.dry_run;
+  fs::create_directories(fs::path(folder) / "shards");
+  fs::create_directories(fs::path(folder) / "logs");
+  for (const auto& q : chosen) {
+    const JobPlan& plan = *plan_of.at(q.job.config_hash);
+    const std::int64_t index = static_cast<std::int64_t>(manifest.tasks.size());
+    store::Database shard(slurm::shard_path(folder, index));
+    const auto experiment_id = shard.add_experiment(experiment.name, o.experiment_path, experiment.source_text);
+    shard.add_job({experiment_id, plan.method, plan.dataset, plan.seed, plan.config_toml, plan.config_hash, plan.flat,
+                   q.plugin_dirs});
+    manifest.tasks.push_back({index, q.job.id, plan.config_hash, plan.method, plan.dataset, plan.seed});
   }
+  slurm::write_manifest(folder, manifest);
+  return manifest;
+}
+
+// The array's script, executable, in the folder; returns its path.
+std::string write_script(const std::string& folder, const slurm::Manifest& manifest, const slurm::ScriptOptions& script,
+                         const std::string& self_exe) {
+  const std::string path = (fs::path(folder) / slurm::kScriptName).string();
+  {
+    std::ofstream out(path);
+    out << slurm::sbatch_script(folder, manifest, script, self_exe);
+    if (!out.flush()) throw SlurmError("slurm submit: cannot write " + path);
+  }
+  fs::permissions(path, fs::perms::owner_exec | fs::perms::group_exec, fs::perm_options::add);
+  return path;
+}
+
+void print_dry_run(const std::string& folder, const slurm::Manifest& manifest, const SubmitOptions& o,
+                   const std::string& script_path, const std::string& self_exe) {
+  std::cout << "dry run: " << manifest.tasks.size() << " job(s) of experiment '" << manifest.experiment
+            << "' written to " << folder << " (nothing submitted; the database " << o.db_path
+            << " not read or written; slurm collect skips this folder)\n\n"
+            << slurm::sbatch_script(folder, manifest, o.script, self_exe) << "\n"
+            << "would run: sbatch --parsable " << slurm::shell_quote(script_path) << "\n"
+            << "(its tasks refuse to run: submit with attnlab slurm submit without --dry-run)\n";
+}
+
+// sbatch the script; the job id SLURM answers goes into the manifest.
+void submit_array(const std::string& sbatch, const std::string& script_path, slurm::Manifest& manifest) {
+  const auto submitted = slurm::run_captured({sbatch, "--parsable", script_path});
+  const std::string job_id = submitted.out.substr(0, submitted.out.find_first_of(";\n"));
+  if (submitted.status != 0 || job_id.empty() || job_id.find_first_not_of("0123456789") != std::string::npos)
+    throw SlurmError("slurm submit: sbatch failed (status " + std::to_string(submitted.status) + "): " +
+                     one_line(submitted.err.empty() ? submitted.out : submitted.err));
+  manifest.slurm_job_id = job_id;
+}
+
+int slurm_submit(const Args& args, const std::string& self_exe) {
+  po::positional_options_description positional;
+  positional.add("experiment", 1);
+  const auto options = SubmitOptions::options();
+  const auto vm = parse_command_line("slurm submit", args, options, positional);
+  if (vm.count("help")) return std::cout << options, 0;
+  const SubmitOptions o = SubmitOptions::from(vm);
+
+  // Before anything is written: without sbatch there is nothing to submit to.
+  const std::string sbatch = o.dry_run ? "sbatch" : slurm::find_on_path("sbatch");
+  if (sbatch.empty())
+    throw SlurmError("slurm submit: sbatch not found on PATH (run this on a SLURM login node, or use --dry-run)");
+  if (o.root.find_first_of(" \t\n'\"%\\") != std::string::npos)
+    throw SlurmError("slurm submit: " + o.root + ": #SBATCH --output cannot take blanks, quotes or % in its path; use --dir");
+  const std::string cache_dir = dataset_cache_dir(o.script.cache_dir);
+  const PluginRegistry registry = load_plugins(o.script.plugin_dirs);
+
+  // A dry run neither reads nor writes the database (no file created, none migrated, no job
+  // queued that a local worker would then run): every job of the file becomes a task, job id 0.
+  std::optional<store::Database> db;
+  std::vector<std::int64_t> job_ids;
+  if (!o.dry_run) {
+    db.emplace(o.db_path);  // migrates: this host owns the main database
+    const EnqueueReport enqueued = enqueue_experiment(o.experiment_path, registry, *db, cache_dir, o.rerun, o.data);
+    std::cout << describe(enqueued) << std::endl;
+    job_ids = enqueued.job_ids;
+  }
+  // the plans the shards get (a dry run checks the file and its datasets as enqueueing would)
+  const Experiment experiment = o.dry_run ? check_experiment(o.experiment_path, registry, cache_dir, o.data)
+                                          : load_experiment(o.experiment_path, registry);
+  std::map<std::string, const JobPlan*> plan_of;
+  for (const auto& plan : experiment.jobs) plan_of[plan.config_hash] = &plan;
+  std::vector<store::QueuedJob> chosen = jobs_to_submit(db ? &*db : nullptr, job_ids, experiment, plan_of, o.db_path);
+  const std::vector<std::int64_t> ids = o.dry_run ? std::vector<std::int64_t>(chosen.size(), 0) : mark_submitted(*db, chosen);
 
   std::string folder;
   bool accepted = false;  // sbatch took the array: from then on the jobs are SLURM's
   try {
-    slurm::Manifest manifest;
-    manifest.database = db_path;
-    manifest.experiment = experiment.name;
-    manifest.experiment_file = experiment_path;
-    manifest.created_at = utc_now("%Y-%m-%dT%H:%M:%SZ");
-    manifest.dry_run = dry_run;
-    folder = new_submission_folder(root, experiment.name);
-    fs::create_directories(fs::path(folder) / "shards");
-    fs::create_directories(fs::path(folder) / "logs");
-    for (const auto& q : chosen) {
-      const JobPlan& plan = *plan_of.at(q.job.config_hash);
-      const std::int64_t index = static_cast<std::int64_t>(manifest.tasks.size());
-      store::Database shard(slurm::shard_path(folder, index));
-      const auto experiment_id = shard.add_experiment(experiment.name, experiment_path, experiment.source_text);
-      shard.add_job({experiment_id, plan.method, plan.dataset, plan.seed, plan.config_toml, plan.config_hash, plan.flat,
-                     q.plugin_dirs});
-      manifest.tasks.push_back({index, q.job.id, plan.config_hash, plan.method, plan.dataset, plan.seed});
-    }
-    slurm::write_manifest(folder, manifest);
-    const std::string script_path = (fs::path(folder) / slurm::kScriptName).string();
-    {
-      std::ofstream out(script_path);
-      out << slurm::sbatch_script(folder, manifest, script, self_exe);
-      if (!out.flush()) throw SlurmError("slurm submit: cannot write " + script_path);
-    }
-    fs::permissions(script_path, fs::perms::owner_exec | fs::perms::group_exec, fs::perm_options::add);
-
-    if (dry_run) {
-      std::cout << "dry run: " << manifest.tasks.size() << " job(s) of experiment '" << experiment.name
-                << "' written to " << folder << " (nothing submitted; the database " << db_path
-                << " not read or written; slurm collect skips this folder)\n\n"
-                << slurm::sbatch_script(folder, manifest, script, self_exe) << "\n"
-                << "would run: sbatch --parsable " << slurm::shell_quote(script_path) << "\n"
-                << "(its tasks refuse to run: submit with attnlab slurm submit without --dry-run)\n";
-      return 0;
-    }
-
-    const auto submitted = slurm::run_captured({sbatch, "--parsable", script_path});
-    const std::string job_id = submitted.out.substr(0, submitted.out.find_first_of(";\n"));
-    if (submitted.status != 0 || job_id.empty() || job_id.find_first_not_of("0123456789") != std::string::npos)
-      throw SlurmError("slurm submit: sbatch failed (status " + std::to_string(submitted.status) + "): " +
-                       one_line(submitted.err.empty() ? submitted.out : submitted.err));
+    folder = new_submission_folder(o.root, experiment.name);
+    slurm::Manifest manifest = write_shards(folder, o, experiment, chosen, plan_of);
+    const std::string script_path = write_script(folder, manifest, o.script, self_exe);
+    if (o.dry_run) return print_dry_run(folder, manifest, o, script_path, self_exe), 0;
+    submit_array(sbatch, script_path, manifest);
     accepted = true;
-    manifest.slurm_job_id = job_id;
     slurm::write_manifest(folder, manifest);
-    std::cout << "submitted SLURM job " << job_id << ": " << manifest.tasks.size() << " array task(s) of experiment '"
+    std::cout << "submitted SLURM job " << manifest.slurm_job_id << ": " << manifest.tasks.size() << " array task(s) of experiment '"
               << experiment.name << "'";
-    if (script.max_parallel > 0) std::cout << ", at most " << script.max_parallel << " at a time";
-    std::cout << "\n  folder " << folder << "\n  then: attnlab slurm collect --db " << slurm::shell_quote(db_path)
+    if (o.script.max_parallel > 0) std::cout << ", at most " << o.script.max_parallel << " at a time";
+    std::cout << "\n  folder " << folder << "\n  then: attnlab slurm collect --db " << slurm::shell_quote(o.db_path)
               << " merges their results\n";
     return 0;
   } catch (const std::exception& e) {
-    if (dry_run || accepted) throw;
+    if (o.dry_run || accepted) throw;
     return_to_queue(*db, ids);
     throw SlurmError(std::string(e.what()) + "; its " + std::to_string(ids.size()) + " job(s) are queued again" +
                      (folder.empty() ? "" : ", " + folder + " kept for inspection"));

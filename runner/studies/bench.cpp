@@ -26,6 +26,7 @@
 #include "attnlab/train/trainer.hpp"
 #include "build_info.hpp"
 #include "experiment/experiment.hpp"
+#include "experiment/train_job.hpp"
 #include "plugin_host/plugin_host.hpp"
 #include "queue/progress.hpp"
 #include "cli/text_table.hpp"
@@ -190,17 +191,11 @@ StepTimes time_training_steps(const BenchCase& c, const PluginRegistry& registry
   const Precision precision = apply_precision_settings(train, device);
 
   torch::manual_seed(static_cast<std::uint64_t>(c.seed));  // weights and dropout
-  AttentionFactory* factory = method->make_attention;
-  const ParamValues method_params = c.method_params;
-  EncoderClassifier model(model_config, task,
-                          [factory, method_params](const AttentionShape& shape) { return factory(shape, method_params); });
+  EncoderClassifier model(model_config, task, attention_maker(*method, c.method_params));
   model->to(device);
   model->train();
   AttentionDraws draws(model->attention_methods(), static_cast<std::uint64_t>(c.seed) ^ kAttentionStream);
-  torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(train.lr)
-                                                         .betas(std::make_tuple(train.beta1, train.beta2))
-                                                         .eps(train.eps)
-                                                         .weight_decay(train.weight_decay));
+  torch::optim::AdamW optimizer(model->parameters(), adamw_options(train));
 
   // One batch of random token ids, every position real, and random labels; drawn on the CPU so that
   // the same seed gives the same batch on any device.

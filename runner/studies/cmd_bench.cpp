@@ -143,11 +143,7 @@ int show(const std::string& db_path) {
   return 0;
 }
 
-}  // namespace
-
-int cmd_bench(const Args& raw_args, const std::string& self_exe) {
-  Args args = raw_args;
-  const auto model_overrides = take_model_overrides(args);
+po::options_description bench_options() {
   po::options_description options(
       "attnlab bench [options]: time a training step (forward, backward, AdamW) and its peak memory\n"
       "per attention method and sequence length, on random tokens; one fresh process per measurement\n"
@@ -172,34 +168,12 @@ int cmd_bench(const Args& raw_args, const std::string& self_exe) {
   add_threads_option(options);
   add_cache_dir_option(options);
   add_plugins_option(options);
-  const auto vm = parse_command_line("bench", args, options);
-  if (vm.count("help")) return std::cout << options, 0;
-  const std::string db_path = vm["db"].as<std::string>();
-  if (vm.count("show")) return show(db_path);
+  return options;
+}
 
-  const auto lengths = split_positive_integers(vm["lengths"].as<std::string>(), "bench: --lengths");
-  const std::int64_t batch_size = vm["batch-size"].as<std::int64_t>();
-  const std::int64_t steps = vm["steps"].as<std::int64_t>();
-  const std::int64_t warmup = vm["warmup"].as<std::int64_t>();
-  if (batch_size < 1) throw BenchUsageError("bench: --batch-size must be at least 1");
-  if (steps < 1) throw BenchUsageError("bench: --steps must be at least 1");
-  if (warmup < 0) throw BenchUsageError("bench: --warmup must be at least 0");
-  if (vm["seed"].as<std::int64_t>() < 0) throw BenchUsageError("bench: --seed must be at least 0");
-  const std::string device_text = vm["device"].as<std::string>();
-  const c10::Device device = compat::parse_device(device_text);  // refuse a device this machine lacks first
-  const int threads = vm["threads"].as<int>();
-  const std::string cache_dir = vm["cache-dir"].as<std::string>();
-  const auto cli_dirs = plugin_folders(vm);
-  const auto registry = load_plugins(cli_dirs);
-
-  std::optional<Experiment> experiment;
-  std::string config_path;
-  if (vm.count("config")) {
-    config_path = vm["config"].as<std::string>();
-    experiment = load_experiment(config_path, registry);
-  }
-
-  // Methods: --methods, else the experiment's, else every attention plugin (softmax first).
+// --methods, else the experiment's, else every attention plugin (softmax first).
+std::vector<std::string> methods_to_bench(const po::variables_map& vm, const PluginRegistry& registry,
+                                          const std::optional<Experiment>& experiment) {
   std::vector<std::string> methods;
   const auto found = registry.names(PluginKind::attention);
   if (vm.count("methods")) {
@@ -215,83 +189,91 @@ int cmd_bench(const Args& raw_args, const std::string& self_exe) {
     std::stable_partition(methods.begin(), methods.end(), [](const std::string& m) { return m == "softmax"; });
   }
   if (methods.empty()) throw BenchUsageError("bench: no attention plugin found (searched: " + joined(registry.searched()) + ")");
+  return methods;
+}
 
+// --dataset, else the experiment's first, else listops.
+std::string dataset_to_bench(const po::variables_map& vm, const PluginRegistry& registry,
+                             const std::optional<Experiment>& experiment) {
   std::string dataset = "listops";
   if (vm.count("dataset")) dataset = vm["dataset"].as<std::string>();
   else if (experiment && !experiment->jobs.empty()) dataset = experiment->jobs.front().dataset;
   if (!registry.find(PluginKind::dataset, dataset))
     throw BenchUsageError("bench: no dataset named '" + dataset + "' (found: " + joined(registry.names(PluginKind::dataset)) + ")");
+  return dataset;
+}
 
-  // One resolved configuration per method; the lengths differ only in [bench].
-  std::vector<BenchCase> cases;
-  for (const auto& method : methods) {
-    BenchCase c;
-    c.method = method;
-    c.dataset = dataset;
-    c.batch_size = batch_size;
-    c.steps = steps;
-    c.warmup = warmup;
-    c.seed = vm["seed"].as<std::int64_t>();
-    if (experiment) {
-      const JobPlan* plan = nullptr;
-      for (const auto& job : experiment->jobs)
-        if (job.method == method && job.dataset == dataset) plan = plan ? plan : &job;
-      if (!plan)
-        throw BenchUsageError("bench: " + config_path + " has no [methods." + method + "] x [datasets." + dataset +
-                              "] job; name the method and the dataset there, or leave out --config");
-      c.model = plan->model;
-      c.train = plan->train;
-      c.method_params = plan->method_params;
-      c.dataset_params = plan->dataset_params;
-    } else {
-      c.model = ParamValues::defaults(kModelParams, kModelParamCount);
-      c.train = ParamValues::defaults(kTrainParams, kTrainParamCount);
-      c.method_params = registry.find(PluginKind::attention, method)->defaults();
-      c.dataset_params = registry.find(PluginKind::dataset, dataset)->defaults();
-    }
-    apply_model_overrides(c.model, model_overrides);
-    try {
-      model_config_from(c.model);
-    } catch (const ParamError& e) {
-      throw BenchUsageError(std::string("bench: [model] ") + e.what());
-    }
-    // what the measuring process really runs: this batch size, warmup + steps steps
-    set_train(c.train, "batch_size", batch_size, "batch-size");
-    set_train(c.train, "steps", warmup + steps, "steps");
-    if (vm.count("precision")) set_train(c.train, "precision", vm["precision"].as<std::string>(), "precision");
-    c.attention_only = vm.count("attention-only") > 0;
-    cases.push_back(std::move(c));
+// One method's resolved configuration (the lengths differ only in [bench]): the experiment's job
+// of that method and dataset (--config), else every default; --model.KEY overrides; what the
+// measuring process really runs (this batch size, warmup + steps steps, --precision).
+BenchCase bench_case(const std::string& method, const std::string& dataset, const po::variables_map& vm,
+                     const std::optional<Experiment>& experiment, const PluginRegistry& registry,
+                     const std::vector<std::pair<std::string, std::string>>& model_overrides) {
+  BenchCase c;
+  c.method = method;
+  c.dataset = dataset;
+  c.batch_size = vm["batch-size"].as<std::int64_t>();
+  c.steps = vm["steps"].as<std::int64_t>();
+  c.warmup = vm["warmup"].as<std::int64_t>();
+  c.seed = vm["seed"].as<std::int64_t>();
+  if (experiment) {
+    const JobPlan* plan = nullptr;
+    for (const auto& job : experiment->jobs)
+      if (job.method == method && job.dataset == dataset) plan = plan ? plan : &job;
+    if (!plan)
+      throw BenchUsageError("bench: " + vm["config"].as<std::string>() + " has no [methods." + method + "] x [datasets." +
+                            dataset + "] job; name the method and the dataset there, or leave out --config");
+    c.model = plan->model;
+    c.train = plan->train;
+    c.method_params = plan->method_params;
+    c.dataset_params = plan->dataset_params;
+  } else {
+    c.model = ParamValues::defaults(kModelParams, kModelParamCount);
+    c.train = ParamValues::defaults(kTrainParams, kTrainParamCount);
+    c.method_params = registry.find(PluginKind::attention, method)->defaults();
+    c.dataset_params = registry.find(PluginKind::dataset, dataset)->defaults();
   }
-  // The dataset must describe its task with these parameters (a missing folder, say) before
-  // anything is stored.
+  apply_model_overrides(c.model, model_overrides);
   try {
-    registry.find(PluginKind::dataset, dataset)
-        ->make_dataset({dataset_cache_dir(cache_dir)}, cases.front().dataset_params)
-        ->info();
-  } catch (const std::exception& e) {
-    throw BenchUsageError("bench: [datasets." + dataset + "] " + e.what());
+    model_config_from(c.model);
+  } catch (const ParamError& e) {
+    throw BenchUsageError(std::string("bench: [model] ") + e.what());
   }
-  std::vector<Planned> planned;  // lengths outer, methods inner: every method at a length before the next length
+  set_train(c.train, "batch_size", c.batch_size, "batch-size");
+  set_train(c.train, "steps", c.warmup + c.steps, "steps");
+  if (vm.count("precision")) set_train(c.train, "precision", vm["precision"].as<std::string>(), "precision");
+  c.attention_only = vm.count("attention-only") > 0;
+  return c;
+}
+
+// Lengths outer, methods inner: every method at a length before the next length. A dataset that
+// has a max_len parameter is described at the benchmarked length too.
+std::vector<Planned> plan_lengths(const std::vector<BenchCase>& cases, const std::vector<std::int64_t>& lengths,
+                                  const PluginRegistry& registry) {
+  const LoadedPlugin& dataset = *registry.find(PluginKind::dataset, cases.front().dataset);
+  const ParamSpec* max_len = find_param(dataset.info->params, dataset.info->param_count, "max_len");
+  std::vector<Planned> planned;
   for (auto length : lengths)
     for (auto c : cases) {
       c.seq_len = length;
-      // a dataset that has a max_len parameter is described at the benchmarked length too
-      if (const auto* spec = find_param(registry.find(PluginKind::dataset, dataset)->info->params,
-                                        registry.find(PluginKind::dataset, dataset)->info->param_count, "max_len")) {
+      if (max_len) {
         try {
-          c.dataset_params.set("max_len", check_param(*spec, length));
+          c.dataset_params.set("max_len", check_param(*max_len, length));
         } catch (const ParamError&) {
         }
       }
       std::string text = bench_config_toml(c, registry);
       planned.push_back({std::move(c), std::move(text)});
     }
+  return planned;
+}
 
-  store::Database db(db_path);
-  std::cout << "bench: " << methods.size() << " method(s) x " << lengths.size() << " length(s) on " << device.str()
-            << ", " << dataset << " task, batch " << batch_size << ", " << warmup << " warm-up + " << steps
-            << " timed step(s), database " << db_path << std::endl;  // flushed: the bench processes share stdout
-
+// The measurements, each group in a bench-one process of its own, stored as they come; a failed row
+// for each measurement a process died before storing. Returns the rows of this bench.
+std::vector<store::BenchResult> measure_in_processes(const std::vector<Planned>& planned, store::Database& db,
+                                                     const po::variables_map& vm, const c10::Device& device,
+                                                     const std::string& self_exe) {
+  const int threads = vm["threads"].as<int>();
   std::vector<store::BenchResult> measured;
   const auto processes = group_into_processes(planned, device.is_cuda());
   for (std::size_t index = 0; index < processes.size() && !stop_signal(); ++index) {
@@ -299,11 +281,11 @@ int cmd_bench(const Args& raw_args, const std::string& self_exe) {
     std::cout << "[" << index + 1 << "/" << processes.size() << "] " << group.front().c.method << " at "
               << lengths_text(group) << " tokens" << std::endl;
     const std::size_t before = db.bench_results().size();
-    std::vector<std::string> argv = {self_exe, "bench-one", "--db", db_path, "--device", device_text,
-                                     "--threads", std::to_string(threads)};
+    std::vector<std::string> argv = {self_exe, "bench-one", "--db", vm["db"].as<std::string>(), "--device",
+                                     vm["device"].as<std::string>(), "--threads", std::to_string(threads)};
     for (const auto& p : group) argv.insert(argv.end(), {"--config-toml", p.config_toml});
-    if (!cache_dir.empty()) argv.insert(argv.end(), {"--cache-dir", cache_dir});
-    for (const auto& d : cli_dirs) argv.insert(argv.end(), {"--plugins", d});
+    if (!vm["cache-dir"].as<std::string>().empty()) argv.insert(argv.end(), {"--cache-dir", vm["cache-dir"].as<std::string>()});
+    for (const auto& d : plugin_folders(vm)) argv.insert(argv.end(), {"--plugins", d});
     const ChildExit exit = run_child(argv, "bench process");
 
     // what the process stored (done, oom or failed), then a failed row for each measurement it
@@ -321,6 +303,52 @@ int cmd_bench(const Args& raw_args, const std::string& self_exe) {
       measured.push_back(db.bench_results().back());
     }
   }
+  return measured;
+}
+
+}  // namespace
+
+int cmd_bench(const Args& raw_args, const std::string& self_exe) {
+  Args args = raw_args;
+  const auto model_overrides = take_model_overrides(args);
+  const auto options = bench_options();
+  const auto vm = parse_command_line("bench", args, options);
+  if (vm.count("help")) return std::cout << options, 0;
+  const std::string db_path = vm["db"].as<std::string>();
+  if (vm.count("show")) return show(db_path);
+
+  const auto lengths = split_positive_integers(vm["lengths"].as<std::string>(), "bench: --lengths");
+  if (vm["batch-size"].as<std::int64_t>() < 1) throw BenchUsageError("bench: --batch-size must be at least 1");
+  if (vm["steps"].as<std::int64_t>() < 1) throw BenchUsageError("bench: --steps must be at least 1");
+  if (vm["warmup"].as<std::int64_t>() < 0) throw BenchUsageError("bench: --warmup must be at least 0");
+  if (vm["seed"].as<std::int64_t>() < 0) throw BenchUsageError("bench: --seed must be at least 0");
+  const c10::Device device = compat::parse_device(vm["device"].as<std::string>());  // refuse a device this machine lacks first
+  const std::string cache_dir = vm["cache-dir"].as<std::string>();
+  const auto registry = load_plugins(plugin_folders(vm));
+  std::optional<Experiment> experiment;
+  if (vm.count("config")) experiment = load_experiment(vm["config"].as<std::string>(), registry);
+
+  const std::vector<std::string> methods = methods_to_bench(vm, registry, experiment);
+  const std::string dataset = dataset_to_bench(vm, registry, experiment);
+  std::vector<BenchCase> cases;
+  for (const auto& method : methods) cases.push_back(bench_case(method, dataset, vm, experiment, registry, model_overrides));
+  // The dataset must describe its task with these parameters (a missing folder, say) before
+  // anything is stored.
+  try {
+    registry.find(PluginKind::dataset, dataset)
+        ->make_dataset({dataset_cache_dir(cache_dir)}, cases.front().dataset_params)
+        ->info();
+  } catch (const std::exception& e) {
+    throw BenchUsageError("bench: [datasets." + dataset + "] " + e.what());
+  }
+  const std::vector<Planned> planned = plan_lengths(cases, lengths, registry);
+
+  store::Database db(db_path);
+  std::cout << "bench: " << cases.size() << " method(s) x " << lengths.size() << " length(s) on " << device.str()
+            << ", " << dataset << " task, batch " << vm["batch-size"].as<std::int64_t>() << ", "
+            << vm["warmup"].as<std::int64_t>() << " warm-up + " << vm["steps"].as<std::int64_t>()
+            << " timed step(s), database " << db_path << std::endl;  // flushed: the bench processes share stdout
+  const auto measured = measure_in_processes(planned, db, vm, device, self_exe);
 
   if (!measured.empty()) std::cout << "\n" << bench_table(measured, /*context=*/false);
   if (stop_signal()) {

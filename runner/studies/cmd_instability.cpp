@@ -14,6 +14,7 @@
 #include "attnlab/torch_compat.hpp"
 #include "cli/commands.hpp"
 #include "experiment/experiment.hpp"
+#include "experiment/train_job.hpp"
 #include "cli/text_table.hpp"
 
 namespace attnlab {
@@ -45,9 +46,7 @@ int cmd_instability(const Args& args) {
   const c10::Device device = compat::parse_device(vm["device"].as<std::string>());
   const std::string cache = dataset_cache_dir(vm["cache-dir"].as<std::string>());
 
-  AttentionFactory* reference_factory = softmax->make_attention;
-  const ParamValues reference_params = softmax->defaults();
-  const AttentionMaker reference = [=](const AttentionShape& s) { return reference_factory(s, reference_params); };
+  const AttentionMaker reference = attention_maker(*softmax, softmax->defaults());
 
   TextTable table({"method", "dataset", "seed", "instability ratio", "mean tau", "mean tau (softmax)"});
   std::map<std::pair<std::string, std::string>, std::vector<double>> ratios;
@@ -60,15 +59,7 @@ int cmd_instability(const Args& args) {
       loaded[data_key] = {dataset->info(), load_checked(plan.dataset, *dataset, Split::train)};
     }
     const auto& [task, train] = loaded[data_key];
-    TrainJob job;
-    job.model = model_config_from(plan.model);
-    job.train = train_config_from(plan.train);
-    job.task = task;
-    job.seed = static_cast<std::uint64_t>(plan.seed);
-    job.device = device;
-    AttentionFactory* factory = registry.find(PluginKind::attention, plan.method)->make_attention;
-    const ParamValues params = plan.method_params;
-    job.make_attention = [factory, params](const AttentionShape& s) { return factory(s, params); };
+    const TrainJob job = make_train_job(plan, registry, task, device);
     const auto score = instability_score(job, reference, train, steps);
     double tau = 0, tau_ref = 0;
     for (std::size_t i = 0; i < score.tau.size(); ++i) tau += score.tau[i], tau_ref += score.tau_reference[i];

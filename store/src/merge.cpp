@@ -54,11 +54,6 @@ void check_shard(sqlite3* db, const std::string& shard) {
     if (!tables.count(table)) throw StoreError(shard + ": not an attnlab database (no table " + table + ")");
 }
 
-bool is_final(JobState state) {
-  return state == JobState::done || state == JobState::failed || state == JobState::diverged ||
-         state == JobState::oom || state == JobState::blocked;
-}
-
 std::int64_t insert_id(sqlite3* db) { return sqlite3_last_insert_rowid(db); }
 
 // The merge itself, inside the caller's transaction, on a checked shard.

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <optional>
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -219,209 +220,293 @@ double majority_rate(const at::Tensor& labels, std::int64_t num_classes) {
   return static_cast<double>(counts.max().item<std::int64_t>()) / static_cast<double>(labels.numel());
 }
 
-RunOutcome train_and_evaluate(const TrainJob& job, const TrainSplits& data, TrainObserver& observer) {
-  const auto& tc = job.train;
-  auto start = Clock::now();
-  auto seconds_since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
-  const bool resuming = !job.resume_from.empty();
-  const auto job_key = resume::job_key(job, data.train.size());
-  const Precision precision = apply_precision_settings(tc, job.device);
+torch::optim::AdamWOptions adamw_options(const TrainConfig& tc) {
+  return torch::optim::AdamWOptions(tc.lr).betas(std::make_tuple(tc.beta1, tc.beta2)).eps(tc.eps).weight_decay(tc.weight_decay);
+}
 
-  RunOutcome outcome;
-  resume::LoopState loop;  // everything the loop carries between steps, as a resume checkpoint holds it
-  if (!resuming && tc.instability_steps > 0 && job.reference_attention) {
-    // before anything else: it reseeds the global generator, which the run then seeds afresh
-    const auto score = instability_score(job, job.reference_attention, data.train, tc.instability_steps);
-    loop.instability_ratio = score.ratio;
-    std::vector<MetricPoint> taus;
-    for (std::size_t i = 0; i < score.tau.size(); ++i) {
-      taus.push_back({static_cast<std::int64_t>(i + 1), "train", "tau", score.tau[i], 0.0});
-      taus.push_back({static_cast<std::int64_t>(i + 1), "train", "tau_softmax", score.tau_reference[i], 0.0});
-    }
-    observer.on_metrics(taus);
+namespace {
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Skyformer's instability score (job.train.instability_steps > 0, fresh runs only), its tau curves
+// delivered at once. First of all: it reseeds the global generator, which the run then seeds afresh.
+std::optional<double> instability_first(const TrainJob& job, const TrainSplits& data, TrainObserver& observer) {
+  if (!job.resume_from.empty() || job.train.instability_steps <= 0 || !job.reference_attention) return std::nullopt;
+  const auto score = instability_score(job, job.reference_attention, data.train, job.train.instability_steps);
+  std::vector<MetricPoint> taus;
+  for (std::size_t i = 0; i < score.tau.size(); ++i) {
+    taus.push_back({static_cast<std::int64_t>(i + 1), "train", "tau", score.tau[i], 0.0});
+    taus.push_back({static_cast<std::int64_t>(i + 1), "train", "tau_softmax", score.tau_reference[i], 0.0});
   }
+  observer.on_metrics(taus);
+  return score.ratio;
+}
 
-  torch::manual_seed(job.seed);  // weights and dropout
+// The model as the job's seed makes it (weights, and dropout's stream), on the job's device.
+EncoderClassifier seeded_model(const TrainJob& job) {
+  torch::manual_seed(job.seed);
   EncoderClassifier model(job.model, job.task, job.make_attention);
   model->to(job.device);
-  AttentionDraws draws(model->attention_methods(), job.seed ^ kAttentionStream);
+  return model;
+}
 
-  torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(tc.lr)
-                                                         .betas(std::make_tuple(tc.beta1, tc.beta2))
-                                                         .eps(tc.eps)
-                                                         .weight_decay(tc.weight_decay));
-  BatchIterator train_batches(data.train, tc.batch_size, job.device, /*shuffle=*/true, job.seed ^ kDataStream);
-  LossScaler scaler(precision == Precision::fp16);
-  const auto parameters = model->parameters();
-  const resume::Parts parts{*model, optimizer, draws, train_batches, job.device, scaler};
-  if (resuming) {
-    // everything above was built as a fresh run builds it; the checkpoint overwrites its state
-    loop = resume::load(job.resume_from, {job.resume_step, job.resume_checksum}, job_key, parts);
-    start = Clock::now() - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(loop.elapsed_seconds));
-    observer.on_resumed(loop.steps_done, job.resume_from);
-  } else {
-    // Training-curve accumulators stay on the device: reading them synchronises, so only at log steps.
-    loop.loss_sum = at::zeros({}, at::TensorOptions(job.device).dtype(at::kDouble));
-    loop.correct = at::zeros({}, at::TensorOptions(job.device).dtype(at::kLong));
-  }
-  if (loop.instability_ratio) outcome.results.push_back({"instability_ratio", *loop.instability_ratio});
-  compat::reset_peak_memory(job.device);
-
-  std::vector<MetricPoint> points;
-  double delivered_at = 0;  // wall seconds of the last delivery of points to the observer
-  Batch batch;
-
-  try {
-    if (resuming && loop.best_step >= 0 && !job.checkpoint_path.empty()) {
-      // the stopped attempt may have saved a later best after its last resume checkpoint: the
-      // best file goes back to the best as of the checkpoint, which this attempt carries on from
-      const auto current = snapshot(model);
-      restore(model, loop.best_state);
-      outcome.checkpoint_checksum = save_checkpoint(model, job.checkpoint_path);
-      restore(model, current);
+// One run, read top to bottom as train_and_evaluate drives it: built (fresh, or from a resume
+// checkpoint), then per step: step, log, validate, checkpoint or stop; then finish. Every member
+// is built in the order a fresh run needs (the seeds make the order part of the result).
+class TrainLoop {
+ public:
+  TrainLoop(const TrainJob& job, const TrainSplits& data, TrainObserver& observer)
+      : job_(job), tc_(job.train), data_(data), observer_(observer),
+        job_key_(resume::job_key(job, data.train.size())),
+        precision_(apply_precision_settings(job.train, job.device)),
+        instability_ratio_(instability_first(job, data, observer)),
+        model_(seeded_model(job)),
+        draws_(model_->attention_methods(), job.seed ^ kAttentionStream),
+        optimizer_(model_->parameters(), adamw_options(job.train)),
+        train_batches_(data.train, job.train.batch_size, job.device, /*shuffle=*/true, job.seed ^ kDataStream),
+        scaler_(precision_ == Precision::fp16),
+        parameters_(model_->parameters()),
+        parts_{*model_, optimizer_, draws_, train_batches_, job.device, scaler_} {
+    if (job.resume_from.empty()) {
+      loop_.instability_ratio = instability_ratio_;
+      // Training-curve accumulators stay on the device: reading them synchronises, so only at log steps.
+      loop_.loss_sum = at::zeros({}, at::TensorOptions(job.device).dtype(at::kDouble));
+      loop_.correct = at::zeros({}, at::TensorOptions(job.device).dtype(at::kLong));
+    } else {
+      // everything above was built as a fresh run builds it; the checkpoint overwrites its state
+      loop_ = resume::load(job.resume_from, {job.resume_step, job.resume_checksum}, job_key_, parts_);
+      start_ = Clock::now() - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(loop_.elapsed_seconds));
+      observer.on_resumed(loop_.steps_done, job.resume_from);
     }
-    for (std::int64_t step = loop.steps_done; step < tc.steps; ++step) {
-      const double lr = learning_rate_at(tc, step);
-      for (auto& group : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
-      optimizer.zero_grad();
-      for (std::int64_t micro = 0; micro < tc.grad_accum; ++micro) {
-        train_batches.next(batch);
-        auto logits = forward_logits(model, batch.tokens, batch.lengths, job.device, precision);
-        auto loss = at::cross_entropy_loss(logits, batch.labels);
-        scaler.scale(tc.grad_accum > 1 ? loss / static_cast<double>(tc.grad_accum) : loss).backward();
-        loop.loss_sum += loss.detach().to(at::kDouble);
-        loop.correct += logits.detach().argmax(1).eq(batch.labels).sum();
-        loop.seen += batch.labels.size(0);
-        ++loop.micro_batches;
-      }
-      apply_gradients(optimizer, parameters, tc.clip_norm, scaler);
-      loop.steps_done = step + 1;
-      draws.after_step(loop.steps_done);
+    if (loop_.instability_ratio) outcome_.results.push_back({"instability_ratio", *loop_.instability_ratio});
+    compat::reset_peak_memory(job.device);
+  }
+  TrainLoop(const TrainLoop&) = delete;
+  TrainLoop& operator=(const TrainLoop&) = delete;
 
-      const bool last = loop.steps_done == tc.steps;
-      if (loop.steps_done % tc.log_every == 0 || last) {
-        loop.last_train_loss = loop.loss_sum.item<double>() / static_cast<double>(loop.micro_batches);
-        loop.last_train_acc = static_cast<double>(loop.correct.item<std::int64_t>()) / static_cast<double>(loop.seen);
-        loop.loss_sum.zero_();
-        loop.correct.zero_();
-        loop.seen = loop.micro_batches = 0;
-        const double wall = seconds_since(start);
-        points.push_back({loop.steps_done, "train", "loss", loop.last_train_loss, wall});
-        points.push_back({loop.steps_done, "train", "acc", loop.last_train_acc, wall});
-        points.push_back({loop.steps_done, "train", "lr", lr, wall});
-        if (scaler.enabled()) points.push_back({loop.steps_done, "train", "loss_scale", scaler.current_scale(), wall});
-        if (!std::isfinite(loop.last_train_loss)) {
-          outcome.status = TrainStatus::diverged;
-          outcome.error = "training loss became " + std::to_string(loop.last_train_loss) + " by step " + std::to_string(loop.steps_done);
-          break;
-        }
-        if (wall - delivered_at >= kCurveDeliverySeconds) {
-          observer.on_metrics(points);
-          points.clear();
-          delivered_at = wall;
-        }
-        const double train_seconds = wall - loop.eval_seconds;
-        observer.on_progress({loop.steps_done, tc.steps, loop.last_train_loss, loop.last_train_acc, loop.last_val,
-                              loop.steps_done / std::max(train_seconds, 1e-9), wall});
-      }
-      if (loop.steps_done % tc.eval_every == 0 || last) {
-        const auto eval_start = Clock::now();
-        draws.before_evaluation();
-        const auto val = evaluate(model, data.val, tc.batch_size, job.device, tc.eval_batches, precision);
-        loop.eval_seconds += seconds_since(eval_start);
-        loop.last_val = val.acc;
-        const double wall = seconds_since(start);
-        points.push_back({loop.steps_done, "val", "loss", val.loss, wall});
-        points.push_back({loop.steps_done, "val", "acc", val.acc, wall});
-        if (val.acc > loop.best_val) {
-          loop.best_val = val.acc;
-          loop.best_step = loop.steps_done;
-          loop.best_state = snapshot(model);
-          if (!job.checkpoint_path.empty()) outcome.checkpoint_checksum = save_checkpoint(model, job.checkpoint_path);
-        }
-        // The first validation at or past each accuracy mark keeps its weights. A file already
-        // there was kept before a resume: the mark was reached then.
-        for (const double mark : job.checkpoint_path.empty() ? std::vector<double>{} : accuracy_marks(tc.accuracy_checkpoints)) {
-          const std::string path = accuracy_checkpoint_path(job.checkpoint_path, mark);
-          if (val.acc + 1e-12 < mark || std::filesystem::exists(path)) continue;
-          save_checkpoint(model, path);
-          points.push_back({loop.steps_done, "val", "accuracy_mark", mark, wall});
-        }
-        observer.on_metrics(points);
-        points.clear();
-        delivered_at = wall;
-      }
+  // A resumed run: the stopped attempt may have saved a later best after its last resume
+  // checkpoint, so the best file goes back to the best as of the checkpoint, carried on from here.
+  void begin() {
+    if (job_.resume_from.empty() || loop_.best_step < 0 || job_.checkpoint_path.empty()) return;
+    const auto current = snapshot(model_);
+    restore(model_, loop_.best_state);
+    outcome_.checkpoint_checksum = save_checkpoint(model_, job_.checkpoint_path);
+    restore(model_, current);
+  }
 
-      // At the end of a step: a periodic resume checkpoint (none after the last step: the run is
-      // about to end), or a stop, which checkpoints and leaves even after the last step.
-      const bool stopping = job.stop && job.stop->load(std::memory_order_relaxed);
-      const bool periodic = tc.checkpoint_every > 0 && loop.steps_done % tc.checkpoint_every == 0 && !last;
-      if ((periodic || stopping) && !job.resume_stem.empty()) {
-        // the checkpoint covers every point up to this step: deliver them first
-        if (!points.empty()) observer.on_metrics(points);
-        points.clear();
-        loop.elapsed_seconds = seconds_since(start);
-        offer_resume_checkpoint(job, job_key, loop, parts, observer, outcome.resume_checkpoint);
+  bool steps_left() const { return loop_.steps_done < tc_.steps; }
+
+  // One optimiser step over grad_accum micro-batches; the curve's sums stay on the device.
+  void step() {
+    lr_ = learning_rate_at(tc_, loop_.steps_done);
+    for (auto& group : optimizer_.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr_);
+    optimizer_.zero_grad();
+    for (std::int64_t micro = 0; micro < tc_.grad_accum; ++micro) {
+      train_batches_.next(batch_);
+      auto logits = forward_logits(model_, batch_.tokens, batch_.lengths, job_.device, precision_);
+      auto loss = at::cross_entropy_loss(logits, batch_.labels);
+      scaler_.scale(tc_.grad_accum > 1 ? loss / static_cast<double>(tc_.grad_accum) : loss).backward();
+      loop_.loss_sum += loss.detach().to(at::kDouble);
+      loop_.correct += logits.detach().argmax(1).eq(batch_.labels).sum();
+      loop_.seen += batch_.labels.size(0);
+      ++loop_.micro_batches;
+    }
+    apply_gradients(optimizer_, parameters_, tc_.clip_norm, scaler_);
+    ++loop_.steps_done;
+    draws_.after_step(loop_.steps_done);
+  }
+
+  bool last_step() const { return loop_.steps_done == tc_.steps; }
+  bool log_due() const { return loop_.steps_done % tc_.log_every == 0 || last_step(); }
+  bool validation_due() const { return loop_.steps_done % tc_.eval_every == 0 || last_step(); }
+
+  // The training curve's point (the one synchronisation of a log step) and progress; false, the
+  // run ended diverged, when the loss is not finite.
+  bool log() {
+    loop_.last_train_loss = loop_.loss_sum.item<double>() / static_cast<double>(loop_.micro_batches);
+    loop_.last_train_acc = static_cast<double>(loop_.correct.item<std::int64_t>()) / static_cast<double>(loop_.seen);
+    loop_.loss_sum.zero_();
+    loop_.correct.zero_();
+    loop_.seen = loop_.micro_batches = 0;
+    const double wall = seconds_since(start_);
+    add_point("train", "loss", loop_.last_train_loss, wall);
+    add_point("train", "acc", loop_.last_train_acc, wall);
+    add_point("train", "lr", lr_, wall);
+    if (scaler_.enabled()) add_point("train", "loss_scale", scaler_.current_scale(), wall);
+    if (!std::isfinite(loop_.last_train_loss)) {
+      outcome_.status = TrainStatus::diverged;
+      outcome_.error = "training loss became " + std::to_string(loop_.last_train_loss) + " by step " + std::to_string(loop_.steps_done);
+      return false;
+    }
+    if (wall - delivered_at_ >= kCurveDeliverySeconds) deliver_points(wall);
+    const double train_seconds = wall - loop_.eval_seconds;
+    observer_.on_progress({loop_.steps_done, tc_.steps, loop_.last_train_loss, loop_.last_train_acc, loop_.last_val,
+                           loop_.steps_done / std::max(train_seconds, 1e-9), wall});
+    return true;
+  }
+
+  // Validation: its curve point, the best weights (in memory and in the best file), the weights
+  // at each accuracy mark; then every point so far goes to the observer.
+  void validate() {
+    const auto eval_start = Clock::now();
+    draws_.before_evaluation();
+    const auto val = evaluate(model_, data_.val, tc_.batch_size, job_.device, tc_.eval_batches, precision_);
+    loop_.eval_seconds += seconds_since(eval_start);
+    loop_.last_val = val.acc;
+    const double wall = seconds_since(start_);
+    add_point("val", "loss", val.loss, wall);
+    add_point("val", "acc", val.acc, wall);
+    if (val.acc > loop_.best_val) {
+      loop_.best_val = val.acc;
+      loop_.best_step = loop_.steps_done;
+      loop_.best_state = snapshot(model_);
+      if (!job_.checkpoint_path.empty()) outcome_.checkpoint_checksum = save_checkpoint(model_, job_.checkpoint_path);
+    }
+    save_accuracy_marks(val.acc, wall);
+    deliver_points(wall);
+  }
+
+  // At the end of a step: a periodic resume checkpoint (none after the last step: the run is about
+  // to end), or a stop, which checkpoints and leaves even after the last step. False: stopped.
+  bool checkpoint_or_stop() {
+    const bool stopping = job_.stop && job_.stop->load(std::memory_order_relaxed);
+    const bool periodic = tc_.checkpoint_every > 0 && loop_.steps_done % tc_.checkpoint_every == 0 && !last_step();
+    if ((periodic || stopping) && !job_.resume_stem.empty()) {
+      // the checkpoint covers every point up to this step: deliver them first
+      if (!points_.empty()) observer_.on_metrics(points_);
+      points_.clear();
+      loop_.elapsed_seconds = seconds_since(start_);
+      offer_resume_checkpoint(job_, job_key_, loop_, parts_, observer_, outcome_.resume_checkpoint);
+    }
+    if (!stopping) return true;
+    outcome_.status = TrainStatus::interrupted;
+    outcome_.error = "stopped after step " + std::to_string(loop_.steps_done);
+    return false;
+  }
+
+  // An exception out of the loop (but a checkpoint the disk could not take): the method's failure.
+  void failed(const std::exception& e) {
+    outcome_.status = compat::is_out_of_memory(e) ? TrainStatus::oom : TrainStatus::failed;
+    outcome_.error = one_line_error(e);
+  }
+
+  // The run's results: time, size, the best validation; after a run that ended done, the test split
+  // with the best weights and (stochastic methods) the variance passes. Every point delivered.
+  RunOutcome finish() {
+    const double train_seconds = seconds_since(start_) - loop_.eval_seconds;
+    add_result("steps_done", static_cast<double>(loop_.steps_done));
+    add_result("train_seconds", train_seconds);
+    add_result("steps_per_second", loop_.steps_done / std::max(train_seconds, 1e-9));
+    add_result("param_count", static_cast<double>(model_->parameter_count()));
+    add_result("majority_rate", majority_rate(data_.test.labels, job_.task.num_classes));
+    if (scaler_.enabled()) {
+      add_result("skipped_steps", static_cast<double>(scaler_.skipped_steps()));
+      add_result("loss_scale", scaler_.current_scale());
+    }
+    if (loop_.best_step >= 0) {
+      add_result("best_val_acc", loop_.best_val);
+      add_result("best_step", static_cast<double>(loop_.best_step));
+    }
+    if (outcome_.status == TrainStatus::done && loop_.best_step >= 0) {
+      try {
+        test_with_best_weights();
+      } catch (const std::exception& e) {
+        outcome_.status = compat::is_out_of_memory(e) ? TrainStatus::oom : TrainStatus::failed;
+        outcome_.error = "test evaluation: " + one_line_error(e);
       }
-      if (stopping) {
-        outcome.status = TrainStatus::interrupted;
-        outcome.error = "stopped after step " + std::to_string(loop.steps_done);
-        break;
-      }
+    }
+    add_result("peak_memory_bytes", static_cast<double>(compat::peak_memory_bytes(job_.device)));
+    add_result("wall_seconds", seconds_since(start_));
+    if (!points_.empty()) observer_.on_metrics(points_);
+    return std::move(outcome_);
+  }
+
+ private:
+  void add_point(const char* split, const char* name, double value, double wall) {
+    points_.push_back({loop_.steps_done, split, name, value, wall});
+  }
+  void add_result(const char* name, double value) { outcome_.results.push_back({name, value}); }
+  void deliver_points(double wall) {
+    observer_.on_metrics(points_);
+    points_.clear();
+    delivered_at_ = wall;
+  }
+
+  // The first validation at or past each accuracy mark keeps its weights. A file already there was
+  // kept before a resume: the mark was reached then.
+  void save_accuracy_marks(double val_acc, double wall) {
+    if (job_.checkpoint_path.empty()) return;
+    for (const double mark : accuracy_marks(tc_.accuracy_checkpoints)) {
+      const std::string path = accuracy_checkpoint_path(job_.checkpoint_path, mark);
+      if (val_acc + 1e-12 < mark || std::filesystem::exists(path)) continue;
+      save_checkpoint(model_, path);
+      add_point("val", "accuracy_mark", mark, wall);
+    }
+  }
+
+  void test_with_best_weights() {
+    restore(model_, loop_.best_state);
+    draws_.before_evaluation();
+    const auto test = evaluate(model_, data_.test, tc_.batch_size, job_.device, 0, precision_);
+    add_result("test_acc", test.acc);
+    add_result("test_loss", test.loss);
+    points_.push_back({loop_.best_step, "test", "acc", test.acc, seconds_since(start_)});
+    points_.push_back({loop_.best_step, "test", "loss", test.loss, seconds_since(start_)});
+    if (tc_.variance_passes <= 1 || !draws_.any()) return;
+    const auto passes_start = Clock::now();
+    const auto m = measure_variance(model_, tc_.variance_split == "val" ? data_.val : data_.test, tc_.batch_size,
+                                    job_.device, tc_.variance_passes, draws_, [&](std::int64_t done) {
+                                      observer_.on_variance_pass(done, tc_.variance_passes, seconds_since(passes_start));
+                                    }, precision_);
+    add_result("variance_passes", static_cast<double>(m.passes));
+    add_result("rsd", m.rsd);
+    add_result("pi", m.pi);
+    add_result("va", m.va);
+    add_result("agv", m.agv);
+    add_result("mean_pass_acc", m.mean_acc);
+  }
+
+  const TrainJob& job_;
+  const TrainConfig& tc_;
+  const TrainSplits& data_;
+  TrainObserver& observer_;
+  Clock::time_point start_ = Clock::now();
+  const resume::JobKey job_key_;
+  const Precision precision_;
+  const std::optional<double> instability_ratio_;
+  EncoderClassifier model_;
+  AttentionDraws draws_;
+  torch::optim::AdamW optimizer_;
+  BatchIterator train_batches_;
+  LossScaler scaler_;
+  const std::vector<at::Tensor> parameters_;
+  const resume::Parts parts_;
+  resume::LoopState loop_;  // everything the loop carries between steps, as a resume checkpoint holds it
+  RunOutcome outcome_;
+  std::vector<MetricPoint> points_;  // curve points not yet delivered
+  double delivered_at_ = 0;          // wall seconds of the last delivery of points to the observer
+  double lr_ = 0;                    // of the last step
+  Batch batch_;
+};
+
+}  // namespace
+
+RunOutcome train_and_evaluate(const TrainJob& job, const TrainSplits& data, TrainObserver& observer) {
+  TrainLoop run(job, data, observer);
+  try {
+    run.begin();
+    while (run.steps_left()) {
+      run.step();
+      if (run.log_due() && !run.log()) break;  // diverged
+      if (run.validation_due()) run.validate();
+      if (!run.checkpoint_or_stop()) break;    // stopped
     }
   } catch (const CheckpointWriteError&) {
     throw;  // the disk's fault, not the method's: the caller decides
   } catch (const std::exception& e) {
-    outcome.status = compat::is_out_of_memory(e) ? TrainStatus::oom : TrainStatus::failed;
-    outcome.error = one_line_error(e);
+    run.failed(e);
   }
-
-  const double train_seconds = seconds_since(start) - loop.eval_seconds;
-  auto& r = outcome.results;
-  r.push_back({"steps_done", static_cast<double>(loop.steps_done)});
-  r.push_back({"train_seconds", train_seconds});
-  r.push_back({"steps_per_second", loop.steps_done / std::max(train_seconds, 1e-9)});
-  r.push_back({"param_count", static_cast<double>(model->parameter_count())});
-  r.push_back({"majority_rate", majority_rate(data.test.labels, job.task.num_classes)});
-  if (scaler.enabled()) {
-    r.push_back({"skipped_steps", static_cast<double>(scaler.skipped_steps())});
-    r.push_back({"loss_scale", scaler.current_scale()});
-  }
-  if (loop.best_step >= 0) {
-    r.push_back({"best_val_acc", loop.best_val});
-    r.push_back({"best_step", static_cast<double>(loop.best_step)});
-  }
-  if (outcome.status == TrainStatus::done && loop.best_step >= 0) {
-    try {
-      restore(model, loop.best_state);
-      draws.before_evaluation();
-      const auto test = evaluate(model, data.test, tc.batch_size, job.device, 0, precision);
-      r.push_back({"test_acc", test.acc});
-      r.push_back({"test_loss", test.loss});
-      points.push_back({loop.best_step, "test", "acc", test.acc, seconds_since(start)});
-      points.push_back({loop.best_step, "test", "loss", test.loss, seconds_since(start)});
-      if (tc.variance_passes > 1 && draws.any()) {
-        const auto passes_start = Clock::now();
-        const auto m = measure_variance(model, tc.variance_split == "val" ? data.val : data.test, tc.batch_size,
-                                        job.device, tc.variance_passes, draws, [&](std::int64_t done) {
-                                          observer.on_variance_pass(done, tc.variance_passes, seconds_since(passes_start));
-                                        }, precision);
-        r.push_back({"variance_passes", static_cast<double>(m.passes)});
-        r.push_back({"rsd", m.rsd});
-        r.push_back({"pi", m.pi});
-        r.push_back({"va", m.va});
-        r.push_back({"agv", m.agv});
-        r.push_back({"mean_pass_acc", m.mean_acc});
-      }
-    } catch (const std::exception& e) {
-      outcome.status = compat::is_out_of_memory(e) ? TrainStatus::oom : TrainStatus::failed;
-      outcome.error = "test evaluation: " + one_line_error(e);
-    }
-  }
-  r.push_back({"peak_memory_bytes", static_cast<double>(compat::peak_memory_bytes(job.device))});
-  r.push_back({"wall_seconds", seconds_since(start)});
-  if (!points.empty()) observer.on_metrics(points);
-  return outcome;
+  return run.finish();
 }
 
 }  // namespace attnlab

@@ -34,6 +34,18 @@ class AttentionMethod : public torch::nn::Module {
   virtual bool fresh_draw_at_eval() const { return false; }
 };
 
+// Logits of the keys a softmax must leave out: finite, so that a row with nothing to attend to
+// stays finite (a row of -inf is NaN). Written over a score (masked_fill): -60000 in half
+// precision (its largest is 65504), -1e30 in float and double.
+inline double masked_logit(at::ScalarType type) { return type == at::kHalf ? -60000.0 : -1e30; }
+// Added to a score instead of written over it: -30000 in half precision, room for the score.
+inline double masked_logit_bias(at::ScalarType type) { return type == at::kHalf ? -30000.0 : -1e30; }
+// 0 where `ok`, `excluded` elsewhere: a small broadcastable bias added to the scores in place (one
+// pass, and nothing for autograd to keep or undo).
+inline at::Tensor masked_bias(const at::Tensor& ok, const at::TensorOptions& options, double excluded) {
+  return at::zeros(ok.sizes(), options).masked_fill_(ok.logical_not(), excluded);
+}
+
 }  // namespace attnlab
 
 #include <boost/dll/alias.hpp>

@@ -2,9 +2,11 @@
 // Typed parameter values checked against a ParamSpec schema. Plugins read their parameters from
 // a ParamValues; the host fills it from TOML (after checking names, types and ranges).
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -30,6 +32,22 @@ class ParamValues {
   bool boolean(const std::string& name) const;
   const std::string& string(const std::string& name) const;
   bool has(const std::string& name) const { return values_.count(name) != 0; }
+  // A string parameter as the plugin's own enum, `words` naming each value:
+  //   params.choice<Sampling>("sampling", {{"qk_halves", Sampling::qk_halves}, {"all", Sampling::all}})
+  // Any other text throws ParamError "sampling: expected qk_halves or all, got 'x'".
+  template <typename Enum>
+  Enum choice(const std::string& name, std::initializer_list<std::pair<const char*, Enum>> words) const {
+    const std::string& text = string(name);
+    std::string expected;
+    std::size_t i = 0;
+    for (const auto& [word, value] : words) {
+      if (text == word) return value;
+      if (i > 0) expected += i + 1 == words.size() ? " or " : ", ";
+      expected += word;
+      ++i;
+    }
+    throw ParamError(name + ": expected " + expected + ", got '" + text + "'");
+  }
 
   void set(const std::string& name, ParamValue value) { values_[name] = std::move(value); }
   const std::map<std::string, ParamValue>& all() const { return values_; }

@@ -7,9 +7,12 @@
 // copy, no synchronisation.
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include <ATen/core/Generator.h>
 #include <c10/core/Device.h>
+
+#include "attnlab/attention.hpp"
 
 namespace torch::serialize {
 class InputArchive;
@@ -33,6 +36,27 @@ class SeedStream {
  private:
   std::uint64_t seed_ = 0;
   std::uint64_t draws_ = 0;
+};
+
+// An attention method whose randomness is one SeedStream (Skyformer, Informer, Reformer): the
+// redraw, and the stream's place in the module's checkpoints, written once. The stream is not a
+// buffer; the trainer's resume checkpoints save the model through Module::save, so save/load carry
+// it as `<stream_name>_seed` and `<stream_name>_draws`. An archive without them loads the tensors only.
+class SeedStreamAttention : public AttentionMethod {
+ public:
+  explicit SeedStreamAttention(std::string stream_name) : stream_name_(std::move(stream_name)) {}
+  // One seed from the trainer's generator; every later draw derives from it.
+  void redraw(at::Generator& generator) override { stream_.reseed(generator); }
+  void save(torch::serialize::OutputArchive& archive) const override;
+  void load(torch::serialize::InputArchive& archive) override;
+
+ protected:
+  // The generator of this forward: the stream's next while training, the fixed one in evaluation.
+  at::Generator draw_generator(const c10::Device& device) { return stream_.next(device, is_training()); }
+
+ private:
+  std::string stream_name_;
+  SeedStream stream_;
 };
 
 // SplitMix64: independent seeds from one seed and a counter.

@@ -52,6 +52,21 @@ inline constexpr RunStatus kRunStatuses[] = {RunStatus::running, RunStatus::done
                                              RunStatus::diverged, RunStatus::oom,        RunStatus::interrupted,
                                              RunStatus::lost,    RunStatus::rejected};
 
+// A job whose outcome is known: no worker claims it again unless someone retries it.
+inline constexpr bool is_final(JobState state) {
+  return state == JobState::done || state == JobState::failed || state == JobState::diverged ||
+         state == JobState::oom || state == JobState::blocked;
+}
+// A job that ended without results: the method failed (failed, diverged, oom) or was refused (blocked).
+inline constexpr bool is_failed(JobState state) {
+  return state == JobState::failed || state == JobState::diverged || state == JobState::oom || state == JobState::blocked;
+}
+// A run after which its job is never resumed: it ended with results (done) or with a verdict on the
+// method (diverged, oom). A failed attempt may be retried, and resumes from its checkpoint.
+inline constexpr bool ends_its_job(RunStatus status) {
+  return status == RunStatus::done || status == RunStatus::diverged || status == RunStatus::oom;
+}
+
 const char* to_string(JobState state);    // "queued", ...: the stored name
 const char* to_string(RunStatus status);  // "running", ...
 // The value of a stored name; a StoreError for any other text: "unknown job state 'x' (one of

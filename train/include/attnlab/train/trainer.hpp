@@ -17,6 +17,7 @@
 
 #include <ATen/core/Generator.h>
 #include <c10/core/Device.h>
+#include <torch/optim/adamw.h>
 #include <torch/optim/optimizer.h>
 
 #include "attnlab/attention.hpp"
@@ -158,6 +159,9 @@ at::Tensor forward_logits(EncoderClassifier& model, const at::Tensor& tokens, co
 // (returns false); without loss scaling every step is taken.
 bool apply_gradients(torch::optim::Optimizer& optimizer, const std::vector<at::Tensor>& parameters, double clip_norm,
                      LossScaler& scaler);
+
+// [train] lr, beta1, beta2, eps and weight_decay as AdamW's options (the trainer's optimiser).
+torch::optim::AdamWOptions adamw_options(const TrainConfig& train);
 
 // Learning rate at `step` (0-based): linear warm-up to lr, then constant, linear, sqrt or cosine decay.
 double learning_rate_at(const TrainConfig& config, std::int64_t step);

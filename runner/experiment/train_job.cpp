@@ -1,0 +1,25 @@
+#include "experiment/train_job.hpp"
+
+#include "attnlab/attention.hpp"
+
+namespace attnlab {
+
+AttentionMaker attention_maker(const LoadedPlugin& method, const ParamValues& params) {
+  AttentionFactory* factory = method.make_attention;
+  return [factory, params](const AttentionShape& shape) { return factory(shape, params); };
+}
+
+TrainJob make_train_job(const JobPlan& plan, const PluginRegistry& registry, const TaskInfo& task, c10::Device device) {
+  const auto* method = registry.find(PluginKind::attention, plan.method);
+  if (!method) throw ConfigError("no attention plugin named '" + plan.method + "'");
+  TrainJob job;
+  job.model = model_config_from(plan.model);
+  job.train = train_config_from(plan.train);
+  job.task = task;
+  job.seed = static_cast<std::uint64_t>(plan.seed);
+  job.device = device;
+  job.make_attention = attention_maker(*method, plan.method_params);
+  return job;
+}
+
+}  // namespace attnlab
