@@ -20,6 +20,7 @@
 #include <sstream>
 #include <thread>
 
+#include "cli/cli_options.hpp"
 #include "studies/bench.hpp"
 
 extern char** environ;
@@ -50,6 +51,27 @@ std::vector<std::string> words(const std::string& line) {
   std::vector<std::string> out;
   for (std::string w; in >> w;) out.push_back(w);
   return out;
+}
+
+// bench-one's command line as bench writes it, read back field by field.
+TEST(BenchOneOptions, ReadsBackWhatBenchWrites) {
+  attnlab::BenchOneOptions o;
+  o.db_path = "/tmp/b.db";
+  o.config_tomls = {"method = \"softmax\"\n[bench]\nseq_len = 64\n", "method = \"performer\"\n"};
+  o.device = "cuda:0";
+  o.threads = 2;
+  o.cache_dir = "/tmp/cache";
+  o.plugin_dirs = {"/p", "/q"};
+  o.stored_ids = "/tmp/b.ids";
+  const auto back = attnlab::BenchOneOptions::from(
+      attnlab::parse_command_line("bench-one", o.to_args(), attnlab::BenchOneOptions::options()));
+  EXPECT_EQ(back.db_path, o.db_path);
+  EXPECT_EQ(back.config_tomls, o.config_tomls);
+  EXPECT_EQ(back.device, o.device);
+  EXPECT_EQ(back.threads, 2);
+  EXPECT_EQ(back.cache_dir, o.cache_dir);
+  EXPECT_EQ(back.plugin_dirs, o.plugin_dirs);
+  EXPECT_EQ(back.stored_ids, o.stored_ids);
 }
 
 TEST_F(Bench, StoresOneRowPerLengthAndPrintsRatiosToSoftmax) {

@@ -262,7 +262,7 @@ TEST_F(QueueCli, ADamagedDatabaseIsRefusedInOneLineAndDbCheckSaysWhy) {
   EXPECT_EQ(attnlab("db check --db " + db(), out), 1) << out;
   EXPECT_EQ(out.rfind(db() + ": damaged: ", 0), 0u) << out;
   const std::string refusal = "attnlab: error: " + db() + ": the database is damaged (quick_check: ";
-  for (const std::string command : {"results --db " + db(), "queue add " + experiment() + " --cache-dir " + path("cache") + opts(),
+  for (const std::string& command : {"results --db " + db(), "queue add " + experiment() + " --cache-dir " + path("cache") + opts(),
                                     "worker --idle-exit" + opts()}) {
     EXPECT_EQ(attnlab(command, out), 2) << command << "\n" << out;
     const auto at = out.find(refusal);

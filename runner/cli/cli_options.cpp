@@ -4,11 +4,9 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <iostream>
 #include <stdexcept>
 #include <typeinfo>
 
-#include "plugin_host/plugin_host.hpp"
 
 namespace attnlab {
 
@@ -25,8 +23,8 @@ po::variables_map parse_command_line(const std::string& command, const std::vect
   if (vm.count("threads") && vm["threads"].value().type() == typeid(int) && vm["threads"].as<int>() < 0)
     throw std::runtime_error(command + ": --threads must be 0 (ATTNLAB_THREADS or every core) or more, not " +
                              std::to_string(vm["threads"].as<int>()));
-  // (not for the internal processes a worker starts: their folders were checked by the worker)
-  const bool internal = command == "exec-job" || command == "worker-device";
+  // (not for the internal processes attnlab starts: their folders were checked by their parent)
+  const bool internal = command == "exec-job" || command == "worker-device" || command == "bench-one";
   if (!internal)
     for (const auto& folder : plugin_folders(vm)) {
       std::error_code ec;
@@ -61,14 +59,6 @@ std::vector<std::string> option_values(const po::variables_map& vm, const std::s
 }
 
 std::vector<std::string> plugin_folders(const po::variables_map& vm) { return option_values(vm, "plugins"); }
-
-PluginRegistry load_plugins(const std::vector<std::string>& plugin_folders, bool report_refused) {
-  PluginRegistry registry;
-  registry.load_folders(PluginRegistry::search_path(plugin_folders));
-  if (report_refused)
-    for (const auto& e : registry.errors()) std::cerr << "attnlab: warning: plugin " << e.line() << "\n";
-  return registry;
-}
 
 std::vector<std::string> split_list(const std::vector<std::string>& values, const std::string& option) {
   std::vector<std::string> words;

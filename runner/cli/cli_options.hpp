@@ -1,8 +1,8 @@
 #pragma once
 // The command-line plumbing every command shares, written once: parsing (Boost.Program_options,
 // its errors one line naming the command), the options several commands take (--plugins,
-// --device, --threads, --cache-dir), loading the plugins, comma lists, and "the database must
-// exist" for readers.
+// --device, --threads, --cache-dir), comma lists, and "the database must exist" for readers.
+// (Loading the plugins the --plugins folders name: load_plugins, plugin_host.hpp.)
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -12,7 +12,6 @@
 namespace attnlab {
 
 namespace po = boost::program_options;
-class PluginRegistry;
 
 // Parses `args` (the words after the command's name); a parse error is a std::runtime_error
 // "COMMAND: what Boost said". --threads below 0 and a --plugins folder that does not exist are
@@ -31,11 +30,6 @@ std::vector<std::string> plugin_folders(const po::variables_map& vm);  // --plug
 // Strings of a repeatable option ({} when not given).
 std::vector<std::string> option_values(const po::variables_map& vm, const std::string& name);
 
-// Every plugin on the search path (--plugins, ATTNLAB_PLUGIN_PATH, then the bundled ones). Each file
-// refused (not a plugin, another contract or LibTorch, a bad descriptor) is one warning line on
-// stderr, so that no command hides why a plugin is missing; `attnlab plugins`, which lists them
-// itself, passes report_refused = false.
-PluginRegistry load_plugins(const std::vector<std::string>& plugin_folders, bool report_refused = true);
 
 // Comma lists, one rule for every option that takes them: values given several times are joined
 // ("a,b" "c" -> a, b, c), blanks around words dropped, a word named twice kept once, an empty word

@@ -9,6 +9,7 @@
 
 #include "experiment/cache_dir.hpp"
 #include "cli/cli_options.hpp"
+#include "plugin_host/plugin_host.hpp"
 
 #include <ATen/ops/bincount.h>
 

@@ -20,10 +20,11 @@
 #include "attnlab/precision.hpp"
 #include "attnlab/torch_compat.hpp"
 #include "cli/cli_options.hpp"
+#include "plugin_host/plugin_host.hpp"
 #include "cli/commands.hpp"
 #include "attnlab/store.hpp"
-#include "queue/child_process.hpp"
-#include "queue/progress.hpp"  // format_bytes
+#include "base/child_process.hpp"
+#include "base/quantities.hpp"
 
 namespace attnlab {
 namespace {

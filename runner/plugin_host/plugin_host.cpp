@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <set>
 
@@ -139,6 +140,14 @@ std::vector<std::string> PluginRegistry::names(PluginKind kind) const {
   for (const auto& p : plugins_)
     if (p.kind() == kind) out.push_back(p.name());
   return out;
+}
+
+PluginRegistry load_plugins(const std::vector<std::string>& plugin_folders, bool report_refused) {
+  PluginRegistry registry;
+  registry.load_folders(PluginRegistry::search_path(plugin_folders));
+  if (report_refused)
+    for (const auto& e : registry.errors()) std::cerr << "attnlab: warning: plugin " << e.line() << "\n";
+  return registry;
 }
 
 }  // namespace attnlab

@@ -56,4 +56,10 @@ class PluginRegistry {
   std::vector<std::string> searched_;
 };
 
+// Every plugin on the search path (the --plugins folders, ATTNLAB_PLUGIN_PATH, then the bundled
+// ones). Each file refused (not a plugin, another contract or LibTorch, a bad descriptor) is one
+// warning line on stderr, so that no command hides why a plugin is missing; `attnlab plugins`,
+// which lists them itself, passes report_refused = false.
+PluginRegistry load_plugins(const std::vector<std::string>& plugin_folders, bool report_refused = true);
+
 }  // namespace attnlab

@@ -12,7 +12,7 @@
 #include "cli/cli_options.hpp"
 
 #include "attnlab/store.hpp"
-#include "queue/child_process.hpp"
+#include "base/child_process.hpp"
 #include "experiment/enqueue.hpp"
 #include "experiment/experiment.hpp"
 #include "queue/job_exec.hpp"

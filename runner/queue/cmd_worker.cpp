@@ -13,7 +13,7 @@
 #include "cli/cli_options.hpp"
 
 #include "attnlab/store.hpp"
-#include "queue/child_process.hpp"
+#include "base/child_process.hpp"
 #include "cli/commands.hpp"
 #include "queue/devices.hpp"
 #include "queue/worker.hpp"

@@ -15,7 +15,7 @@
 #include "attnlab/torch_compat.hpp"
 #include "attnlab/train/trainer.hpp"
 #include "build_info.hpp"
-#include "queue/child_process.hpp"
+#include "base/child_process.hpp"
 #include "experiment/experiment.hpp"
 #include "experiment/train_job.hpp"
 #include "queue/progress.hpp"

@@ -30,7 +30,4 @@ class ProgressPrinter {
   double last_val_ = -1;
 };
 
-std::string format_duration(double seconds);  // "1h02m", "3m07s", "12.3s"
-std::string format_bytes(double bytes);       // "812.4 MiB"
-
 }  // namespace attnlab

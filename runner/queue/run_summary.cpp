@@ -7,7 +7,7 @@
 #include <optional>
 
 #include "attnlab/query.hpp"
-#include "queue/progress.hpp"
+#include "base/quantities.hpp"
 #include "results/aggregate.hpp"
 #include "results/sweep.hpp"
 #include "cli/text_table.hpp"

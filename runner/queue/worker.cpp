@@ -16,7 +16,7 @@
 #include "attnlab/store.hpp"
 #include "cli/cli_options.hpp"
 #include "queue/checkpoint_sweep.hpp"
-#include "queue/child_process.hpp"
+#include "base/child_process.hpp"
 #include "queue/job_exec.hpp"
 
 namespace attnlab {

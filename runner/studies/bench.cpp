@@ -28,7 +28,7 @@
 #include "experiment/experiment.hpp"
 #include "experiment/train_job.hpp"
 #include "plugin_host/plugin_host.hpp"
-#include "queue/progress.hpp"
+#include "base/quantities.hpp"
 #include "cli/text_table.hpp"
 #include "results/bench_measured.hpp"
 

@@ -10,6 +10,9 @@
 #include <string>
 #include <vector>
 
+#include <boost/program_options/options_description.hpp>
+#include <boost/program_options/variables_map.hpp>
+
 #include "attnlab/params.hpp"
 #include "attnlab/store.hpp"
 
@@ -63,6 +66,24 @@ store::BenchResult run_bench_case(const BenchCase& c, const std::string& config_
                                   const std::string& device, int threads, const std::string& cache_dir);
 
 double median(std::vector<double> values);  // NaN when empty; mean of the middle two for an even count
+
+// The measuring process's command line (`attnlab bench-one`), written by `attnlab bench` (to_args)
+// and read by the process (options, from). It stores each measurement as it ends and appends the
+// row's id to `stored_ids` (one per line): the parent reads back exactly its own rows, whatever
+// else writes to the database meanwhile.
+struct BenchOneOptions {
+  std::string db_path;
+  std::vector<std::string> config_tomls;  // bench_config_toml, one per measurement, in order
+  std::string device = "cpu";
+  int threads = 0;
+  std::string cache_dir;
+  std::vector<std::string> plugin_dirs;
+  std::string stored_ids;  // file the ids are appended to
+
+  static boost::program_options::options_description options();
+  static BenchOneOptions from(const boost::program_options::variables_map& vm);
+  std::vector<std::string> to_args() const;  // the words after "bench-one" that from() reads back
+};
 
 // The results as a table: method, length, status, median step time, min-max, its ratio to softmax,
 // peak memory, its ratio to softmax; a precision column once a row is not fp32, and once a row is an

@@ -27,9 +27,7 @@ std::string join(const std::vector<std::int64_t>& xs) {
   return out;
 }
 
-}  // namespace
-
-int cmd_approx(const Args& args) {
+po::options_description approx_options() {
   po::options_description options(
       "attnlab approx --methods a,b (--dataset NAME | --run RUN_ID | --qkv DIR) [options]\n"
       "attnlab approx --show [--db FILE] [--absolute]\n\n"
@@ -62,26 +60,20 @@ int cmd_approx(const Args& args) {
   add_threads_option(options);
   add_cache_dir_option(options);
   add_plugins_option(options);
-  const auto vm = parse_command_line("approx", args, options);
-  if (vm.count("help")) return std::cout << options << "\n", 0;
-  const std::string db_path = vm["db"].as<std::string>();
-  const bool absolute = vm.count("absolute") != 0;
+  return options;
+}
 
-  if (vm.count("show")) {
-    existing_database(db_path);
-    store::Database db(db_path, store::Database::Open::read_only);
-    const auto rows = db.approx_results();
-    if (rows.empty()) return std::cout << db_path << ": no approx results yet\n", 0;
-    std::cout << approx_table(rows, absolute);
-    return 0;
-  }
+int show_stored(const std::string& db_path, bool absolute) {
+  existing_database(db_path);
+  store::Database db(db_path, store::Database::Open::read_only);
+  const auto rows = db.approx_results();
+  if (rows.empty()) return std::cout << db_path << ": no approx results yet\n", 0;
+  std::cout << approx_table(rows, absolute);
+  return 0;
+}
 
-  const int sources = static_cast<int>(vm.count("dataset") + vm.count("run") + vm.count("qkv"));
-  if (sources != 1) throw ApproxError("approx: give exactly one of --dataset NAME, --run RUN_ID, --qkv DIR");
-  if (!vm.count("methods")) throw ApproxError("approx: name the methods to study with --methods a,b");
-  if (vm.count("qkv") && (!vm["batch"].defaulted() || vm.count("dataset-param")))
-    throw ApproxError("approx: --batch and --dataset-param apply to --dataset and --run, not to --qkv");
-
+// The study the options describe (its source is set where the inputs are chosen).
+ApproxStudy study_from(const po::variables_map& vm) {
   ApproxStudy study;
   study.methods = split_list(vm["methods"].as<std::string>(), "approx: --methods");
   study.features = split_positive_integers(vm["features"].as<std::string>(), "approx: --features");
@@ -90,95 +82,140 @@ int cmd_approx(const Args& args) {
   study.draws = vm["draws"].as<std::int64_t>();
   study.seed = static_cast<std::uint64_t>(vm["seed"].as<std::int64_t>());
   study.device = vm["device"].as<std::string>();
-  if (vm.count("method-param"))
-    for (const auto& item : vm["method-param"].as<std::vector<std::string>>()) {
-      const auto dot = item.find('.'), eq = item.find('=');
-      if (dot == std::string::npos || eq == std::string::npos || dot == 0 || eq < dot + 2)
-        throw ApproxError("--method-param '" + item + "': expected METHOD.KEY=VALUE");
-      study.method_params[item.substr(0, dot)].emplace_back(item.substr(dot + 1, eq - dot - 1), item.substr(eq + 1));
-    }
-  const bool lengths_given = vm.count("lengths") != 0;
-  study.lengths = lengths_given ? split_positive_integers(vm["lengths"].as<std::string>(), "approx: --lengths") : kDefaultLengths;
-  const std::int64_t batch = vm["batch"].as<std::int64_t>();
-  if (batch < 1) throw ApproxError("--batch must be at least 1");
+  for (const auto& item : option_values(vm, "method-param")) {
+    const auto dot = item.find('.'), eq = item.find('=');
+    if (dot == std::string::npos || eq == std::string::npos || dot == 0 || eq < dot + 2)
+      throw ApproxError("--method-param '" + item + "': expected METHOD.KEY=VALUE");
+    study.method_params[item.substr(0, dot)].emplace_back(item.substr(dot + 1, eq - dot - 1), item.substr(eq + 1));
+  }
+  study.lengths = vm.count("lengths") ? split_positive_integers(vm["lengths"].as<std::string>(), "approx: --lengths") : kDefaultLengths;
+  return study;
+}
 
-  const c10::Device device = compat::parse_device(study.device);
-  compat::configure_threads(vm["threads"].as<int>());
-  const PluginRegistry registry = load_plugins(plugin_folders(vm));
-  check_study(study, registry);  // before any data is read or generated
-
+DataOptions data_options(const po::variables_map& vm, const ApproxStudy& study) {
   DataOptions data;
-  data.batch = batch;
+  data.batch = vm["batch"].as<std::int64_t>();
   data.cache_dir = vm["cache-dir"].as<std::string>();
   data.max_length = *std::max_element(study.lengths.begin(), study.lengths.end());
-  if (vm.count("dataset-param"))
-    for (const auto& kv : vm["dataset-param"].as<std::vector<std::string>>()) {
-      const auto eq = kv.find('=');
-      if (eq == std::string::npos || eq == 0) throw ApproxError("--dataset-param '" + kv + "': expected KEY=VALUE");
-      data.dataset_params.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
-    }
+  for (const auto& kv : option_values(vm, "dataset-param")) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) throw ApproxError("--dataset-param '" + kv + "': expected KEY=VALUE");
+    data.dataset_params.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  return data;
+}
 
-  std::unique_ptr<store::Database> db;
-  std::function<AttentionInputs(std::int64_t)> inputs;
+// Where the study's Q, K, V come from (--qkv, --run or --dataset), alive while the study runs.
+struct InputSource {
   AttentionInputs npy;
   ModelSource model;
-  if (vm.count("qkv")) {
-    const std::string dir = vm["qkv"].as<std::string>();
-    study.source = "npy:" + dir;
-    npy = npy_inputs(dir);
-    if (!lengths_given) study.lengths = {npy.length()};
-    for (auto n : study.lengths)
-      if (n > npy.length())
-        throw ApproxError("--lengths " + std::to_string(n) + ": the .npy files in " + dir + " have only " + std::to_string(npy.length()) + " rows");
-    npy.q = npy.q.to(device);
-    npy.k = npy.k.to(device);
-    npy.v = npy.v.to(device);
-    npy.key_valid = npy.key_valid.to(device);
-    inputs = [&npy](std::int64_t n) { return first_rows(npy, n); };
-  } else if (vm.count("run")) {
-    const std::int64_t run_id = vm["run"].as<std::int64_t>();
-    if (access(db_path.c_str(), F_OK) != 0) throw ApproxError(db_path + ": no such database (--run reads the run from it)");
-    db = std::make_unique<store::Database>(db_path);
-    study.source = "run:" + std::to_string(run_id);
-    model = run_source(registry, *db, run_id, data, device);
-    if (lengths_given) {
-      for (auto n : study.lengths)
-        if (n > model.max_positions)
-          throw ApproxError("--lengths " + std::to_string(n) + ": " + model.description + " has positions for " +
-                            std::to_string(model.max_positions) + " tokens only");
-    } else {
-      std::vector<std::int64_t> kept;
-      for (auto n : study.lengths)
-        if (n <= model.max_positions) kept.push_back(n);
-      if (kept.empty()) kept.push_back(model.max_positions);
-      if (kept != study.lengths)
-        std::cerr << "attnlab: approx: " << model.description << " has positions for " << model.max_positions
-                  << " tokens: lengths " << join(kept) << "\n";
-      study.lengths = kept;
-    }
-    inputs = [&model, device](std::int64_t n) { return model_inputs(model, n, device); };
-  } else {
-    const std::string dataset = vm["dataset"].as<std::string>();
-    study.source = "init:" + dataset;
-    model = init_source(registry, dataset, data, study.seed, device);
-    inputs = [&model, device](std::int64_t n) { return model_inputs(model, n, device); };
-  }
-  if (!db) db = std::make_unique<store::Database>(db_path);
+  std::function<AttentionInputs(std::int64_t)> at;  // the inputs of n tokens
+};
 
-  std::int64_t stored = 0, failed = 0;
-  auto started = std::chrono::steady_clock::now();
+// --qkv DIR: the files' rows; the default length is theirs.
+void from_npy(InputSource& source, const std::string& dir, bool lengths_given, const c10::Device& device, ApproxStudy& study) {
+  study.source = "npy:" + dir;
+  source.npy = npy_inputs(dir);
+  if (!lengths_given) study.lengths = {source.npy.length()};
+  for (auto n : study.lengths)
+    if (n > source.npy.length())
+      throw ApproxError("--lengths " + std::to_string(n) + ": the .npy files in " + dir + " have only " +
+                        std::to_string(source.npy.length()) + " rows");
+  source.npy.q = source.npy.q.to(device);
+  source.npy.k = source.npy.k.to(device);
+  source.npy.v = source.npy.v.to(device);
+  source.npy.key_valid = source.npy.key_valid.to(device);
+  source.at = [&npy = source.npy](std::int64_t n) { return first_rows(npy, n); };
+}
+
+// --run RUN_ID: its best checkpoint; the default lengths are those its positions hold.
+void from_run(InputSource& source, std::int64_t run_id, store::Database& db, const PluginRegistry& registry,
+              const DataOptions& data, bool lengths_given, const c10::Device& device, ApproxStudy& study) {
+  study.source = "run:" + std::to_string(run_id);
+  source.model = run_source(registry, db, run_id, data, device);
+  const ModelSource& model = source.model;
+  if (lengths_given) {
+    for (auto n : study.lengths)
+      if (n > model.max_positions)
+        throw ApproxError("--lengths " + std::to_string(n) + ": " + model.description + " has positions for " +
+                          std::to_string(model.max_positions) + " tokens only");
+  } else {
+    std::vector<std::int64_t> kept;
+    for (auto n : study.lengths)
+      if (n <= model.max_positions) kept.push_back(n);
+    if (kept.empty()) kept.push_back(model.max_positions);
+    if (kept != study.lengths)
+      std::cerr << "attnlab: approx: " << model.description << " has positions for " << model.max_positions
+                << " tokens: lengths " << join(kept) << "\n";
+    study.lengths = kept;
+  }
+  source.at = [&model = source.model, device](std::int64_t n) { return model_inputs(model, n, device); };
+}
+
+// --dataset NAME: a freshly initialised model on its test split.
+void from_dataset(InputSource& source, const std::string& dataset, const PluginRegistry& registry,
+                  const DataOptions& data, const c10::Device& device, ApproxStudy& study) {
+  study.source = "init:" + dataset;
+  source.model = init_source(registry, dataset, data, study.seed, device);
+  source.at = [&model = source.model, device](std::int64_t n) { return model_inputs(model, n, device); };
+}
+
+// Rows stored as they come (an interrupted study keeps what it did), progress and failures on stderr.
+ApproxCallbacks store_as_they_come(store::Database& db, const std::string& param, std::int64_t& stored, std::int64_t& failed) {
+  const auto started = std::chrono::steady_clock::now();
   ApproxCallbacks callbacks;
-  callbacks.on_rows = [&](const std::vector<store::ApproxResult>& rows) {
-    stored += db->add_approx_results(rows);  // kept as they come: an interrupted study keeps what it did
+  callbacks.on_rows = [&db, &stored, started](const std::vector<store::ApproxResult>& rows) {
+    stored += db.add_approx_results(rows);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     std::cerr << "approx: " << rows.front().method << " n=" << rows.front().seq_len << ": " << rows.size() << " cell(s), "
               << static_cast<int>(seconds) << " s" << std::endl;
   };
-  callbacks.on_failure = [&](const std::string& method, std::int64_t n, std::int64_t d, const std::string& error) {
+  callbacks.on_failure = [&failed, param](const std::string& method, std::int64_t n, std::int64_t d, const std::string& error) {
     ++failed;
-    std::cerr << "attnlab: approx: " << method << " at n=" << n << ", " << study.param << "=" << d << " failed: " << error << std::endl;
+    std::cerr << "attnlab: approx: " << method << " at n=" << n << ", " << param << "=" << d << " failed: " << error << std::endl;
   };
-  const auto rows = run_approx_study(study, registry, inputs, callbacks);
+  return callbacks;
+}
+
+}  // namespace
+
+int cmd_approx(const Args& args) {
+  const auto options = approx_options();
+  const auto vm = parse_command_line("approx", args, options);
+  if (vm.count("help")) return std::cout << options << "\n", 0;
+  const std::string db_path = vm["db"].as<std::string>();
+  const bool absolute = vm.count("absolute") != 0;
+  if (vm.count("show")) return show_stored(db_path, absolute);
+
+  const int sources = static_cast<int>(vm.count("dataset") + vm.count("run") + vm.count("qkv"));
+  if (sources != 1) throw ApproxError("approx: give exactly one of --dataset NAME, --run RUN_ID, --qkv DIR");
+  if (!vm.count("methods")) throw ApproxError("approx: name the methods to study with --methods a,b");
+  if (vm.count("qkv") && (!vm["batch"].defaulted() || vm.count("dataset-param")))
+    throw ApproxError("approx: --batch and --dataset-param apply to --dataset and --run, not to --qkv");
+  ApproxStudy study = study_from(vm);
+  if (vm["batch"].as<std::int64_t>() < 1) throw ApproxError("--batch must be at least 1");
+  const c10::Device device = compat::parse_device(study.device);
+  compat::configure_threads(vm["threads"].as<int>());
+  const PluginRegistry registry = load_plugins(plugin_folders(vm));
+  check_study(study, registry);  // before any data is read or generated
+  const DataOptions data = data_options(vm, study);
+
+  std::unique_ptr<store::Database> db;
+  InputSource source;
+  const bool lengths_given = vm.count("lengths") != 0;
+  if (vm.count("qkv")) {
+    from_npy(source, vm["qkv"].as<std::string>(), lengths_given, device, study);
+  } else if (vm.count("run")) {
+    if (access(db_path.c_str(), F_OK) != 0) throw ApproxError(db_path + ": no such database (--run reads the run from it)");
+    db = std::make_unique<store::Database>(db_path);
+    from_run(source, vm["run"].as<std::int64_t>(), *db, registry, data, lengths_given, device, study);
+  } else {
+    from_dataset(source, vm["dataset"].as<std::string>(), registry, data, device, study);
+  }
+  if (!db) db = std::make_unique<store::Database>(db_path);
+
+  std::int64_t stored = 0, failed = 0;
+  const auto rows = run_approx_study(study, registry, source.at, store_as_they_come(*db, study.param, stored, failed));
   std::cout << approx_table(rows, absolute) << "stored " << stored << " row(s) in " << db_path << "\n";
   if (failed) {
     std::cerr << "attnlab: approx: " << failed << " cell(s) failed\n";

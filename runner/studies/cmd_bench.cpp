@@ -4,6 +4,8 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <optional>
 #include <stdexcept>
@@ -17,13 +19,13 @@
 #include "attnlab/dataset.hpp"
 #include "attnlab/train/config.hpp"
 #include "attnlab/store.hpp"
-#include "queue/child_process.hpp"
+#include "base/child_process.hpp"
 #include "attnlab/torch_compat.hpp"
 #include "studies/bench.hpp"
 #include "build_info.hpp"
 #include "experiment/experiment.hpp"
 #include "plugin_host/plugin_host.hpp"
-#include "queue/progress.hpp"
+#include "base/quantities.hpp"
 
 
 namespace attnlab {
@@ -268,41 +270,57 @@ std::vector<Planned> plan_lengths(const std::vector<BenchCase>& cases, const std
   return planned;
 }
 
+// The row ids a bench-one process appended to `path` (none when it wrote none).
+std::vector<std::int64_t> stored_ids(const std::string& path) {
+  std::vector<std::int64_t> ids;
+  std::ifstream in(path);
+  for (std::int64_t id; in >> id;) ids.push_back(id);
+  return ids;
+}
+
 // The measurements, each group in a bench-one process of its own, stored as they come; a failed row
 // for each measurement a process died before storing. Returns the rows of this bench.
 std::vector<store::BenchResult> measure_in_processes(const std::vector<Planned>& planned, store::Database& db,
                                                      const po::variables_map& vm, const c10::Device& device,
                                                      const std::string& self_exe) {
   const int threads = vm["threads"].as<int>();
+  const std::string ids_file =
+      (std::filesystem::temp_directory_path() / ("attnlab-bench-" + std::to_string(getpid()) + ".ids")).string();
   std::vector<store::BenchResult> measured;
   const auto processes = group_into_processes(planned, device.is_cuda());
   for (std::size_t index = 0; index < processes.size() && !stop_signal(); ++index) {
     const auto& group = processes[index];
     std::cout << "[" << index + 1 << "/" << processes.size() << "] " << group.front().c.method << " at "
               << lengths_text(group) << " tokens" << std::endl;
-    const std::size_t before = db.bench_results().size();
-    std::vector<std::string> argv = {self_exe, "bench-one", "--db", vm["db"].as<std::string>(), "--device",
-                                     vm["device"].as<std::string>(), "--threads", std::to_string(threads)};
-    for (const auto& p : group) argv.insert(argv.end(), {"--config-toml", p.config_toml});
-    if (!vm["cache-dir"].as<std::string>().empty()) argv.insert(argv.end(), {"--cache-dir", vm["cache-dir"].as<std::string>()});
-    for (const auto& d : plugin_folders(vm)) argv.insert(argv.end(), {"--plugins", d});
+    BenchOneOptions child;
+    child.db_path = vm["db"].as<std::string>();
+    for (const auto& p : group) child.config_tomls.push_back(p.config_toml);
+    child.device = vm["device"].as<std::string>();
+    child.threads = threads;
+    child.cache_dir = vm["cache-dir"].as<std::string>();
+    child.plugin_dirs = plugin_folders(vm);
+    child.stored_ids = ids_file;
+    std::filesystem::remove(ids_file);
+    std::vector<std::string> argv = {self_exe, "bench-one"};
+    const auto args = child.to_args();
+    argv.insert(argv.end(), args.begin(), args.end());
     const ChildExit exit = run_child(argv, "bench process");
 
     // what the process stored (done, oom or failed), then a failed row for each measurement it
     // died before
-    const auto rows = db.bench_results();
-    const std::size_t stored = rows.size() - before;
-    measured.insert(measured.end(), rows.begin() + static_cast<std::ptrdiff_t>(before), rows.end());
+    std::size_t stored = 0;
+    for (const std::int64_t id : stored_ids(ids_file))
+      if (const auto row = db.bench_result(id)) measured.push_back(*row), ++stored;
     if (stored >= group.size()) continue;
     if (exit.signalled && (exit.code == SIGINT || exit.code == SIGTERM) && stop_signal()) break;
     std::string error = "bench process " + exit.describe();
     if (exit.signalled && exit.code == SIGKILL && device.is_cpu()) error += "; on the CPU usually the kernel's out-of-memory killer";
     for (std::size_t i = stored; i < group.size(); ++i) {
-      db.add_bench_result(failed_row(group[i], device, threads, error));
       std::cout << "  " << group[i].c.method << " at " << group[i].c.seq_len << ": failed: " << error << std::endl;
-      measured.push_back(db.bench_results().back());
+      measured.push_back(*db.bench_result(db.add_bench_result(failed_row(group[i], device, threads, error))));
     }
   }
+  std::filesystem::remove(ids_file);
   return measured;
 }
 
@@ -358,31 +376,56 @@ int cmd_bench(const Args& raw_args, const std::string& self_exe) {
   return 0;
 }
 
-int cmd_bench_one(const Args& args) {
+po::options_description BenchOneOptions::options() {
   po::options_description options("attnlab bench-one (internal: bench measurements in this process, one after another)");
   options.add_options()
       ("db", po::value<std::string>()->required(), "results database")
-      ("config-toml", po::value<std::vector<std::string>>()->required(), "a resolved configuration (TOML text), one per measurement");
+      ("config-toml", po::value<std::vector<std::string>>()->required(), "a resolved configuration (TOML text), one per measurement")
+      ("stored-ids", po::value<std::string>()->default_value(""), "file each stored row's id is appended to");
   add_plugins_option(options);
   add_device_option(options);
   add_threads_option(options);
   add_cache_dir_option(options);
-  const auto vm = parse_command_line("bench-one", args, options);
-  const auto registry = load_plugins(plugin_folders(vm), /*report_refused=*/false);
-  const std::string device = vm["device"].as<std::string>();
-  for (const auto& text : vm["config-toml"].as<std::vector<std::string>>()) {
+  return options;
+}
+
+BenchOneOptions BenchOneOptions::from(const po::variables_map& vm) {
+  BenchOneOptions o;
+  o.db_path = vm["db"].as<std::string>();
+  o.config_tomls = vm["config-toml"].as<std::vector<std::string>>();
+  o.device = vm["device"].as<std::string>();
+  o.threads = vm["threads"].as<int>();
+  o.cache_dir = vm["cache-dir"].as<std::string>();
+  o.plugin_dirs = plugin_folders(vm);
+  o.stored_ids = vm["stored-ids"].as<std::string>();
+  return o;
+}
+
+std::vector<std::string> BenchOneOptions::to_args() const {
+  std::vector<std::string> args = {"--db", db_path, "--device", device, "--threads", std::to_string(threads)};
+  for (const auto& text : config_tomls) args.insert(args.end(), {"--config-toml", text});
+  if (!cache_dir.empty()) args.insert(args.end(), {"--cache-dir", cache_dir});
+  for (const auto& folder : plugin_dirs) args.insert(args.end(), {"--plugins", folder});
+  if (!stored_ids.empty()) args.insert(args.end(), {"--stored-ids", stored_ids});
+  return args;
+}
+
+int cmd_bench_one(const Args& args) {
+  const BenchOneOptions o = BenchOneOptions::from(parse_command_line("bench-one", args, BenchOneOptions::options()));
+  const auto registry = load_plugins(o.plugin_dirs, /*report_refused=*/false);
+  for (const auto& text : o.config_tomls) {
     const BenchCase c = parse_bench_config(text, "bench configuration", registry);
-    const store::BenchResult r = run_bench_case(c, text, registry, device, vm["threads"].as<int>(), vm["cache-dir"].as<std::string>());
+    const store::BenchResult r = run_bench_case(c, text, registry, o.device, o.threads, o.cache_dir);
     // The database is opened after measuring: nothing of it counts in the peak.
-    store::Database db(vm["db"].as<std::string>());
-    db.add_bench_result(r);
+    const std::int64_t id = store::Database(o.db_path).add_bench_result(r);
+    if (!o.stored_ids.empty()) std::ofstream(o.stored_ids, std::ios::app) << id << "\n";
     if (r.status == "done")
       std::printf("  %lld tokens: done: step %.3g s (min %.3g, max %.3g), peak %s\n", static_cast<long long>(r.seq_len),
                   r.step_seconds_median, r.step_seconds_min, r.step_seconds_max, format_bytes(r.peak_memory_bytes).c_str());
     else
       std::printf("  %lld tokens: %s: %s\n", static_cast<long long>(r.seq_len), r.status.c_str(), r.error.c_str());
     std::fflush(stdout);
-    compat::release_cached_memory(compat::parse_device(device));  // the next measurement starts from an empty cache
+    compat::release_cached_memory(compat::parse_device(o.device));  // the next measurement starts from an empty cache
   }
   return 0;
 }

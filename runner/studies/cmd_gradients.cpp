@@ -16,6 +16,7 @@
 #include "attnlab/train/config.hpp"
 #include "build_info.hpp"
 #include "cli/cli_options.hpp"
+#include "plugin_host/plugin_host.hpp"
 #include "cli/commands.hpp"
 #include "cli/text_table.hpp"
 #include "experiment/cache_dir.hpp"

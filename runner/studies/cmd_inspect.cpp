@@ -10,6 +10,7 @@
 
 #include "experiment/cache_dir.hpp"
 #include "cli/cli_options.hpp"
+#include "plugin_host/plugin_host.hpp"
 
 #include <ATen/ATen.h>
 

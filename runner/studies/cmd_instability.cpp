@@ -8,6 +8,7 @@
 
 #include "experiment/cache_dir.hpp"
 #include "cli/cli_options.hpp"
+#include "plugin_host/plugin_host.hpp"
 
 #include "attnlab/train/config.hpp"
 #include "attnlab/train/instability.hpp"

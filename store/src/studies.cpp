@@ -24,35 +24,53 @@ std::int64_t Database::add_bench_result(const BenchResult& r) {
   return id;
 }
 
+namespace {
+
+constexpr const char* kBenchColumns =
+    "SELECT method, dataset, seq_len, batch_size, device, device_name, torch_version, git_revision, "
+    "threads, steps_timed, step_seconds_median, step_seconds_min, step_seconds_max, "
+    "peak_memory_bytes, status, error, config_toml, created_at, id FROM bench_results";
+
+BenchResult bench_row(sql::Statement& st) {
+  BenchResult r;
+  r.method = st.column_text(0);
+  r.dataset = st.column_text(1);
+  r.seq_len = st.column_int64(2);
+  r.batch_size = st.column_int64(3);
+  r.device = st.column_text(4);
+  r.device_name = st.column_text(5);
+  r.torch_version = st.column_text(6);
+  r.git_revision = st.column_text(7);
+  r.threads = st.column_int64(8);
+  r.steps_timed = st.column_int64(9);
+  r.step_seconds_median = st.column_double(10);
+  r.step_seconds_min = st.column_double(11);
+  r.step_seconds_max = st.column_double(12);
+  r.peak_memory_bytes = st.column_double(13);
+  r.status = st.column_text(14);
+  r.error = st.column_text(15);
+  r.config_toml = st.column_text(16);
+  r.created_at = st.column_text(17);
+  r.id = st.column_int64(18);
+  return r;
+}
+
+}  // namespace
+
 std::vector<BenchResult> Database::bench_results() {
-  sql::Statement st(db_, path_,
-                    "SELECT method, dataset, seq_len, batch_size, device, device_name, torch_version, git_revision, "
-                    "threads, steps_timed, step_seconds_median, step_seconds_min, step_seconds_max, "
-                    "peak_memory_bytes, status, error, config_toml, created_at FROM bench_results ORDER BY id");
+  const std::string select = std::string(kBenchColumns) + " ORDER BY id";
+  sql::Statement st(db_, path_, select.c_str());
   std::vector<BenchResult> out;
-  while (st.step()) {
-    BenchResult r;
-    r.method = st.column_text(0);
-    r.dataset = st.column_text(1);
-    r.seq_len = st.column_int64(2);
-    r.batch_size = st.column_int64(3);
-    r.device = st.column_text(4);
-    r.device_name = st.column_text(5);
-    r.torch_version = st.column_text(6);
-    r.git_revision = st.column_text(7);
-    r.threads = st.column_int64(8);
-    r.steps_timed = st.column_int64(9);
-    r.step_seconds_median = st.column_double(10);
-    r.step_seconds_min = st.column_double(11);
-    r.step_seconds_max = st.column_double(12);
-    r.peak_memory_bytes = st.column_double(13);
-    r.status = st.column_text(14);
-    r.error = st.column_text(15);
-    r.config_toml = st.column_text(16);
-    r.created_at = st.column_text(17);
-    out.push_back(std::move(r));
-  }
+  while (st.step()) out.push_back(bench_row(st));
   return out;
+}
+
+std::optional<BenchResult> Database::bench_result(std::int64_t id) {
+  const std::string select = std::string(kBenchColumns) + " WHERE id = ?1";
+  sql::Statement st(db_, path_, select.c_str());
+  st.bind(1, id);
+  if (!st.step()) return std::nullopt;
+  return bench_row(st);
 }
 
 std::int64_t Database::add_approx_results(const std::vector<ApproxResult>& results) {

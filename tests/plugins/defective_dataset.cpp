@@ -35,6 +35,7 @@ class Defective final : public Dataset {
   }
   SplitData load(Split split) override {
 #if DEFECT == 1
+    (void)split;
     std::random_device device;  // the defect: not the configuration's seed
     std::mt19937_64 rng(device());
 #else

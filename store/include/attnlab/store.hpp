@@ -240,6 +240,7 @@ struct BenchResult {
   std::string error;
   std::string config_toml;         // model + method parameters used
   std::string created_at;          // filled when read back
+  std::int64_t id = 0;             // filled when read back
 };
 
 // One cell of `attnlab approx`: spectral-norm error of a method against exact attention at one
@@ -464,6 +465,7 @@ class Database {
   // Studies (schema version 2). Each add is one transaction; reads are in insertion order.
   std::int64_t add_bench_result(const BenchResult& result);
   std::vector<BenchResult> bench_results();
+  std::optional<BenchResult> bench_result(std::int64_t id);  // the row add_bench_result returned the id of
   std::int64_t add_approx_results(const std::vector<ApproxResult>& results);  // returns how many
   std::vector<ApproxResult> approx_results();
   // attnlab spectrum (schema version 7): stores a measurement, replacing one of the same (run,

@@ -1,4 +1,4 @@
-#include "queue/child_process.hpp"
+#include "base/child_process.hpp"
 
 #include <fcntl.h>
 #include <pthread.h>
