@@ -1,5 +1,7 @@
 #include "attnlab/torch_compat.hpp"
 
+#include "attnlab/precision.hpp"
+
 #include <sys/resource.h>
 
 #include <cstdlib>
@@ -193,6 +195,7 @@ using torch::autograd::variable_list;
 struct ExactSoftmaxAttention : public torch::autograd::Function<ExactSoftmaxAttention> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             const at::Tensor& mask) {
+    NoAutocast one_type;  // P in the inputs' type, as the backward's matmuls need (precision.hpp)
     const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
     auto scores = at::matmul(q * scale, k.transpose(-2, -1));
     scores.masked_fill_(mask.logical_not(), -std::numeric_limits<double>::infinity());

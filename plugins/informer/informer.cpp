@@ -20,6 +20,7 @@
 #include <torch/serialize/output-archive.h>
 
 #include "attnlab/attention.hpp"
+#include "attnlab/precision.hpp"
 #include "attnlab/seed_stream.hpp"
 
 namespace attnlab::informer {
@@ -133,6 +134,7 @@ at::Tensor measure_gather(const at::Tensor& qs, const at::Tensor& ks, const at::
 struct ActiveAttention : public torch::autograd::Function<ActiveAttention> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
                             const at::Tensor& v, const at::Tensor& keys) {
+    NoAutocast one_type;  // P in the inputs' type, as the backward's matmuls need (precision.hpp)
     const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
     auto probs = at::matmul(q * scale, k.transpose(-2, -1));
     probs.masked_fill_(keys.logical_not().view({q.size(0), 1, 1, k.size(2)}), -std::numeric_limits<double>::infinity());

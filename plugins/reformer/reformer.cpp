@@ -25,6 +25,7 @@
 #include <torch/serialize/output-archive.h>
 
 #include "attnlab/attention.hpp"
+#include "attnlab/precision.hpp"
 #include "attnlab/seed_stream.hpp"
 
 namespace attnlab::reformer {
@@ -38,6 +39,7 @@ using torch::autograd::variable_list;
 struct WindowAttention : public torch::autograd::Function<WindowAttention> {
   static variable_list forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                const at::Tensor& padded, const at::Tensor& self, double pad_logit, double self_logit) {
+    NoAutocast one_type;  // P and ℓ in the inputs' type, as the backward's matmuls need (precision.hpp)
     auto p = at::matmul(q, k.transpose(-2, -1));
     p.masked_fill_(padded, pad_logit).masked_fill_(self, self_logit);
     const auto top = std::get<0>(p.max(-1, /*keepdim=*/true));
@@ -93,7 +95,9 @@ class ReformerAttention : public SeedStreamAttention {
     // padded rows zeroed first: whatever sits there (inf, nan) never reaches a real token
     const auto x = (q_only_ ? q : (q + k) * (1 / std::sqrt(2.0))).masked_fill(padded, 0.0);
     const auto vs = v.masked_fill(padded, 0.0);
-    const auto keys = x * (x.pow(2).mean(-1, /*keepdim=*/true) + 1e-6).rsqrt() / std::sqrt(static_cast<double>(dim));
+    // in x's type: CUDA's autocast gives pow and rsqrt fp32 results (WindowAttention wants one type)
+    const auto keys =
+        (x * (x.pow(2).mean(-1, /*keepdim=*/true) + 1e-6).rsqrt() / std::sqrt(static_cast<double>(dim))).to(x.scalar_type());
     // the reference's mask values (HuggingFace's smaller ones in half precision); a real query always
     // has itself at −1e5, so its row stays finite and padded keys get exactly 0
     const bool half = q.scalar_type() == at::kHalf;

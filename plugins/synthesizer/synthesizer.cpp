@@ -14,6 +14,7 @@
 
 #include "attnlab/attention.hpp"
 #include "attnlab/linalg.hpp"
+#include "attnlab/precision.hpp"
 
 namespace attnlab::synthesizer {
 
@@ -38,6 +39,7 @@ using torch::autograd::variable_list;
 struct BiasedSoftmaxAttention : public torch::autograd::Function<BiasedSoftmaxAttention> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& qs, const at::Tensor& ks, const at::Tensor& vs,
                             const at::Tensor& bias, const at::Tensor& padded_key) {
+    NoAutocast one_type;  // P in the inputs' type, as the backward's matmuls need (precision.hpp)
     const auto probs = probabilities(qs, ks, bias, padded_key);
     auto out = at::matmul(probs, vs);
     ctx->save_for_backward({qs, ks, vs, probs, out});

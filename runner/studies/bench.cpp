@@ -15,7 +15,6 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/InferenceMode.h>
 #include <toml++/toml.h>
-#include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/adamw.h>
 #include <torch/utils.h>
 

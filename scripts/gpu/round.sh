@@ -39,6 +39,7 @@ work=${ROUND_WORK:-/tmp/attnlab-round}  # databases, checkpoints, the generated 
 mkdir -p "$out" "$work"
 summary=$out/summary.txt
 : >"$summary"
+for f in setup.log checks.log train.log bench.log tables.txt; do : >"$out/$f"; done  # a rerun's logs start empty
 
 # Sizes: the GPU round's, or the CPU stand-in's (the same stages, small enough for 2 cores)
 if [ "$device" = cpu ]; then
@@ -52,7 +53,7 @@ else
   train_len=2000 train_batch=32 train_rows=96000 eval_rows=2000 det_steps=300 ckpt_every=100 det_eval=(100 10) listops_eval=(500 62)
 fi
 checks_s=${ROUND_CHECKS_S:-80} determinism_s=${ROUND_DETERMINISM_S:-75} resume_s=${ROUND_RESUME_S:-45}
-listops_s=${ROUND_LISTOPS_S:-120} bench_s=${ROUND_BENCH_S:-45} check_jobs=${ROUND_CHECK_JOBS:-4}
+listops_s=${ROUND_LISTOPS_S:-80} bench_s=${ROUND_BENCH_S:-75} check_jobs=${ROUND_CHECK_JOBS:-4}
 end=${ROUND_END:-$(( started + 570 ))}  # the device tool ends a call at 600 s
 
 say() { echo "round: $*" | tee -a "$summary"; }
@@ -227,9 +228,9 @@ fi
 
 # listops: first the step of each method at the jobs' shape (fp32, batch 32, 2,000 tokens: the
 # figure held against 10 ms), then each method for as many steps as fit in half of ROUND_LISTOPS_S.
-# A job's step costs its bench step plus what the loop adds (batches, logging: the determinism
-# run's softmax step less softmax's bench step); 10 s go to the start, the data and the test, 15%
-# to the evaluations every 500 steps.
+# A job's step is taken as 1.25 bench steps (the first H100 round: softmax's loop 24.7 ms a step,
+# its bench step 21.1 ms; the bench waits for each step, the loop does not, but it draws batches
+# and evaluates); 10 s go to the start, the data and the test, 15% to the evaluations every 500 steps.
 bench_run() {  # attnlab bench ARGS..., then "=> " the rows it stored: done, oom, failed
   local before
   before=$(python3 -c 'import sqlite3, sys
@@ -253,25 +254,22 @@ export -f bench_run
 rm -f "$out"/bench.db*
 stage listops-step 40 bench.log bash -c 'bench_run "$@"' bench_run --device "$device" --db "$out/bench.db" \
   --methods softmax,skyformer --lengths "$train_len" --batch-size "$train_batch" --precision fp32
-rate=$( [ -f "$work/det-a.db" ] && result_of "$work/det-a.db" steps_per_second softmax )
-loop_s=$(python3 -c 'import sys; r, b = (float(x or 0) for x in sys.argv[1:]); print(max(0.0, 1 / r - b) if r > 0 and b > 0 else 0)' \
-  "$rate" "$(step_of softmax)")
 for m in softmax skyformer; do
   step=$(step_of "$m")
   left=$(( end - $(date +%s) - 10 ))
   seconds=$(( listops_s / 2 < left ? listops_s / 2 : left ))
   steps=$(python3 -c 'import sys
-step, loop, seconds, every = float(sys.argv[1] or 0), float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-steps = int((seconds - 10) * 0.85 / (step + loop)) // every * every if step > 0 else 0
-print(min(50000, steps) if steps >= every else 0)' "$step" "$loop_s" "$seconds" "${listops_eval[0]}")
+step, seconds, every = float(sys.argv[1] or 0), int(sys.argv[2]), int(sys.argv[3])
+steps = int((seconds - 10) * 0.85 / (1.25 * step)) // every * every if step > 0 else 0
+print(min(50000, steps) if steps >= every else 0)' "$step" "$seconds" "${listops_eval[0]}")
   if (( steps == 0 )); then
     report "listops-$m" skipped 0 "no step time measured, or too little time for ${listops_eval[0]} steps"
     continue
   fi
-  say "listops-$m: its bench step ${step}s, the loop's ${loop_s}s more: $steps steps in ${seconds}s"
+  say "listops-$m: its bench step ${step}s: $steps steps in ${seconds}s"
   file=$(job_file "listops-$m" "$m" "$steps" "${listops_eval[@]}")
   stage "listops-$m" "$seconds" train.log bash -c \
-    'run_job "$1" "$2" && echo "=> test accuracy $(result_of "$2" test_acc "$3") after $(result_of "$2" steps_done "$3") steps"' \
+    'run_job "$1" "$2" && echo "=> test accuracy $(result_of "$2" test_acc "$3") after $(result_of "$2" steps_done "$3") steps, $(result_of "$2" steps_per_second "$3") steps/s"' \
     run_job "$file" "$work/listops.db" "$m"
 done
 

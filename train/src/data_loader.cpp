@@ -6,6 +6,15 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 namespace attnlab {
+namespace {
+// Rows gathered on the host, to the device. To a GPU from page-locked memory, without waiting: a
+// copy from pageable memory returns only once done, after every kernel queued before it (the last
+// step's), which would make each batch a synchronisation.
+at::Tensor to_device(const at::Tensor& rows, const c10::Device& device) {
+  if (!device.is_cuda()) return rows.to(device);
+  return rows.pin_memory().to(device, /*non_blocking=*/true);
+}
+}  // namespace
 
 BatchIterator::BatchIterator(const SplitData& data, std::int64_t batch_size, c10::Device device, bool shuffle, std::uint64_t seed)
     : data_(data), batch_size_(batch_size), device_(device), shuffle_(shuffle),
@@ -51,9 +60,9 @@ bool BatchIterator::next(Batch& batch) {
   const std::int64_t end = std::min(position_ + batch_size_, n);
   auto index = order_.slice(0, position_, end);
   position_ = end;
-  batch.tokens = data_.tokens.index_select(0, index).to(device_, at::kLong);
-  batch.lengths = data_.lengths.index_select(0, index).to(device_);
-  batch.labels = data_.labels.index_select(0, index).to(device_);
+  batch.tokens = to_device(data_.tokens.index_select(0, index).to(at::kLong), device_);
+  batch.lengths = to_device(data_.lengths.index_select(0, index), device_);
+  batch.labels = to_device(data_.labels.index_select(0, index), device_);
   return true;
 }
 

@@ -3,7 +3,6 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/InferenceMode.h>
-#include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/adamw.h>
 #include <torch/utils.h>
 
@@ -49,7 +48,7 @@ std::vector<double> taus(EncoderClassifier& model, const std::vector<Batch>& bat
     optimizer.zero_grad();
     auto loss = at::cross_entropy_loss(model->forward(batch.tokens, batch.lengths), batch.labels);
     loss.backward();
-    if (tc.clip_norm > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), tc.clip_norm);
+    if (tc.clip_norm > 0) clip_gradient_norm(model->parameters(), tc.clip_norm);
     optimizer.step();
 
     const auto f_after = features(model, batch, draw_seed);

@@ -10,7 +10,6 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/InferenceMode.h>
-#include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/adamw.h>
 #include <torch/serialize/output-archive.h>
 #include <torch/utils.h>
@@ -88,11 +87,24 @@ at::Tensor forward_logits(EncoderClassifier& model, const at::Tensor& tokens, co
   return logits.to(at::kFloat);  // the same tensor when it is fp32 already
 }
 
+void clip_gradient_norm(const std::vector<at::Tensor>& parameters, double max_norm) {
+  std::vector<at::Tensor> grads, norms;
+  for (const auto& p : parameters)
+    if (p.grad().defined()) {
+      grads.push_back(p.grad());
+      norms.push_back(p.grad().norm(2));
+    }
+  if (grads.empty()) return;
+  const auto total = norms.size() == 1 ? norms[0] : at::stack(norms).norm(2);
+  const auto coefficient = (max_norm / (total + 1e-6)).clamp_max(1.0);
+  for (auto& g : grads) g.mul_(coefficient);
+}
+
 bool apply_gradients(torch::optim::Optimizer& optimizer, const std::vector<at::Tensor>& parameters, double clip_norm,
                      LossScaler& scaler) {
   const bool finite = scaler.unscale(parameters);
   if (finite) {
-    if (clip_norm > 0) torch::nn::utils::clip_grad_norm_(parameters, clip_norm);
+    if (clip_norm > 0) clip_gradient_norm(parameters, clip_norm);
     optimizer.step();
   }
   scaler.update(finite);

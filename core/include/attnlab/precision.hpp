@@ -50,15 +50,21 @@ bool autocast_supported(const c10::Device& device, Precision precision, std::str
 // with it: a job may be queued on a machine without the GPU its workers have); `why` as above.
 bool autocast_possible(Precision precision, std::string* why = nullptr);
 
-// Inside a method's forward: the ops of this scope are not autocast (they run in their inputs'
-// type), whatever the enclosing AutocastScope says. Pair it with full_precision() on the inputs.
-class FullPrecision {
+// The ops of this scope are not autocast: they run in their inputs' types, whatever the enclosing
+// AutocastScope says. Two uses:
+//  - a step that reduced precision ruins, on full_precision() copies of its inputs (FullPrecision);
+//  - the forward of a torch::autograd::Function with a hand-written backward, on inputs of one
+//    type. CUDA's autocast types op by op (matmul in bf16; softmax, exp, pow in fp32) and CUDA runs
+//    the backward on a thread of its own where autocast is off: a forward left to autocast saves
+//    tensors of mixed types, which the backward's matmuls refuse (PyTorch's custom_fwd does this).
+class NoAutocast {
  public:
-  FullPrecision() : no_autocast_(c10::autocast_dispatch_keyset) {}
+  NoAutocast() : no_autocast_(c10::autocast_dispatch_keyset) {}
 
  private:
   c10::impl::ExcludeDispatchKeyGuard no_autocast_;
 };
+using FullPrecision = NoAutocast;
 
 // bf16 and fp16 tensors as float; float and double ones as they are (the conformance suite's
 // double checks stay double).

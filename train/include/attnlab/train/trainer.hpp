@@ -154,6 +154,10 @@ Precision apply_precision_settings(const TrainConfig& train, const c10::Device& 
 // The model's logits in fp32, its forward pass autocast at `precision` (AutocastScope).
 at::Tensor forward_logits(EncoderClassifier& model, const at::Tensor& tokens, const at::Tensor& lengths,
                           const c10::Device& device, Precision precision);
+// The gradients scaled by min(1, max_norm / (‖g‖ + 1e-6)), ‖g‖ the 2-norm of all of them together,
+// as torch.nn.utils.clip_grad_norm_ computes it, on their device. LibTorch's C++ clip_grad_norm_
+// returns ‖g‖ as a double: a synchronisation every step, which this does not make.
+void clip_gradient_norm(const std::vector<at::Tensor>& parameters, double max_norm);
 // After the backward pass: fp16's gradients unscaled, clipped to `clip_norm` (0: not), the
 // optimiser's step, the loss scale updated. A step whose gradients hold an inf or NaN is skipped
 // (returns false); without loss scaling every step is taken.
