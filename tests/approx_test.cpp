@@ -29,6 +29,7 @@
 
 #include "studies/approx.hpp"
 #include "studies/npy.hpp"
+#include "attnlab/store/studies.hpp"
 
 namespace attnlab {
 namespace {

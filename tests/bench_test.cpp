@@ -22,6 +22,7 @@
 
 #include "cli/cli_options.hpp"
 #include "studies/bench.hpp"
+#include "attnlab/store/studies.hpp"
 
 extern char** environ;
 

@@ -1,5 +1,5 @@
 // The conformance suite every attention plugin runs (in the spirit of llama.cpp's test-backend-ops):
-// the checks of runner/plugin_host/conformance.cpp (parameters, shapes and dtypes, padding invariance,
+// the checks of runner/plugin_host/conformance.hpp (parameters, shapes and dtypes, padding invariance,
 // finite-difference gradients, seeded determinism, large inputs, batch independence, reduced
 // precision under autocast), that each kind of defect fails exactly its check, and each method's
 // exactness limit where it converges to exact attention.
@@ -45,7 +45,7 @@ Inputs make_inputs(std::int64_t n, std::int64_t real, std::int64_t heads, std::i
   return in;
 }
 
-// The checks themselves live in runner/plugin_host/conformance.cpp, which `attnlab check` runs too: the suite
+// The checks themselves live in runner/plugin_host/ (conformance.hpp), which `attnlab check` runs too: the suite
 // and the command cannot disagree. One case per plugin and check.
 class Conformance : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
 

@@ -8,6 +8,7 @@
 #include "attnlab/query.hpp"
 #include "results/aggregate.hpp"
 #include "results_support.hpp"
+#include "../store/src/access.hpp"
 
 namespace attnlab::results::testing {
 namespace {
@@ -25,7 +26,7 @@ std::vector<std::int64_t> job_ids(const std::vector<store::JobRow>& rows) {
 // The first column of each row of a query on the database's own connection.
 std::vector<std::string> column(Database& db, const std::string& sql) {
   sqlite3_stmt* st = nullptr;
-  EXPECT_EQ(sqlite3_prepare_v2(db.handle(), sql.c_str(), -1, &st, nullptr), SQLITE_OK) << sqlite3_errmsg(db.handle());
+  EXPECT_EQ(sqlite3_prepare_v2(store::sqlite_handle(db), sql.c_str(), -1, &st, nullptr), SQLITE_OK) << sqlite3_errmsg(store::sqlite_handle(db));
   std::vector<std::string> out;
   while (sqlite3_step(st) == SQLITE_ROW) {
     const auto* t = sqlite3_column_text(st, 0);
@@ -372,14 +373,14 @@ TEST_F(Query, EveryReadmeQueryRuns) {
     const char* tail = block.c_str();
     while (*tail) {
       sqlite3_stmt* st = nullptr;
-      ASSERT_EQ(sqlite3_prepare_v2(db.handle(), tail, -1, &st, &tail), SQLITE_OK)
-          << sqlite3_errmsg(db.handle()) << "\n" << block;
+      ASSERT_EQ(sqlite3_prepare_v2(store::sqlite_handle(db), tail, -1, &st, &tail), SQLITE_OK)
+          << sqlite3_errmsg(store::sqlite_handle(db)) << "\n" << block;
       if (!st) break;  // only whitespace left
       ++statements;
       int rc;
       while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
       }
-      EXPECT_EQ(rc, SQLITE_DONE) << sqlite3_errmsg(db.handle()) << "\n" << block;
+      EXPECT_EQ(rc, SQLITE_DONE) << sqlite3_errmsg(store::sqlite_handle(db)) << "\n" << block;
       sqlite3_finalize(st);
     }
     at = end + 3;
@@ -395,22 +396,23 @@ TEST_F(Query, Version4FilesGetTheViewsByMigration) {
     Database db(file("old.db"));
     fill(db);
     char* err = nullptr;
-    ASSERT_EQ(sqlite3_exec(db.handle(),
+    ASSERT_EQ(sqlite3_exec(store::sqlite_handle(db),
                            "DROP VIEW job_results; DROP VIEW seed_stats; DROP VIEW run_curves; DROP VIEW job_outcomes; "
                            "DROP TABLE spectrum_results; DROP TABLE spectrum_summaries; DROP TABLE gradient_stats; "
-                           "PRAGMA user_version = 4",
+                           "ALTER TABLE approx_results DROP COLUMN device_name; "
+                           "ALTER TABLE approx_results DROP COLUMN threads; PRAGMA user_version = 4",
                            nullptr, nullptr, &err),
               SQLITE_OK)
         << (err ? err : "");
   }
   const auto refused = attnlab({"results", "--db", file("old.db")});
   EXPECT_EQ(refused.status, 2);
-  EXPECT_NE(refused.err.find("database schema version 4 is older than this attnlab needs (9): run `attnlab db migrate"),
+  EXPECT_NE(refused.err.find("database schema version 4 is older than this attnlab needs (10): run `attnlab db migrate"),
             std::string::npos)
       << refused.err;
   const auto migrated = attnlab({"db", "migrate", "--db", file("old.db")});
   ASSERT_EQ(migrated.status, 0) << migrated.err;
-  EXPECT_EQ(migrated.out, file("old.db") + ": schema version 4 -> 9\n");
+  EXPECT_EQ(migrated.out, file("old.db") + ": schema version 4 -> 10\n");
   Database db(file("old.db"), Database::Open::existing);
   EXPECT_EQ(column(db, "SELECT n || ' ' || failed FROM seed_stats WHERE method = 'softmax' AND dataset = 'listops' "
                        "AND metric = 'test_acc'"),

@@ -5,6 +5,7 @@
 
 #include "results/report_folder.hpp"
 #include "results_support.hpp"
+#include "attnlab/store/studies.hpp"
 
 namespace attnlab::results::testing {
 namespace {
@@ -34,7 +35,7 @@ class Report : public ResultsTest {
       b.method = "softmax", b.dataset = "listops", b.seq_len = n, b.batch_size = 4, b.device = "cpu";
       b.steps_timed = 3, b.step_seconds_median = 1e-4 * static_cast<double>(n), b.peak_memory_bytes = 1e5 * n;
       b.status = "done", b.config_toml = "";
-      db.add_bench_result(b);
+      store::add_bench_result(db, b);
     }
     std::vector<store::ApproxResult> approx;
     for (std::int64_t d : {16, 32, 64}) {
@@ -44,7 +45,7 @@ class Report : public ResultsTest {
       a.rel_error_std = 0.1 / static_cast<double>(d);
       approx.push_back(a);
     }
-    db.add_approx_results(approx);
+    store::add_approx_results(db, approx);
   }
 };
 
@@ -125,7 +126,7 @@ TEST_F(Report, EachMethodHasOneColourInEveryPicture) {
     store::BenchResult b;
     b.method = "softmax", b.dataset = "listops", b.seq_len = 256, b.batch_size = 4, b.device = "cpu";
     b.steps_timed = 3, b.step_seconds_median = 0.1, b.peak_memory_bytes = 1e7, b.status = "done";
-    db.add_bench_result(b);
+    store::add_bench_result(db, b);
   }
   const auto o = attnlab({"report", "--db", file("r.db"), "-o", file("out")});
   ASSERT_EQ(o.status, 0) << o.err;

@@ -9,6 +9,7 @@
 
 #include "results_support.hpp"
 #include "serve/api.hpp"
+#include "attnlab/store/studies.hpp"
 
 namespace attnlab::results::testing {
 namespace {
@@ -40,11 +41,11 @@ class ServeApi : public ResultsTest {
     bench.method = "softmax", bench.dataset = "listops", bench.seq_len = 1024, bench.batch_size = 8;
     bench.device = "cpu", bench.steps_timed = 5, bench.step_seconds_median = 0.25, bench.peak_memory_bytes = 3.0 * (1 << 30);
     bench.status = "done", bench.config_toml = "[train]\nprecision = \"bf16\"\n";
-    db.add_bench_result(bench);
+    store::add_bench_result(db, bench);
     store::ApproxResult approx;
     approx.method = "nystromformer", approx.reference = "softmax", approx.source = "init:listops", approx.param = "landmarks";
     approx.features = 64, approx.seq_len = 1024, approx.samples = 8, approx.rel_error_mean = 0.125, approx.rel_error_std = 0.01;
-    db.add_approx_results({approx});
+    store::add_approx_results(db, {approx});
   }
 
   json get(serve::Reply (*endpoint)(store::Database&, const serve::Params&), const serve::Params& params,

@@ -13,6 +13,7 @@
 
 #include "results_support.hpp"
 #include "serve/server.hpp"
+#include "attnlab/store/studies.hpp"
 
 namespace attnlab::results::testing {
 namespace {
@@ -41,7 +42,7 @@ class Browser : public ResultsTest {
     bench.method = "softmax", bench.dataset = "listops", bench.batch_size = 8, bench.device = "cpu", bench.status = "done";
     for (const std::int64_t n : {512, 1024, 2048}) {
       bench.seq_len = n, bench.step_seconds_median = 1e-7 * static_cast<double>(n * n), bench.peak_memory_bytes = 1e3 * static_cast<double>(n * n);
-      db.add_bench_result(bench);
+      store::add_bench_result(db, bench);
     }
   }
 

@@ -13,6 +13,7 @@
 
 #include "results_support.hpp"
 #include "serve/api.hpp"
+#include "../store/src/access.hpp"
 
 namespace attnlab::results::testing {
 namespace {
@@ -177,7 +178,7 @@ TEST_F(Serve, OverHttpThePageTheEndpointsAndNothingElse) {
   EXPECT_NE(missing->body.find("no such database"), std::string::npos) << missing->body;
   {
     store::Database newer(file("s.db"));  // a database a later attnlab wrote
-    ASSERT_EQ(sqlite3_exec(newer.handle(), "PRAGMA user_version = 99", nullptr, nullptr, nullptr), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(store::sqlite_handle(newer), "PRAGMA user_version = 99", nullptr, nullptr, nullptr), SQLITE_OK);
   }
   const auto refused = client.Get("/api/queue");
   ASSERT_TRUE(refused);

@@ -9,6 +9,7 @@
 #include "results/aggregate.hpp"
 #include "results/paper_tables.hpp"
 #include "results_support.hpp"
+#include "../store/src/access.hpp"
 
 namespace attnlab::results::testing {
 namespace {
@@ -238,7 +239,7 @@ TEST_F(Tables, ResultsCsvAndJsonFromTheBinaryParseBackToTheSameNumbers) {
 
   // The view gives the sqlite3 prompt the same mean.
   sqlite3_stmt* st = nullptr;
-  sqlite3_prepare_v2(db_->handle(),
+  sqlite3_prepare_v2(store::sqlite_handle(*db_),
                      "SELECT mean FROM seed_stats WHERE method = 'performer' AND dataset = 'sparse_sum' AND metric = 'test_acc'",
                      -1, &st, nullptr);
   ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);

@@ -28,6 +28,7 @@
 #include <torch/utils.h>
 
 #include "attnlab/store.hpp"
+#include "attnlab/store/studies.hpp"
 #include "attnlab/train/model.hpp"
 #include "studies/spectrum.hpp"
 
@@ -200,7 +201,7 @@ TEST_F(SpectrumCli, MeasuresStoresPrintsAndDrawsATrainedRun) {
   EXPECT_EQ(query("SELECT k FROM spectrum_summaries WHERE run_id = 1"), std::to_string(std::min<std::int64_t>(rows_max, 16)));
 
   store::Database database(db(), store::Database::Open::read_only);
-  const auto stored = database.spectrum_results({1});
+  const auto stored = store::spectrum_results(database, {1});
   ASSERT_EQ(stored.size(), 1u);
   const auto& values = stored[0].values;
   ASSERT_FALSE(values.empty());

@@ -11,9 +11,12 @@
 #include <vector>
 
 #include "attnlab/store.hpp"
+#include "attnlab/store/studies.hpp"
 #include "store_support.hpp"
+#include "../store/src/access.hpp"
 
 using attnlab::store::Database;
+namespace store = attnlab::store;
 using attnlab::store::JobSpec;
 using attnlab::store::JobState;
 using attnlab::store::MergeReport;
@@ -72,14 +75,14 @@ class Merge : public StoreTest {
       spectrum.stage = "out";
       spectrum.batch = 4;
       spectrum.values = {{4, 0, 1, 0, 0.9}, {1, 0, 0.25, 0, 0.1}};
-      db.set_spectrum(spectrum);
+      store::set_spectrum(db, spectrum);
     } else if (end) {
       db.finish_run(lease->run_id, *end, {}, "task crash", "");
     }
     return lease->run_id;
   }
 
-  std::string main_one(const std::string& sql) { return query_one(main_->handle(), sql); }
+  std::string main_one(const std::string& sql) { return query_one(store::sqlite_handle(*main_), sql); }
 
   std::unique_ptr<Database> main_;
   std::vector<std::int64_t> main_jobs_;
@@ -103,7 +106,7 @@ TEST_F(Merge, AddsFinishedRunsOnceWithEverythingTheyWrote) {
             "1:failed:local 2:failed:node3:77:cuda:0 3:done:node3:77:cuda:0");
   Database shard_db(a, Database::Open::existing);
   EXPECT_EQ(main_one("SELECT group_concat(uid) FROM (SELECT uid FROM runs WHERE attempt > 1 ORDER BY attempt)"),
-            query_one(shard_db.handle(), "SELECT group_concat(uid) FROM (SELECT uid FROM runs ORDER BY attempt)"));
+            query_one(store::sqlite_handle(shard_db), "SELECT group_concat(uid) FROM (SELECT uid FROM runs ORDER BY attempt)"));
   const std::string done_run = main_one("SELECT id FROM runs WHERE job_id = " + job + " AND status = 'done'");
   EXPECT_EQ(main_one("SELECT group_concat(name || '=' || value) FROM (SELECT * FROM results WHERE run_id = " + done_run +
                      " ORDER BY name)"),
@@ -121,20 +124,20 @@ TEST_F(Merge, AddsFinishedRunsOnceWithEverythingTheyWrote) {
   EXPECT_EQ(merged.attempts, 3);
   EXPECT_EQ(merged.failures, 1);
   EXPECT_EQ(main_one("PRAGMA integrity_check"), "ok");
-  EXPECT_TRUE(query(main_->handle(), "PRAGMA foreign_key_check").empty());
+  EXPECT_TRUE(query(store::sqlite_handle(*main_), "PRAGMA foreign_key_check").empty());
 
   // merging again changes nothing at all
-  const std::string before = dump_tables(main_->handle());
+  const std::string before = dump_tables(store::sqlite_handle(*main_));
   const MergeReport second = main_->merge_shard(a);
   EXPECT_EQ(second.runs_added, 0);
   EXPECT_EQ(second.runs_present, 2);
   EXPECT_EQ(second.jobs_added, 0);
-  EXPECT_EQ(dump_tables(main_->handle()), before);
+  EXPECT_EQ(dump_tables(store::sqlite_handle(*main_)), before);
   // nor does it undo what was decided here since (a job queued to run again stays queued)
   main_->requeue_job(main_jobs_[0]);
-  const std::string after_requeue = dump_tables(main_->handle());
+  const std::string after_requeue = dump_tables(store::sqlite_handle(*main_));
   main_->merge_shard(a);
-  EXPECT_EQ(dump_tables(main_->handle()), after_requeue);
+  EXPECT_EQ(dump_tables(store::sqlite_handle(*main_)), after_requeue);
   EXPECT_EQ(main_one("SELECT state FROM jobs WHERE id = " + job), "queued");
 }
 
@@ -185,7 +188,7 @@ TEST_F(Merge, ADamagedOrForeignShardIsRefusedWhole) {
     Database checkpointed(good, Database::Open::existing);
     raw_exec(good, "PRAGMA wal_checkpoint(TRUNCATE)");  // every row in the main file, so truncation cuts rows
   }
-  const std::string before = dump_tables(main_->handle());
+  const std::string before = dump_tables(store::sqlite_handle(*main_));
   const auto size = fs::file_size(good);
 
   auto refused = [&](const std::string& path, const std::string& what) {
@@ -199,7 +202,7 @@ TEST_F(Merge, ADamagedOrForeignShardIsRefusedWhole) {
       EXPECT_NE(msg.find("nothing merged into " + main_->path()), std::string::npos) << msg;
       EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
     }
-    EXPECT_EQ(dump_tables(main_->handle()), before) << path;
+    EXPECT_EQ(dump_tables(store::sqlite_handle(*main_)), before) << path;
   };
 
   const std::string truncated = file("truncated.db");

@@ -21,11 +21,14 @@
 #include "../store/src/schema_v5.hpp"
 #include "../store/src/schema_v6.hpp"
 #include "attnlab/store.hpp"
+#include "attnlab/store/studies.hpp"
 #include "store_support.hpp"
+#include "../store/src/access.hpp"
 
 using attnlab::store::Claimer;
 using attnlab::store::CurvePoint;
 using attnlab::store::Database;
+namespace store = attnlab::store;
 using attnlab::store::JobFilter;
 using attnlab::store::JobState;
 using attnlab::store::LeaseLost;
@@ -62,7 +65,7 @@ class Queue : public StoreTest {
     return rows.empty() ? QueuedJob{} : rows[0];
   }
   std::string run_column(std::int64_t run, const std::string& column) {
-    return query_one(db_->handle(), "SELECT quote(" + column + ") FROM runs WHERE id = " + std::to_string(run));
+    return query_one(store::sqlite_handle(*db_), "SELECT quote(" + column + ") FROM runs WHERE id = " + std::to_string(run));
   }
 
   std::unique_ptr<Database> db_;
@@ -90,7 +93,7 @@ TEST_F(Queue, ClaimsTheLowestQueuedJobOnceWithALease) {
   EXPECT_EQ(claimed, jobs);
   EXPECT_EQ(db.claim_next_job(claimer("w2"), 30), std::nullopt);
   // the run rows the claims made: the claimer, a 128-bit uid each, a first heartbeat
-  EXPECT_EQ(query_one(db.handle(), "SELECT count(DISTINCT uid) FROM runs WHERE length(uid) = 32 AND uid NOT GLOB '*[^0-9a-f]*'"),
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT count(DISTINCT uid) FROM runs WHERE length(uid) = 32 AND uid NOT GLOB '*[^0-9a-f]*'"),
             "3");
   EXPECT_EQ(run_column(runs[0], "worker || '|' || host || '|' || device || '|' || pid || '|' || status"),
             "'w1|test-host|cpu|1|running'");
@@ -129,14 +132,14 @@ TEST_F(Queue, ConcurrentClaimersNeverShareAJob) {
   EXPECT_GE(busy_claimers, 2);  // the claims did interleave
   std::sort(all.begin(), all.end());
   EXPECT_EQ(all, jobs);  // each job exactly once
-  EXPECT_EQ(query_one(db_->handle(), "SELECT count(*) FROM runs"), "200");
-  EXPECT_EQ(query_one(db_->handle(), "SELECT count(*) FROM jobs WHERE state = 'done' AND attempts = 1"), "200");
+  EXPECT_EQ(query_one(store::sqlite_handle(*db_), "SELECT count(*) FROM runs"), "200");
+  EXPECT_EQ(query_one(store::sqlite_handle(*db_), "SELECT count(*) FROM jobs WHERE state = 'done' AND attempts = 1"), "200");
 }
 
 TEST_F(Queue, AnExpiredLeaseReturnsTheJobAfterABackOff) {
   Database& db = fill(1);
   double now = 1000;
-  db.set_clock([&] { return now; });
+  store::set_clock(db, [&] { return now; });
   const auto first = db.claim_next_job(claimer("slow"), 0.05);
   ASSERT_TRUE(first);
   EXPECT_EQ(db.claim_next_job(claimer("other"), 30), std::nullopt);  // not expired yet
@@ -176,7 +179,7 @@ TEST_F(Queue, AnExpiredLeaseReturnsTheJobAfterABackOff) {
 TEST_F(Queue, HeartbeatsKeepTheLease) {
   Database& db = fill(1);
   double now = 1000;
-  db.set_clock([&] { return now; });
+  store::set_clock(db, [&] { return now; });
   const auto lease = db.claim_next_job(claimer(), 0.3);
   ASSERT_TRUE(lease);
   EXPECT_EQ(run_column(lease->run_id, "heartbeat_at"), "'1970-01-01T00:16:40.000Z'");  // the claim's time
@@ -197,7 +200,7 @@ TEST_F(Queue, HeartbeatsKeepTheLease) {
 TEST_F(Queue, ALostLeaseRefusesEveryRunLevelWriteAndWritesNothing) {
   Database& db = fill(1);
   double clock = 1000;
-  db.set_clock([&] { return clock; });
+  store::set_clock(db, [&] { return clock; });
   const auto old = db.claim_next_job(claimer("old"), 0.05);
   ASSERT_TRUE(old);
   db.append_curve(old->run_id, {{1, "train", "loss", 2.0, 0.1}});  // while it held the lease
@@ -206,7 +209,7 @@ TEST_F(Queue, ALostLeaseRefusesEveryRunLevelWriteAndWritesNothing) {
   clock += 0.5;  // the back-off
   const auto now = db.claim_next_job(claimer("new"), 30);
   ASSERT_TRUE(now);
-  const std::string before = attnlab::store::testing::dump_tables(db.handle());
+  const std::string before = attnlab::store::testing::dump_tables(store::sqlite_handle(db));
 
   const std::int64_t run = old->run_id;
   EXPECT_THROW(db.set_run_environment(run, env()), LeaseLost);
@@ -216,7 +219,7 @@ TEST_F(Queue, ALostLeaseRefusesEveryRunLevelWriteAndWritesNothing) {
   EXPECT_THROW(db.finish_run(run, RunStatus::done, {{"test_acc", 1.0}}, "", "/x/best.pt"), LeaseLost);
   EXPECT_FALSE(db.fail_run_if_unfinished(run, RunStatus::failed, "late"));
   EXPECT_FALSE(db.renew_lease(run, 30));
-  EXPECT_EQ(attnlab::store::testing::dump_tables(db.handle()), before);  // not one byte written
+  EXPECT_EQ(attnlab::store::testing::dump_tables(store::sqlite_handle(db)), before);  // not one byte written
   try {
     db.finish_run(run, RunStatus::done, {}, "", "");
   } catch (const LeaseLost& e) {
@@ -227,8 +230,8 @@ TEST_F(Queue, ALostLeaseRefusesEveryRunLevelWriteAndWritesNothing) {
   // the holder writes as usual, and may continue the old attempt's curve
   db.copy_curve(run, now->run_id, 10);
   db.finish_run(now->run_id, RunStatus::done, {{"test_acc", 0.5}}, "", "");
-  EXPECT_EQ(query_one(db.handle(), "SELECT count(*) FROM results WHERE run_id = " + std::to_string(run)), "0");
-  EXPECT_EQ(query_one(db.handle(), "SELECT count(*) FROM curves WHERE run_id = " + std::to_string(now->run_id)), "1");
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT count(*) FROM results WHERE run_id = " + std::to_string(run)), "0");
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT count(*) FROM curves WHERE run_id = " + std::to_string(now->run_id)), "1");
   EXPECT_EQ(queued(now->job_id).job.state, JobState::done);
   EXPECT_THROW(db.finish_run(now->run_id, RunStatus::done, {}, "", ""), LeaseLost);  // once only
 }
@@ -260,7 +263,7 @@ TEST_F(Queue, FailuresAreCappedAndInterruptionsAreNot) {
   EXPECT_EQ(q.lease_run_id, 0);
   EXPECT_EQ(db.claim_next_job(claimer(), 30, {jobs[0]}), std::nullopt);
   // each attempt keeps its own error
-  EXPECT_EQ(query(db.handle(), "SELECT error FROM runs WHERE job_id = " + std::to_string(jobs[0]) + " ORDER BY attempt"),
+  EXPECT_EQ(query(store::sqlite_handle(db), "SELECT error FROM runs WHERE job_id = " + std::to_string(jobs[0]) + " ORDER BY attempt"),
             (std::vector<std::string>{"job process killed by signal 11", "exited with status 3"}));
 
   // done, diverged and oom are final at once
@@ -294,7 +297,7 @@ TEST_F(Queue, CancelTakesTheLeaseAwayAndRetryQueuesAgain) {
   EXPECT_FALSE(db.renew_lease(running->run_id, 30));
   EXPECT_THROW(db.append_curve(running->run_id, {{1, "train", "loss", 1.0, 1.0}}), LeaseLost);
   EXPECT_THROW(db.finish_run(running->run_id, RunStatus::done, {{"test_acc", 1}}, "", ""), LeaseLost);
-  EXPECT_EQ(query_one(db.handle(), "SELECT count(*) FROM results"), "0");
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT count(*) FROM results"), "0");
   EXPECT_EQ(db.claim_next_job(claimer(), 30), std::nullopt);  // cancelled jobs are not claimed
 
   EXPECT_EQ(db.retry_jobs({jobs[0], jobs[3], 999}), std::vector<std::int64_t>{jobs[0]});
@@ -360,7 +363,7 @@ TEST_F(Queue, CountsListsAndSubmits) {
 TEST_F(Queue, AbandonLeasesEndsEveryRunningRunWhateverItsExpiry) {
   Database& db = fill(3);
   double now = 1000;
-  db.set_clock([&] { return now; });
+  store::set_clock(db, [&] { return now; });
   const auto a = db.claim_next_job(claimer(), 3600);
   const auto b = db.claim_next_job(claimer(), 3600);
   EXPECT_EQ(db.abandon_leases("requeued array task"), 2);
@@ -413,7 +416,7 @@ TEST_F(Queue, AttemptsOfAJobOldestFirst) {
   Database& db = fill(1);
   EXPECT_TRUE(db.attempts_of_job(jobs[0]).empty());
   double now = 1000;
-  db.set_clock([&] { return now; });
+  store::set_clock(db, [&] { return now; });
   const auto first = db.claim_next_job({"n1:5:cpu", "n1", "cpu", 5}, 0.01);
   db.set_resume_checkpoint(first->run_id, "/c/job-1.resume.pt", 40);
   now += 0.05;  // past the lease; the attempt had a checkpoint: no back-off
@@ -473,8 +476,8 @@ TEST_F(Queue, WorkersNeverMigrate) {
   { Database migrated(old); }
   Database db(old, Database::Open::existing);
   EXPECT_EQ(db.schema_version(), Database::kSchemaVersion);
-  EXPECT_EQ(query_one(db.handle(), "PRAGMA journal_mode"), "wal");
-  EXPECT_EQ(query_one(db.handle(), "PRAGMA foreign_keys"), "1");
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "PRAGMA journal_mode"), "wal");
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "PRAGMA foreign_keys"), "1");
   raw_exec(old, "PRAGMA user_version = " + std::to_string(Database::kSchemaVersion + 1));
   EXPECT_THROW(Database(old, Database::Open::existing), StoreError);
 }
@@ -516,18 +519,18 @@ TEST_F(Queue, MigratesAVersion3FileWithDataKeepingEveryRow) {
   Database db(path);
   EXPECT_EQ(db.migrated_from(), 3);
   EXPECT_EQ(db.schema_version(), Database::kSchemaVersion);
-  EXPECT_EQ(query_one(db.handle(), counts_sql), "1,5,2,5,1,2,1,1,1");  // nothing lost
-  EXPECT_EQ(query_one(db.handle(), "PRAGMA integrity_check"), "ok");
-  EXPECT_TRUE(query(db.handle(), "PRAGMA foreign_key_check").empty());
-  EXPECT_EQ(query_one(db.handle(), "PRAGMA foreign_keys"), "1");
-  EXPECT_EQ(query_one(db.handle(), "SELECT count(DISTINCT uid) FROM runs WHERE length(uid) = 32"), "5");
+  EXPECT_EQ(query_one(store::sqlite_handle(db), counts_sql), "1,5,2,5,1,2,1,1,1");  // nothing lost
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "PRAGMA integrity_check"), "ok");
+  EXPECT_TRUE(query(store::sqlite_handle(db), "PRAGMA foreign_key_check").empty());
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "PRAGMA foreign_keys"), "1");
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT count(DISTINCT uid) FROM runs WHERE length(uid) = 32"), "5");
   // ids, values and the view survive the table rebuilds
-  EXPECT_EQ(query_one(db.handle(), "SELECT group_concat(run_id || ':' || status || ':' || coalesce(test_acc, '-'), ' ') "
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT group_concat(run_id || ':' || status || ':' || coalesce(test_acc, '-'), ' ') "
                                    "FROM run_summary"),
             "10:interrupted:- 11:done:0.8125 12:failed:- 13:lost:- 14:running:-");
-  EXPECT_EQ(query_one(db.handle(), "SELECT host || pid || started_at || finished_at || checkpoint_path FROM runs WHERE id = 11"),
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT host || pid || started_at || finished_at || checkpoint_path FROM runs WHERE id = 11"),
             "n1122024-01-01T00:02:00.000Z2024-01-01T00:03:00.000Zrun-11.pt");
-  EXPECT_EQ(query_one(db.handle(), "SELECT error FROM runs WHERE id = 13"),
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT error FROM runs WHERE id = 13"),
             "never finished (still running when the database moved to schema 4)");
 
   auto job = [&](std::int64_t id) {
@@ -556,7 +559,7 @@ TEST_F(Queue, MigratesAVersion3FileWithDataKeepingEveryRow) {
   EXPECT_EQ(lease->attempt, 1);
   EXPECT_EQ(job(3).job.state, JobState::queued);
   EXPECT_GT(job(3).retry_after, 0);
-  EXPECT_EQ(query_one(db.handle(), "SELECT status FROM runs WHERE id = 14"), "lost");
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT status FROM runs WHERE id = 14"), "lost");
   EXPECT_EQ(job(3).failures, 0);
   EXPECT_EQ(job(3).infra_failures, 1);
   // and the new states are allowed now
@@ -570,7 +573,7 @@ TEST_F(Queue, MigratesAVersion3FileWithDataKeepingEveryRow) {
 TEST_F(Queue, AttemptsEndedFromOutsideBackOffAndFailTheJobOnlyWithoutProgress) {
   Database& db = fill(1);
   double now = 1000;
-  db.set_clock([&] { return now; });
+  store::set_clock(db, [&] { return now; });
   const QueuedJob fresh = queued(jobs[0]);
   EXPECT_EQ(fresh.max_infra_failures, 10);
   EXPECT_GT(fresh.max_infra_failures, fresh.max_attempts);
@@ -612,7 +615,7 @@ TEST_F(Queue, AttemptsEndedFromOutsideBackOffAndFailTheJobOnlyWithoutProgress) {
   EXPECT_EQ(q.error, "10 attempts in a row ended from outside (killed, lease expired) before a checkpoint of their own; "
                      "last: lease expired");
   // every attempt keeps its own reason
-  EXPECT_EQ(query_one(db.handle(), "SELECT count(*) || ' ' || group_concat(DISTINCT status) FROM runs WHERE status = 'lost'"),
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT count(*) || ' ' || group_concat(DISTINCT status) FROM runs WHERE status = 'lost'"),
             "20 lost");
   // a retry resets the counts and the back-off
   EXPECT_EQ(db.retry_jobs({jobs[0]}), std::vector<std::int64_t>{jobs[0]});
@@ -639,7 +642,7 @@ TEST_F(Queue, ARejectedAttemptBlocksTheJobWithoutCountingAFailure) {
   EXPECT_EQ(next->job_id, jobs[1]);
   EXPECT_EQ(db.claim_next_job(claimer(), 30), std::nullopt);
   // counted with the jobs that ended without a result, and it counts its rejected run
-  EXPECT_EQ(query_one(db.handle(), "SELECT run_id FROM job_outcomes WHERE job_id = " + std::to_string(jobs[0])),
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT run_id FROM job_outcomes WHERE job_id = " + std::to_string(jobs[0])),
             std::to_string(lease->run_id));
   EXPECT_EQ(db.counting_run(jobs[0]), lease->run_id);
   EXPECT_EQ(db.counting_run(jobs[1]), std::nullopt);  // running: nothing counts yet
@@ -691,14 +694,14 @@ TEST_F(Queue, MigratesAVersion5FileKeepingEveryRowAndLease) {
   )sql");
   Database db(path);
   EXPECT_EQ(db.migrated_from(), 5);
-  EXPECT_EQ(query_one(db.handle(), "PRAGMA integrity_check"), "ok");
-  EXPECT_TRUE(query(db.handle(), "PRAGMA foreign_key_check").empty());
-  EXPECT_EQ(query_one(db.handle(), "SELECT group_concat(id || ':' || state || ':' || failures || ':' || infra_failures || ':' || "
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "PRAGMA integrity_check"), "ok");
+  EXPECT_TRUE(query(store::sqlite_handle(db), "PRAGMA foreign_key_check").empty());
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT group_concat(id || ':' || state || ':' || failures || ':' || infra_failures || ':' || "
                                    "max_infra_failures || ':' || coalesce(lease_run_id, '-') || ':' || coalesce(plugin_dirs, '-'), ' ') FROM jobs"),
             "1:done:0:0:10:-:- 2:running:1:0:10:22:-");
-  EXPECT_EQ(query_one(db.handle(), "SELECT group_concat(id || ':' || status || ':' || uid || ':' || coalesce(resume_step, '-'), ' ') FROM runs"),
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT group_concat(id || ':' || status || ':' || uid || ':' || coalesce(resume_step, '-'), ' ') FROM runs"),
             "20:done:u20:- 21:lost:u21:70 22:running:u22:-");
-  EXPECT_EQ(query_one(db.handle(), "SELECT mean FROM seed_stats WHERE metric = 'test_acc'"), "0.5");
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT mean FROM seed_stats WHERE metric = 'test_acc'"), "0.5");
   EXPECT_EQ(db.resume_point(2).first, "db.ckpt/job-2.run-21.resume.pt");
   // the lease still holds: the running attempt may write
   EXPECT_NO_THROW(db.append_curve(22, {{1, "train", "loss", 1.0, 0.1}}));
@@ -719,27 +722,34 @@ TEST_F(Queue, MigratesAVersion6FileAddingTheStudyTables) {
     INSERT INTO results VALUES (20, 'test_acc', 0.5);
     INSERT INTO variance_examples VALUES (20, 'test', 0, 10, 0.5, 1, 2, 2);
   )sql");
-  // runs and jobs gain columns in version 9 (ALTER TABLE rewrites their CREATE text)
-  const std::string before =
-      raw_query_one(path, "SELECT group_concat(sql, ';') FROM sqlite_master WHERE name NOT IN ('runs', 'jobs')");
+  // runs and jobs gain columns in version 9, approx_results in 10 (ALTER TABLE rewrites their CREATE text)
+  const std::string before = raw_query_one(
+      path, "SELECT group_concat(sql, ';') FROM sqlite_master WHERE name NOT IN ('runs', 'jobs', 'approx_results')");
   Database db(path);
   EXPECT_EQ(db.migrated_from(), 6);
   EXPECT_EQ(db.schema_version(), Database::kSchemaVersion);
-  EXPECT_EQ(query_one(db.handle(), "SELECT count(*) FROM pragma_table_info('runs') WHERE name IN "
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT count(*) FROM pragma_table_info('runs') WHERE name IN "
                                    "('resume_checksum', 'checkpoint_checksum')"), "2");
-  EXPECT_EQ(query_one(db.handle(), "SELECT count(*) FROM pragma_table_info('jobs') WHERE name IN "
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT count(*) FROM pragma_table_info('jobs') WHERE name IN "
                                    "('lost_in_a_row', 'retry_after')"), "2");
-  EXPECT_EQ(query_one(db.handle(), "PRAGMA integrity_check"), "ok");
-  EXPECT_TRUE(query(db.handle(), "PRAGMA foreign_key_check").empty());
+  // version 10: every table with a provenance has its five columns
+  for (const char* table : {"runs", "bench_results", "approx_results", "spectrum_summaries", "gradient_stats"})
+    EXPECT_EQ(query_one(store::sqlite_handle(db), std::string("SELECT count(*) FROM pragma_table_info('") + table +
+                                                      "') WHERE name IN ('device', 'device_name', 'torch_version', "
+                                                      "'git_revision', 'threads')"),
+              "5")
+        << table;
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "PRAGMA integrity_check"), "ok");
+  EXPECT_TRUE(query(store::sqlite_handle(db), "PRAGMA foreign_key_check").empty());
   // every version 6 object as it was, the three new tables after them
-  EXPECT_EQ(query_one(db.handle(), "SELECT group_concat(sql, ';') FROM sqlite_master WHERE name NOT LIKE 'spectrum%' "
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT group_concat(sql, ';') FROM sqlite_master WHERE name NOT LIKE 'spectrum%' "
                                    "AND name NOT LIKE 'sqlite_autoindex_spectrum%' AND name NOT LIKE '%gradient_stats%' "
-                                   "AND name NOT IN ('runs', 'jobs')"),
+                                   "AND name NOT IN ('runs', 'jobs', 'approx_results')"),
             before);
-  EXPECT_EQ(query_one(db.handle(), "SELECT count(*) FROM sqlite_master WHERE name = 'gradient_stats'"), "1");
-  EXPECT_EQ(query(db.handle(), "SELECT name FROM sqlite_master WHERE name LIKE 'spectrum%' ORDER BY name"),
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT count(*) FROM sqlite_master WHERE name = 'gradient_stats'"), "1");
+  EXPECT_EQ(query(store::sqlite_handle(db), "SELECT name FROM sqlite_master WHERE name LIKE 'spectrum%' ORDER BY name"),
             (std::vector<std::string>{"spectrum_results", "spectrum_summaries"}));
-  EXPECT_EQ(query_one(db.handle(), "SELECT (SELECT count(*) FROM runs) || ',' || (SELECT count(*) FROM results) || ',' || "
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT (SELECT count(*) FROM runs) || ',' || (SELECT count(*) FROM results) || ',' || "
                                    "(SELECT count(*) FROM variance_examples) || ',' || (SELECT count(*) FROM spectrum_summaries)"),
             "1,1,1,0");
   attnlab::store::SpectrumResult r;
@@ -748,8 +758,8 @@ TEST_F(Queue, MigratesAVersion6FileAddingTheStudyTables) {
   r.stage = "heads";
   r.batch = 2;
   r.values = {{1, 0, 1, 0, 1}};
-  db.set_spectrum(r);
-  EXPECT_EQ(db.spectrum_results({20}).size(), 1u);
+  store::set_spectrum(db, r);
+  EXPECT_EQ(store::spectrum_results(db, {20}).size(), 1u);
 }
 
 }  // namespace

@@ -20,7 +20,9 @@
 #include <vector>
 
 #include "attnlab/store.hpp"
+#include "attnlab/store/studies.hpp"
 #include "store_support.hpp"
+#include "../store/src/access.hpp"
 
 namespace fs = std::filesystem;
 using attnlab::store::AddedJob;
@@ -28,6 +30,7 @@ using attnlab::store::ApproxResult;
 using attnlab::store::BenchResult;
 using attnlab::store::CurvePoint;
 using attnlab::store::Database;
+namespace store = attnlab::store;
 using attnlab::store::JobState;
 using attnlab::store::JobSpec;
 using attnlab::store::PluginFile;
@@ -68,27 +71,27 @@ TEST_F(StoreTest, MigratesNewFileToTheCurrentVersion) {
   Database db(path);
   EXPECT_EQ(db.path(), path);
   EXPECT_EQ(db.schema_version(), Database::kSchemaVersion);
-  EXPECT_EQ(query_one(db.handle(), "PRAGMA user_version"), std::to_string(Database::kSchemaVersion));
-  EXPECT_EQ(query_one(db.handle(), "PRAGMA journal_mode"), "wal");
-  EXPECT_EQ(query_one(db.handle(), "PRAGMA foreign_keys"), "1");
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "PRAGMA user_version"), std::to_string(Database::kSchemaVersion));
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "PRAGMA journal_mode"), "wal");
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "PRAGMA foreign_keys"), "1");
 
-  auto tables = query(db.handle(), "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name");
+  auto tables = query(store::sqlite_handle(db), "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name");
   EXPECT_EQ(tables, (std::vector<std::string>{"approx_results", "bench_results", "curves", "experiments", "gradient_stats",
                                               "job_params", "jobs", "results", "run_plugins", "runs", "spectrum_results",
                                               "spectrum_summaries", "variance_examples"}));
-  EXPECT_EQ(query(db.handle(), "SELECT name FROM sqlite_master WHERE type = 'view' ORDER BY name"),
+  EXPECT_EQ(query(store::sqlite_handle(db), "SELECT name FROM sqlite_master WHERE type = 'view' ORDER BY name"),
             (std::vector<std::string>{"job_outcomes", "job_results", "run_curves", "run_summary", "seed_stats"}));
-  auto view_columns = query(db.handle(), "SELECT name FROM pragma_table_info('run_summary')");
+  auto view_columns = query(store::sqlite_handle(db), "SELECT name FROM pragma_table_info('run_summary')");
   EXPECT_EQ(view_columns,
             (std::vector<std::string>{"run_id", "job_id", "experiment", "method", "dataset", "seed", "attempt",
                                       "status", "device", "started_at", "finished_at", "error", "test_acc",
                                       "best_val_acc", "wall_seconds", "steps_per_second", "peak_memory_bytes",
                                       "param_count", "majority_rate"}));
-  EXPECT_EQ(query_one(db.handle(), "PRAGMA integrity_check"), "ok");
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "PRAGMA integrity_check"), "ok");
   EXPECT_EQ(db.migrated_from(), 0);
   // the claim reads the lowest queued id from an index, not a scan
-  EXPECT_EQ(query_one(db.handle(), "SELECT group_concat(name) FROM pragma_index_info('jobs_by_state')"), "state,id");
-  EXPECT_EQ(query_plan(db.handle(), "SELECT id FROM jobs WHERE state = 'queued' ORDER BY id LIMIT 1"),
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT group_concat(name) FROM pragma_index_info('jobs_by_state')"), "state,id");
+  EXPECT_EQ(query_plan(store::sqlite_handle(db), "SELECT id FROM jobs WHERE state = 'queued' ORDER BY id LIMIT 1"),
             "SEARCH jobs USING COVERING INDEX jobs_by_state (state=?)");
   Database again(path);
   EXPECT_EQ(again.migrated_from(), Database::kSchemaVersion);
@@ -110,12 +113,12 @@ TEST_F(StoreTest, ReopenKeepsDataWithoutMigratingAgain) {
     Database db(path);
     exp = db.add_experiment("first", "exp/first.toml", "x = 1");
     db.add_job(spec(exp, "h1"));
-    schema_before = query_one(db.handle(), "SELECT group_concat(sql, ';') FROM sqlite_master");
+    schema_before = query_one(store::sqlite_handle(db), "SELECT group_concat(sql, ';') FROM sqlite_master");
   }
   Database db(path);  // re-running migration 1 would fail on CREATE TABLE
   EXPECT_EQ(db.schema_version(), Database::kSchemaVersion);
-  EXPECT_EQ(query_one(db.handle(), "SELECT group_concat(sql, ';') FROM sqlite_master"), schema_before);
-  EXPECT_EQ(query_one(db.handle(), "SELECT name || '|' || source_path || '|' || config_text FROM experiments"),
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT group_concat(sql, ';') FROM sqlite_master"), schema_before);
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT name || '|' || source_path || '|' || config_text FROM experiments"),
             "first|exp/first.toml|x = 1");
   auto jobs = db.jobs_of_experiment(exp);
   ASSERT_EQ(jobs.size(), 1u);
@@ -128,14 +131,14 @@ TEST_F(StoreTest, LateResultsAndPerExampleVarianceRoundTrip) {
   const auto run = start_attempt(db, db.add_job(spec(experiment, "h")).job_id);
   db.finish_run(run, RunStatus::done, {{"test_acc", 0.5}, {"rsd", 9.0}}, "", "");
   db.set_results(run, {{"rsd", 0.25}, {"agv", 1.5}});
-  EXPECT_EQ(query_one(db.handle(), "SELECT group_concat(name || '=' || value, ' ') FROM (SELECT * FROM results ORDER BY name)"),
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT group_concat(name || '=' || value, ' ') FROM (SELECT * FROM results ORDER BY name)"),
             "agv=1.5 rsd=0.25 test_acc=0.5");
   EXPECT_THROW(db.set_results(run + 1, {{"rsd", 1.0}}), StoreError);
 
   db.set_variance_examples(run, "test", 10, {0.5, INFINITY, 0.0}, {1, 5, 0}, {1, 0, 2}, {1, 1, 2});
   db.set_variance_examples(run, "test", 20, {0.1, 0.2}, {2, 3}, {0, 1}, {0, 1});  // replaces the test rows
   db.set_variance_examples(run, "val", 10, {0.7}, {4}, {3}, {3});
-  EXPECT_EQ(query(db.handle(), "SELECT split || ':' || example || ':' || passes || ':' || rsd || ':' || pi || ':' || vote || ':' || "
+  EXPECT_EQ(query(store::sqlite_handle(db), "SELECT split || ':' || example || ':' || passes || ':' || rsd || ':' || pi || ':' || vote || ':' || "
                                "label FROM variance_examples ORDER BY split, example"),
             (std::vector<std::string>{"test:0:20:0.1:2:0:0", "test:1:20:0.2:3:1:1", "val:0:10:0.7:4:3:3"}));
   EXPECT_THROW(db.set_variance_examples(run, "test", 2, {0.1}, {1, 2}, {0}, {0}), StoreError);
@@ -156,18 +159,18 @@ TEST_F(StoreTest, StudyResultsRoundTrip) {
   b.peak_memory_bytes = 1.5e9;
   b.status = "done";
   b.config_toml = "[model]\nlayers = 2\n";
-  const auto done_id = db.add_bench_result(b);
+  const auto done_id = store::add_bench_result(db, b);
   b.status = "oom";
   b.error = "out of memory";
-  const auto oom_id = db.add_bench_result(b);
-  const auto benches = db.bench_results();
+  const auto oom_id = store::add_bench_result(db, b);
+  const auto benches = store::bench_results(db);
   ASSERT_EQ(benches.size(), 2u);
   EXPECT_EQ(benches[0].id, done_id);
   EXPECT_EQ(benches[1].id, oom_id);
-  ASSERT_TRUE(db.bench_result(oom_id));
-  EXPECT_EQ(db.bench_result(oom_id)->status, "oom");
-  EXPECT_EQ(db.bench_result(done_id)->status, "done");
-  EXPECT_FALSE(db.bench_result(oom_id + 1));
+  ASSERT_TRUE(store::bench_result(db, oom_id));
+  EXPECT_EQ(store::bench_result(db, oom_id)->status, "oom");
+  EXPECT_EQ(store::bench_result(db, done_id)->status, "done");
+  EXPECT_FALSE(store::bench_result(db, oom_id + 1));
   EXPECT_EQ(benches[0].method, "skyformer");
   EXPECT_EQ(benches[0].seq_len, 4096);
   EXPECT_DOUBLE_EQ(benches[0].step_seconds_median, 0.5);
@@ -176,7 +179,7 @@ TEST_F(StoreTest, StudyResultsRoundTrip) {
   EXPECT_EQ(benches[1].error, "out of memory");
   EXPECT_FALSE(benches[0].created_at.empty());
   b.status = "exploded";
-  EXPECT_THROW(db.add_bench_result(b), StoreError);  // CHECK constraint
+  EXPECT_THROW(store::add_bench_result(db, b), StoreError);  // CHECK constraint
 
   ApproxResult a;
   a.method = "nystromformer";
@@ -192,12 +195,67 @@ TEST_F(StoreTest, StudyResultsRoundTrip) {
   a.rel_error_std = 0.002;
   auto second = a;
   second.features = 128;
-  EXPECT_EQ(db.add_approx_results({a, second}), 2);
-  const auto approx = db.approx_results();
+  EXPECT_EQ(store::add_approx_results(db, {a, second}), 2);
+  const auto approx = store::approx_results(db);
   ASSERT_EQ(approx.size(), 2u);
   EXPECT_EQ(approx[0].source, "npy:/tmp/qkv");
   EXPECT_EQ(approx[1].features, 128);
   EXPECT_DOUBLE_EQ(approx[0].rel_error_std, 0.002);
+}
+
+// One Provenance, the same five columns in every table that stores one (schema 10 gave the study
+// tables the device's name and the threads): each study's row reads back what was stamped.
+TEST_F(StoreTest, EveryStudyRowKeepsItsProvenance) {
+  Database db(file("provenance.db"));
+  const auto experiment = db.add_experiment("e", "e.toml", "[experiment]");
+  const auto run = start_attempt(db, db.add_job(spec(experiment, "h")).job_id);
+  db.finish_run(run, RunStatus::done, {{"test_acc", 0.5}}, "", "");
+  attnlab::store::Provenance p;
+  p.device = "cuda:0";
+  p.device_name = "NVIDIA H100 80GB HBM3";
+  p.torch_version = "2.11.0";
+  p.git_revision = "0ca9307";
+  p.threads = 16;
+  auto same = [&](const attnlab::store::Provenance& got, const char* where) {
+    EXPECT_EQ(got.device, p.device) << where;
+    EXPECT_EQ(got.device_name, p.device_name) << where;
+    EXPECT_EQ(got.torch_version, p.torch_version) << where;
+    EXPECT_EQ(got.git_revision, p.git_revision) << where;
+    EXPECT_EQ(got.threads, p.threads) << where;
+  };
+  BenchResult b;
+  static_cast<attnlab::store::Provenance&>(b) = p;
+  b.method = "softmax";
+  b.dataset = "listops";
+  b.status = "done";
+  b.config_toml = "[model]";
+  same(*store::bench_result(db, store::add_bench_result(db, b)), "bench");
+  ApproxResult a;
+  static_cast<attnlab::store::Provenance&>(a) = p;
+  a.method = "nystromformer";
+  a.reference = "softmax";
+  a.source = "npy:/tmp/qkv";
+  store::add_approx_results(db, {a});
+  same(store::approx_results(db).at(0), "approx");
+  SpectrumResult r;
+  static_cast<attnlab::store::Provenance&>(r) = p;
+  r.run_id = run;
+  r.layer = 1;
+  r.stage = "out";
+  r.batch = 1;
+  r.values = {{1, 0, 1, 0, 1}};
+  store::set_spectrum(db, r);
+  same(store::spectrum_results(db, {run}).at(0), "spectrum");
+  attnlab::store::GradientStats g;
+  static_cast<attnlab::store::Provenance&>(g) = p;
+  g.run_id = run;
+  g.mark = 0.4;
+  g.parameter = "head_in.bias";
+  g.examples = 1;
+  g.repeats = 2;
+  g.neurons = 1;
+  store::set_gradient_stats(db, {g});
+  same(store::gradient_stats(db, {run}).at(0), "gradients");
 }
 
 // attnlab spectrum (schema 7): a measurement is a summary row and one row per index; measuring
@@ -223,20 +281,20 @@ TEST_F(StoreTest, SpectrumRoundTripsAndReplacesTheSameMeasurement) {
   r.stable_rank_mean = 1.25;
   r.values = {{8, 1, 1, 0, 0.8}, {2, 0.5, 0.25, 0.125, 0.15}, {1, 0.25, 0.125, 0.0625, 0.05}};
   r.device = "cpu";
-  db.set_spectrum(r);
+  store::set_spectrum(db, r);
   auto again = r;
   again.values.pop_back();
   again.rank90_mean = 1;
-  db.set_spectrum(again);  // replaces
+  store::set_spectrum(db, again);  // replaces
   auto other = r;
   other.batch = 4;
-  db.set_spectrum(other);
-  EXPECT_EQ(query_one(db.handle(), "SELECT count(*) FROM spectrum_summaries"), "2");
-  EXPECT_EQ(query_one(db.handle(), "SELECT group_concat(idx || ':' || normalised_mean, ' ') FROM spectrum_results WHERE batch = 16"),
+  store::set_spectrum(db, other);
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT count(*) FROM spectrum_summaries"), "2");
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT group_concat(idx || ':' || normalised_mean, ' ') FROM spectrum_results WHERE batch = 16"),
             "1:1.0 2:0.25");
-  EXPECT_EQ(query_one(db.handle(), "SELECT k || ' ' || coalesce(rank99_std, 'NULL') FROM spectrum_summaries WHERE batch = 16"),
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT k || ' ' || coalesce(rank99_std, 'NULL') FROM spectrum_summaries WHERE batch = 16"),
             "2 NULL");
-  const auto all = db.spectrum_results();
+  const auto all = store::spectrum_results(db);
   ASSERT_EQ(all.size(), 2u);
   EXPECT_EQ(all[0].batch, 4);  // ordered by run, layer, stage, batch
   EXPECT_EQ(all[1].values.size(), 2u);
@@ -247,16 +305,16 @@ TEST_F(StoreTest, SpectrumRoundTripsAndReplacesTheSameMeasurement) {
   EXPECT_EQ(all[1].stage, "out");
   EXPECT_EQ(all[1].rows_max, 60);
   EXPECT_FALSE(all[1].created_at.empty());
-  EXPECT_EQ(db.spectrum_results({run}).size(), 2u);
-  EXPECT_TRUE(db.spectrum_results({run + 1}).empty());
+  EXPECT_EQ(store::spectrum_results(db, {run}).size(), 2u);
+  EXPECT_TRUE(store::spectrum_results(db, {run + 1}).empty());
 
   auto bad = r;
   bad.run_id = run + 1;
-  EXPECT_THROW(db.set_spectrum(bad), StoreError);  // no such run
+  EXPECT_THROW(store::set_spectrum(db, bad), StoreError);  // no such run
   bad = r;
   bad.stage = "middle";
-  EXPECT_THROW(db.set_spectrum(bad), StoreError);  // CHECK
-  EXPECT_EQ(query_one(db.handle(), "SELECT count(*) FROM spectrum_results"), "5");  // a failed write leaves nothing
+  EXPECT_THROW(store::set_spectrum(db, bad), StoreError);  // CHECK
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT count(*) FROM spectrum_results"), "5");  // a failed write leaves nothing
 }
 
 // attnlab gradients (schema 8): one row per (run, mark, parameter), replaced when measured again,
@@ -280,10 +338,10 @@ TEST_F(StoreTest, GradientStatsRoundTripAndReplace) {
   auto low = g;
   low.mark = 0.2;
   low.step = 400;
-  db.set_gradient_stats({g, low});
+  store::set_gradient_stats(db, {g, low});
   g.std = 0.1;
-  db.set_gradient_stats({g});  // replaces
-  const auto all = db.gradient_stats({run});
+  store::set_gradient_stats(db, {g});  // replaces
+  const auto all = store::gradient_stats(db, {run});
   ASSERT_EQ(all.size(), 2u);
   EXPECT_DOUBLE_EQ(all[0].mark, 0.2);  // by run, then mark
   EXPECT_EQ(all[0].step, 400);
@@ -292,13 +350,13 @@ TEST_F(StoreTest, GradientStatsRoundTripAndReplace) {
   EXPECT_EQ(all[1].parameter, "head_in.bias");
   EXPECT_EQ(all[1].neurons, 64);
   EXPECT_FALSE(all[1].created_at.empty());
-  EXPECT_TRUE(db.gradient_stats({run + 1}).empty());
+  EXPECT_TRUE(store::gradient_stats(db, {run + 1}).empty());
   auto bad = g;
   bad.repeats = 1;  // CHECK: one repeat has no std
   auto fine = g;
   fine.mark = 0.6;
-  EXPECT_THROW(db.set_gradient_stats({fine, bad}), StoreError);
-  EXPECT_EQ(query_one(db.handle(), "SELECT count(*) FROM gradient_stats"), "2");
+  EXPECT_THROW(store::set_gradient_stats(db, {fine, bad}), StoreError);
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT count(*) FROM gradient_stats"), "2");
 }
 
 TEST_F(StoreTest, RefusesNewerSchemaNamingFileAndVersions) {
@@ -442,7 +500,7 @@ TEST_F(StoreTest, FullRoundTrip) {
   Database db(path);
   const auto exp = db.add_experiment("lra-small", "experiments/lra.toml", "[experiment]\nname = 'lra-small'\n");
   EXPECT_GT(exp, 0);
-  EXPECT_TRUE(is_timestamp(query_one(db.handle(), "SELECT created_at FROM experiments")));
+  EXPECT_TRUE(is_timestamp(query_one(store::sqlite_handle(db), "SELECT created_at FROM experiments")));
 
   const AddedJob added = db.add_job(spec(exp, "hash-1", 3));
   EXPECT_FALSE(added.existed);
@@ -456,13 +514,13 @@ TEST_F(StoreTest, FullRoundTrip) {
   EXPECT_EQ(job.config_toml, "[train]\nlr = 0.0001\n");
   EXPECT_EQ(job.config_hash, "hash-1");
   EXPECT_EQ(job.state, JobState::queued);
-  EXPECT_EQ(query(db.handle(), "SELECT key || '=' || value FROM job_params ORDER BY key"),
+  EXPECT_EQ(query(store::sqlite_handle(db), "SELECT key || '=' || value FROM job_params ORDER BY key"),
             (std::vector<std::string>{"model.layers=2", "train.lr=0.0001"}));
-  EXPECT_TRUE(is_timestamp(query_one(db.handle(), "SELECT created_at FROM jobs")));
+  EXPECT_TRUE(is_timestamp(query_one(store::sqlite_handle(db), "SELECT created_at FROM jobs")));
 
   const auto run = start_attempt(db, added.job_id, env(), 4242);
   EXPECT_EQ(db.job(added.job_id).state, JobState::running);
-  EXPECT_EQ(query_one(db.handle(),
+  EXPECT_EQ(query_one(store::sqlite_handle(db),
                       "SELECT host || '|' || device || '|' || device_name || '|' || torch_version || '|' || "
                       "attnlab_version || '|' || git_revision || '|' || threads || '|' || pid FROM runs"),
             "node7|cuda:0|NVIDIA H100 80GB HBM3|2.3.1|0.1.0|abc123|16|4242");
@@ -474,7 +532,7 @@ TEST_F(StoreTest, FullRoundTrip) {
   db.append_curve(run, {points[0], points[1]});
   db.append_curve(run, {points[2], points[3], points[4]});
   db.append_curve(run, {});
-  EXPECT_EQ(query_one(db.handle(), "SELECT quote(value) FROM curves WHERE step = 200 AND split = 'train'"), "NULL");
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT quote(value) FROM curves WHERE step = 200 AND split = 'train'"), "NULL");
 
   const std::vector<std::pair<std::string, double>> results = {
       {"test_acc", 0.8125}, {"best_val_acc", 0.75}, {"test_loss", kNaN}, {"peak_memory_bytes", 123456789.0}};
@@ -506,10 +564,10 @@ TEST_F(StoreTest, FullRoundTrip) {
   EXPECT_EQ(s.result("test_acc"), 0.8125);
   EXPECT_TRUE(s.result("test_loss").has_value());
   EXPECT_FALSE(s.result("param_count").has_value());
-  EXPECT_EQ(query_one(db.handle(), "SELECT checkpoint_path || '|' || quote(error) FROM runs"), "ckpt/run1.pt|NULL");
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT checkpoint_path || '|' || quote(error) FROM runs"), "ckpt/run1.pt|NULL");
 
   // The view pivots the same numbers.
-  EXPECT_EQ(query_one(db.handle(),
+  EXPECT_EQ(query_one(store::sqlite_handle(db),
                       "SELECT experiment || '|' || method || '|' || seed || '|' || status || '|' || test_acc || "
                       "'|' || best_val_acc || '|' || peak_memory_bytes || '|' || quote(param_count) "
                       "FROM run_summary"),
@@ -540,7 +598,7 @@ TEST_F(StoreTest, FullRoundTrip) {
     EXPECT_EQ(plugins[i].sha256, env().plugins[i].sha256);
   }
   EXPECT_EQ(db.latest_run_of_job(added.job_id), run);
-  EXPECT_TRUE(query(db.handle(), "PRAGMA foreign_key_check").empty());
+  EXPECT_TRUE(query(store::sqlite_handle(db), "PRAGMA foreign_key_check").empty());
 }
 
 TEST_F(StoreTest, CurvePointsReplaceSameKey) {
@@ -567,8 +625,8 @@ TEST_F(StoreTest, AddJobTwiceWithSameHashReturnsExisting) {
   EXPECT_TRUE(second.existed);
   EXPECT_EQ(second.job_id, first.job_id);
   EXPECT_EQ(second.state, JobState::running);
-  EXPECT_EQ(query_one(db.handle(), "SELECT count(*) FROM jobs"), "1");
-  EXPECT_EQ(query_one(db.handle(), "SELECT count(*) FROM job_params"), "2");
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT count(*) FROM jobs"), "1");
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT count(*) FROM job_params"), "2");
   EXPECT_EQ(db.job(first.job_id).method, "softmax");
 
   const AddedJob third = db.add_job(spec(exp, "other-hash", 2));
@@ -586,8 +644,8 @@ TEST_F(StoreTest, AddJobIsAtomic) {
   JobSpec bad = spec(exp, "h");
   bad.params = {{"k", "1"}, {"k", "2"}};  // duplicate key: the second insert fails
   EXPECT_THROW(db.add_job(bad), StoreError);
-  EXPECT_EQ(query_one(db.handle(), "SELECT count(*) FROM jobs"), "0");
-  EXPECT_EQ(query_one(db.handle(), "SELECT count(*) FROM job_params"), "0");
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT count(*) FROM jobs"), "0");
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT count(*) FROM job_params"), "0");
   // The connection is usable afterwards (no transaction left open).
   EXPECT_FALSE(db.add_job(spec(exp, "h")).existed);
 }
@@ -706,7 +764,7 @@ TEST_F(StoreTest, RejectsBadInput) {
   auto s = db.run_summaries();
   ASSERT_EQ(s.size(), 1u);
   EXPECT_EQ(s[0].status, RunStatus::running);
-  EXPECT_EQ(query_one(db.handle(), "SELECT count(*) FROM curves"), "0");
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT count(*) FROM curves"), "0");
 }
 
 TEST_F(StoreTest, FailRunIfUnfinished) {
@@ -757,7 +815,7 @@ TEST_F(StoreTest, UnfinishedRunSurvivesCloseAndReopen) {
   EXPECT_TRUE(s[0].results.empty());
   EXPECT_EQ(db.curve(run).size(), 1u);
   EXPECT_EQ(db.job(job).state, JobState::running);
-  EXPECT_EQ(query_one(db.handle(), "PRAGMA integrity_check"), "ok");
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "PRAGMA integrity_check"), "ok");
 }
 
 TEST_F(StoreTest, RunOfKilledProcessSurvives) {
@@ -787,7 +845,7 @@ TEST_F(StoreTest, RunOfKilledProcessSurvives) {
   ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "child status " << status;
 
   Database db(path);
-  EXPECT_EQ(query_one(db.handle(), "PRAGMA integrity_check"), "ok");
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "PRAGMA integrity_check"), "ok");
   const auto run = db.latest_run_of_job(job);
   ASSERT_TRUE(run.has_value());
   auto s = db.run_summaries();
@@ -830,7 +888,7 @@ TEST_F(StoreTest, ConcurrentProcessesCreateOneDatabase) {
   Database db(path);
   EXPECT_EQ(db.schema_version(), Database::kSchemaVersion);
   EXPECT_EQ(db.run_summaries().size(), static_cast<std::size_t>(kChildren));
-  EXPECT_EQ(query_one(db.handle(), "PRAGMA integrity_check"), "ok");
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "PRAGMA integrity_check"), "ok");
 }
 
 TEST_F(StoreTest, TextWithQuotesIsBoundNotSpliced) {
@@ -850,7 +908,7 @@ TEST_F(StoreTest, TextWithQuotesIsBoundNotSpliced) {
   db.append_curve(run, {{1, evil, evil, 1.0, 1.0}});
   db.finish_run(run, RunStatus::failed, {{evil, 1.0}}, evil, evil);
 
-  EXPECT_EQ(query(db.handle(), "SELECT name FROM sqlite_master WHERE name = 'runs'"),
+  EXPECT_EQ(query(store::sqlite_handle(db), "SELECT name FROM sqlite_master WHERE name = 'runs'"),
             std::vector<std::string>{"runs"});
   EXPECT_TRUE(db.add_job(js).existed);
   const auto j = db.job(job);
@@ -872,9 +930,9 @@ TEST_F(StoreTest, TextWithQuotesIsBoundNotSpliced) {
   ASSERT_EQ(p.size(), 1u);
   EXPECT_EQ(p[0].name, evil);
   EXPECT_EQ(p[0].sha256, evil);
-  EXPECT_EQ(query_one(db.handle(), "SELECT key FROM job_params"), evil);
-  EXPECT_EQ(query_one(db.handle(), "SELECT host FROM runs"), evil);
-  EXPECT_EQ(query_one(db.handle(), "SELECT checkpoint_path FROM runs"), evil);
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT key FROM job_params"), evil);
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT host FROM runs"), evil);
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT checkpoint_path FROM runs"), evil);
 }
 
 TEST_F(StoreTest, RunSummariesFilterByExperiment) {

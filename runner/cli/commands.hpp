@@ -13,7 +13,7 @@ int cmd_serve(const Args& args);  // serve/cmd_serve.cpp: the database and the l
 
 // plugin_host/: finding, checking and creating plugins
 int cmd_plugins(const Args& args);  // cmd_plugins.cpp
-int cmd_check(const Args& args, const std::string& self_exe);  // conformance.cpp
+int cmd_check(const Args& args, const std::string& self_exe);  // cmd_check.cpp
 int cmd_new(const Args& args);      // new_plugin.cpp
 
 // experiment/ and queue/: experiment files, the queue and its processes

@@ -16,6 +16,7 @@
 #include "attnlab/train/trainer.hpp"
 #include "build_info.hpp"
 #include "base/child_process.hpp"
+#include "cli/provenance.hpp"
 #include "experiment/experiment.hpp"
 #include "experiment/train_job.hpp"
 #include "queue/progress.hpp"
@@ -155,16 +156,11 @@ std::string set_aside(const std::string& path) {
 }
 
 // What runs the attempt: host, device, versions, this process, the plugin files and their hashes.
-store::RunEnvironment environment_of(const std::string& device_name, const c10::Device& device, int threads,
-                                     const std::vector<const LoadedPlugin*>& plugins) {
+store::RunEnvironment environment_of(const c10::Device& device, const std::vector<const LoadedPlugin*>& plugins) {
   store::RunEnvironment env;
+  stamp_provenance(env, device);
   env.host = host_name();
-  env.device = device_name;
-  env.device_name = compat::device_name(device);
-  env.torch_version = compat::torch_version();
   env.attnlab_version = build_info::kVersion;
-  env.git_revision = build_info::git_revision();
-  env.threads = threads;
   env.pid = getpid();
   for (const auto* p : plugins) env.plugins.push_back({to_string(p->kind()), p->name(), p->info->version, p->path, p->sha256});
   return env;
@@ -247,10 +243,10 @@ int execute_job(const JobExecOptions& options) {
     const JobPlan plan = parse_job_config(stored.config_toml, "job " + std::to_string(stored.id) + " config", registry);
     const auto* method = registry.find(PluginKind::attention, plan.method);
     const auto* dataset_plugin = registry.find(PluginKind::dataset, plan.dataset);
-    const int threads = compat::configure_threads(options.threads);
+    compat::configure_threads(options.threads);
     const c10::Device device = compat::parse_device(options.device);
 
-    const store::RunEnvironment env = environment_of(options.device, device, threads, {method, dataset_plugin});
+    const store::RunEnvironment env = environment_of(device, {method, dataset_plugin});
     db.set_run_environment(run_id, env);
     fs::create_directories(checkpoint_dir);
 

@@ -77,127 +77,155 @@ std::string percent(double level) {
   return buf;
 }
 
-}  // namespace
-
-Comparison compare(store::Database& db, const CompareOptions& o) {
-  if (!(o.level > 0 && o.level < 1)) throw std::runtime_error("compare: --level must lie strictly between 0 and 1");
-  if (o.resamples < 1) throw std::runtime_error("compare: --resamples must be at least 1");
-  const std::string& metric = o.metric;
-  const std::vector<std::string>& where = o.where;
-  Side sides[2] = {{"A", o.a, "", {}}, {"B", o.b, "", {}}};
-  for (Side& side : sides) {
-    side.expression = side_expression(side.given);
-    store::Selection selection{where, o.by, {metric}};
-    selection.where.push_back(side.expression);
-    side.jobs = store::select_jobs(db, selection);  // a bad expression, key or metric: QueryError
-    if (side.jobs.empty())
-      throw std::runtime_error("compare: " + side.name + " ('" + side.given + "') selects no job in " + db.path());
+// The two sides selected, their groups matched, one row per group both have.
+class Comparer {
+ public:
+  Comparer(store::Database& db, const CompareOptions& o) : db_(db), o_(o), welch_(o.interval == IntervalMethod::welch) {
+    if (!(o.level > 0 && o.level < 1)) throw std::runtime_error("compare: --level must lie strictly between 0 and 1");
+    if (o.resamples < 1) throw std::runtime_error("compare: --resamples must be at least 1");
   }
-  // A sweep's keys join `by`, as in `attnlab results`: its values are not seeds.
-  std::vector<std::int64_t> both;
-  for (const Side& side : sides)
-    for (const auto& job : side.jobs) both.push_back(job.job_id);
-  std::vector<std::string> by = o.by;
-  for (const auto& key : store::keys_varying_within_groups(db, both))
-    if (std::find(by.begin(), by.end(), key) == by.end()) by.push_back(key);
-  if (by.size() > o.by.size())
-    for (Side& side : sides) {
-      store::Selection selection{where, by, {metric}};
-      selection.where.push_back(side.expression);
-      side.jobs = store::select_jobs(db, selection);
+
+  Comparison run() {
+    select_sides();
+    const std::size_t common = jobs_in_common();
+    GroupOrder order;  // the order `attnlab results` lists groups in
+    for (const auto& side : sides_)
+      for (const auto& job : side.jobs) order.see(job.group);
+    const auto groups_a = by_group(sides_[0], o_.metric, order), groups_b = by_group(sides_[1], o_.metric, order);
+    std::vector<std::string> only_a, only_b, shared;
+    for (const auto& [key, g] : groups_a) (groups_b.count(key) ? shared : only_a).push_back(group_label(key));
+    for (const auto& [key, g] : groups_b)
+      if (!groups_a.count(key)) only_b.push_back(group_label(key));
+    if (shared.empty())
+      throw std::runtime_error("compare: A and B share no " + joined(by_, " / ") + " (A: " + joined(only_a) +
+                               "; B: " + joined(only_b) + ")");
+
+    header();
+    for (const auto& [key, a] : groups_a)
+      if (const auto b = groups_b.find(key); b != groups_b.end()) add_row(key, a, b->second);
+    closing_notes(only_a, only_b, common);
+    return std::move(out_);
+  }
+
+ private:
+  // Each side's jobs. A sweep's keys join `by`, as in `attnlab results`: its values are not seeds.
+  void select_sides() {
+    by_ = o_.by;
+    for (Side& side : sides_) {
+      side.expression = side_expression(side.given);
+      side.jobs = select(side, by_);  // a bad expression, key or metric: QueryError
+      if (side.jobs.empty())
+        throw std::runtime_error("compare: " + side.name + " ('" + side.given + "') selects no job in " + db_.path());
     }
-  std::set<std::int64_t> ids[2];
-  for (int s = 0; s < 2; ++s)
-    for (const auto& job : sides[s].jobs) ids[s].insert(job.job_id);
-  if (ids[0] == ids[1])
-    throw std::runtime_error("compare: A ('" + sides[0].given + "') and B ('" + sides[1].given + "') select the same " +
-                             std::to_string(ids[0].size()) + " job(s)");
-  std::size_t common = 0;
-  for (auto id : ids[0]) common += ids[1].count(id);
+    std::vector<std::int64_t> both;
+    for (const Side& side : sides_)
+      for (const auto& job : side.jobs) both.push_back(job.job_id);
+    for (const auto& key : store::keys_varying_within_groups(db_, both))
+      if (std::find(by_.begin(), by_.end(), key) == by_.end()) by_.push_back(key);
+    if (by_.size() > o_.by.size())
+      for (Side& side : sides_) side.jobs = select(side, by_);
+  }
 
-  GroupOrder order;  // the order `attnlab results` lists groups in
-  for (const auto& side : sides)
-    for (const auto& job : side.jobs) order.see(job.group);
-  const auto groups_a = by_group(sides[0], metric, order), groups_b = by_group(sides[1], metric, order);
-  std::vector<std::string> only_a, only_b, shared;
-  for (const auto& [key, g] : groups_a)
-    (groups_b.count(key) ? shared : only_a).push_back(group_label(key));
-  for (const auto& [key, g] : groups_b)
-    if (!groups_a.count(key)) only_b.push_back(group_label(key));
-  if (shared.empty())
-    throw std::runtime_error("compare: A and B share no " + joined(by, " / ") + " (A: " + joined(only_a) +
-                             "; B: " + joined(only_b) + ")");
+  std::vector<store::JobRow> select(const Side& side, const std::vector<std::string>& by) const {
+    store::Selection selection{o_.where, by, {o_.metric}};
+    selection.where.push_back(side.expression);
+    return store::select_jobs(db_, selection);
+  }
 
-  const bool welch = o.interval == IntervalMethod::welch;
-  Comparison out;
-  Grid& grid = out.grid;
-  grid.header = by;
-  for (const char* h : {"A n", "A mean", "A std", "B n", "B mean", "B std", "diff", "low", "high", "excludes 0", "se"})
-    grid.header.push_back(h);
-  if (welch) grid.header.push_back("df");
-  std::vector<std::string>& notes = out.notes;
-  bool small_groups = false;  // a row with an interval from under 10 seeds a side
-  auto number_or_none = [](double v) { return std::isnan(v) ? Cell::none() : Cell::of_number(v); };
+  // How many jobs both sides select; the same jobs on both sides are no comparison.
+  std::size_t jobs_in_common() const {
+    std::set<std::int64_t> ids[2];
+    for (int s = 0; s < 2; ++s)
+      for (const auto& job : sides_[s].jobs) ids[s].insert(job.job_id);
+    if (ids[0] == ids[1])
+      throw std::runtime_error("compare: A ('" + sides_[0].given + "') and B ('" + sides_[1].given + "') select the same " +
+                               std::to_string(ids[0].size()) + " job(s)");
+    std::size_t common = 0;
+    for (auto id : ids[0]) common += ids[1].count(id);
+    return common;
+  }
 
-  for (const auto& [key, a] : groups_a) {
-    const auto found = groups_b.find(key);
-    if (found == groups_b.end()) continue;
-    const SideGroup& b = found->second;
+  void header() {
+    out_.grid.header = by_;
+    for (const char* h : {"A n", "A mean", "A std", "B n", "B mean", "B std", "diff", "low", "high", "excludes 0", "se"})
+      out_.grid.header.push_back(h);
+    if (welch_) out_.grid.header.push_back("df");
+  }
+
+  void add_row(const GroupKey& key, const SideGroup& a, const SideGroup& b) {
     const std::string label = group_label(key);
     const SeedStats sa = seed_stats(a.values), sb = seed_stats(b.values);
+    auto number_or_none = [](double v) { return std::isnan(v) ? Cell::none() : Cell::of_number(v); };
     std::vector<Cell> row;
     for (const auto& v : key) row.push_back(Cell::of_text(v.empty() ? "(none)" : v));
-    row.push_back(Cell::of_integer(static_cast<long long>(sa.n)));
-    row.push_back(number_or_none(sa.mean));
-    row.push_back(number_or_none(sa.std));
-    row.push_back(Cell::of_integer(static_cast<long long>(sb.n)));
-    row.push_back(number_or_none(sb.mean));
-    row.push_back(number_or_none(sb.std));
+    for (const SeedStats* st : {&sa, &sb}) {
+      row.push_back(Cell::of_integer(static_cast<long long>(st->n)));
+      row.push_back(number_or_none(st->mean));
+      row.push_back(number_or_none(st->std));
+    }
     row.push_back(number_or_none(sa.mean - sb.mean));  // NaN (shown "-") when a side has no seed
+    add_interval(row, label, a, b, sa, sb);
+    for (const auto* side : {&a, &b})
+      if (!side->left_out.empty())
+        out_.notes.push_back(label + ": " + (side == &a ? "A" : "B") + " jobs not counted: " + left_out_text(*side));
+    out_.grid.rows.push_back(std::move(row));
+  }
 
-    // Two seeds a side for either interval: a side of one seed has no spread to estimate (Welch)
-    // or to resample (the bootstrap would see none and call a single lucky seed significant).
+  // Two seeds a side for either interval: a side of one seed has no spread to estimate (Welch) or
+  // to resample (the bootstrap would see none and call a single lucky seed significant).
+  void add_interval(std::vector<Cell>& row, const std::string& label, const SideGroup& a, const SideGroup& b,
+                    const SeedStats& sa, const SeedStats& sb) {
     if (sa.n < 2 || sb.n < 2) {
-      for (int i = 0; i < (welch ? 5 : 4); ++i) row.push_back(Cell::none());
+      for (int i = 0; i < (welch_ ? 5 : 4); ++i) row.push_back(Cell::none());
       std::string why = label + ": no interval, ";
       if (sa.n < 2) why += "A has " + std::to_string(sa.n) + " seed(s)" + (sb.n < 2 ? " and " : "");
       if (sb.n < 2) why += "B has " + std::to_string(sb.n) + " seed(s)";
-      notes.push_back(why + " (2 needed on each side)");
-    } else {
-      const DifferenceInterval ci = welch ? welch_interval(a.values, b.values, o.level)
-                                          : bootstrap_interval(a.values, b.values, o.level, o.resamples, o.seed);
-      row.push_back(Cell::of_number(ci.low));
-      row.push_back(Cell::of_number(ci.high));
-      row.push_back(Cell::of_text(ci.excludes_zero ? "yes" : "no"));
-      row.push_back(Cell::of_number(ci.se));
-      if (welch) row.push_back(ci.degenerate ? Cell::none() : Cell::of_number(ci.df, "%.2f"));
-      small_groups |= sa.n < 10 || sb.n < 10;
-      if (ci.degenerate)
-        notes.push_back(label + ": every seed of each side gives the same " + metric + ": the interval is the difference itself");
+      out_.notes.push_back(why + " (2 needed on each side)");
+      return;
     }
-    for (const auto* side : {&a, &b})
-      if (!side->left_out.empty())
-        notes.push_back(label + ": " + (side == &a ? "A" : "B") + " jobs not counted: " + left_out_text(*side));
-    grid.rows.push_back(std::move(row));
+    const DifferenceInterval ci = welch_ ? welch_interval(a.values, b.values, o_.level)
+                                         : bootstrap_interval(a.values, b.values, o_.level, o_.resamples, o_.seed);
+    row.push_back(Cell::of_number(ci.low));
+    row.push_back(Cell::of_number(ci.high));
+    row.push_back(Cell::of_text(ci.excludes_zero ? "yes" : "no"));
+    row.push_back(Cell::of_number(ci.se));
+    if (welch_) row.push_back(ci.degenerate ? Cell::none() : Cell::of_number(ci.df, "%.2f"));
+    small_groups_ |= sa.n < 10 || sb.n < 10;
+    if (ci.degenerate)
+      out_.notes.push_back(label + ": every seed of each side gives the same " + o_.metric +
+                           ": the interval is the difference itself");
   }
 
-  if (!only_a.empty()) notes.push_back("only A has: " + joined(only_a));
-  if (!only_b.empty()) notes.push_back("only B has: " + joined(only_b));
-  if (!welch && small_groups)
-    notes.push_back("under 10 seeds a side the percentile bootstrap runs narrow (it cannot see the t distribution's "
-                    "heavier tails): Welch's interval is the safer reading");
-  if (common)
-    notes.push_back("A and B share " + std::to_string(common) +
-                    " job(s): the groups are not independent, so the interval is only indicative");
-  notes.push_back("A = " + sides[0].expression + " (" + std::to_string(sides[0].jobs.size()) + " jobs); B = " +
-                  sides[1].expression + " (" + std::to_string(sides[1].jobs.size()) + " jobs)" +
-                  (where.empty() ? "" : "; both: " + joined(where, " AND ")));
-  const std::string over = " interval for mean(A) - mean(B) of " + metric + " over seeds";
-  notes.push_back(welch ? percent(o.level) + " Welch t" + over
-                        : percent(o.level) + " percentile bootstrap" + over + " (" + std::to_string(o.resamples) +
-                              " resamples, seed " + std::to_string(o.seed) + ")");
+  void closing_notes(const std::vector<std::string>& only_a, const std::vector<std::string>& only_b, std::size_t common) {
+    auto& notes = out_.notes;
+    if (!only_a.empty()) notes.push_back("only A has: " + joined(only_a));
+    if (!only_b.empty()) notes.push_back("only B has: " + joined(only_b));
+    if (!welch_ && small_groups_)
+      notes.push_back("under 10 seeds a side the percentile bootstrap runs narrow (it cannot see the t distribution's "
+                      "heavier tails): Welch's interval is the safer reading");
+    if (common)
+      notes.push_back("A and B share " + std::to_string(common) +
+                      " job(s): the groups are not independent, so the interval is only indicative");
+    notes.push_back("A = " + sides_[0].expression + " (" + std::to_string(sides_[0].jobs.size()) + " jobs); B = " +
+                    sides_[1].expression + " (" + std::to_string(sides_[1].jobs.size()) + " jobs)" +
+                    (o_.where.empty() ? "" : "; both: " + joined(o_.where, " AND ")));
+    const std::string over = " interval for mean(A) - mean(B) of " + o_.metric + " over seeds";
+    notes.push_back(welch_ ? percent(o_.level) + " Welch t" + over
+                           : percent(o_.level) + " percentile bootstrap" + over + " (" + std::to_string(o_.resamples) +
+                                 " resamples, seed " + std::to_string(o_.seed) + ")");
+  }
 
-  return out;
-}
+  store::Database& db_;
+  const CompareOptions& o_;
+  const bool welch_;
+  Side sides_[2] = {{"A", o_.a, "", {}}, {"B", o_.b, "", {}}};
+  std::vector<std::string> by_;  // --by, and a sweep's keys
+  bool small_groups_ = false;    // a row with an interval from under 10 seeds a side
+  Comparison out_;
+};
+
+}  // namespace
+
+Comparison compare(store::Database& db, const CompareOptions& o) { return Comparer(db, o).run(); }
 
 }  // namespace attnlab::results

@@ -443,6 +443,183 @@ class PaperComparison {
   std::vector<std::int64_t> runs_;   // of the cells shown, whose environments a cost table names
 };
 
+// --- our numbers alone ---------------------------------------------------------------------------
+
+// One row per method (wide: a column per task and quantity, and the accuracy table's average), or
+// one per method, task and quantity (long, for --format csv and json); the seeds' mean ± std per cell.
+class OurTable {
+ public:
+  OurTable(store::Database& db, PaperTable which, const PaperTableOptions& options)
+      : db_(db), which_(which), options_(options), qs_(quantities(which, options)),
+        known_(store::result_names(db)), average_(which == PaperTable::accuracy) {
+    have_all_ = std::all_of(qs_.begin(), qs_.end(), [&](const Quantity& q) {
+      return std::find(known_.begin(), known_.end(), q.result) != known_.end();
+    });
+    select();
+    if (which_ == PaperTable::variance) keep_stochastic_methods();
+    fullest_ = fullest();
+  }
+
+  Grid grid() {
+    Grid grid;
+    header(grid);
+    for (const auto& m : got_.methods) add_method(grid, m);
+    if (options_.wide) notes(grid);
+    return grid;
+  }
+
+ private:
+  // The selected jobs' cells, each seed's value converted to the quantity shown. A database
+  // without a finished run, or (variance) without a run of a stochastic method, has none of these
+  // results: an empty table rather than an unknown-metric error, which stays for a misspelt --metric.
+  void select() {
+    store::Selection selection;
+    selection.where = options_.where;
+    for (const auto& q : qs_) selection.metrics.push_back(q.result);
+    if (!have_all_ && (which_ == PaperTable::variance || known_.empty())) selection.metrics.clear();
+    const bool passes = which_ == PaperTable::variance && have_all_;
+    if (passes) selection.metrics.push_back("variance_passes");
+    got_ = collect(db_, selection, qs_.size(), passes);
+    for (auto& [key, c] : got_.cells)
+      for (std::size_t q = 0; q < qs_.size(); ++q)
+        for (double& v : c.values[q]) v = qs_[q].convert(v);
+  }
+
+  const CellData* cell(const std::string& method, const std::string& task) const {
+    const auto it = got_.cells.find({method, task});
+    return it == got_.cells.end() ? nullptr : &it->second;
+  }
+
+  // The variance table lists the stochastic methods only: those with a variance value somewhere.
+  void keep_stochastic_methods() {
+    std::vector<std::string> stochastic;
+    for (const auto& m : got_.methods)
+      for (const auto& t : got_.tasks)
+        if (const CellData* c = cell(m, t); c && !c->values.empty() && !c->values[0].empty()) append_unique(stochastic, m);
+    got_.methods = stochastic;
+  }
+
+  // "the others": the most seeds any listed cell has for the table's first quantity
+  std::size_t fullest() const {
+    std::size_t most = 0;
+    for (const auto& m : got_.methods)
+      for (const auto& t : got_.tasks)
+        if (const CellData* c = cell(m, t)) most = std::max(most, c->values[0].size());
+    return most;
+  }
+
+  std::string marks(const CellData* c, std::size_t n) const {
+    std::string m;
+    if (n < fullest_) m += kFewerSeedsMark;
+    if (c && c->failed) m += kFailedMark;
+    return m;
+  }
+
+  void header(Grid& grid) const {
+    if (!options_.wide) {
+      grid.header = {"method", "task", "metric", "mean", "std", "n", "jobs", "failed", "unfinished", "fewer_seeds",
+                     "with_failed"};
+      return;
+    }
+    grid.header = {"method"};
+    for (const auto& t : got_.tasks)
+      for (const auto& q : qs_) grid.header.push_back(qs_.size() == 1 ? t : t + " " + q.label);
+    if (average_) grid.header.push_back("average");
+  }
+
+  // The method's cells (a wide row, or long rows), then the accuracy table's average.
+  void add_method(Grid& grid, const std::string& m) {
+    std::vector<Cell> row = {Cell::of_text(m)};
+    double task_mean_sum = 0;
+    std::size_t tasks_with_mean = 0;
+    std::string average_marks;
+    for (const auto& t : got_.tasks) {
+      const CellData* c = cell(m, t);
+      if (c) runs_.insert(runs_.end(), c->runs.begin(), c->runs.end());
+      for (std::size_t q = 0; q < qs_.size(); ++q) {
+        const SeedStats s = seed_stats(c ? c->values[q] : std::vector<double>{});
+        const std::string mk = marks(c, c ? c->values[0].size() : 0);
+        if (q == 0 && s.n > 0) task_mean_sum += s.mean, ++tasks_with_mean;
+        for (const char* mark : {kFewerSeedsMark, kFailedMark})
+          if (mk.find(mark) != std::string::npos && average_marks.find(mark) == std::string::npos) average_marks += mark;
+        if (options_.wide)
+          row.push_back(Cell{mean_std_text(s, qs_[q].shown) + mk, s.n ? std::optional<double>(s.mean) : std::nullopt, s.n == 0});
+        else
+          grid.rows.push_back(long_row(m, t, qs_[q], s, c, mk));
+      }
+    }
+    if (!average_) {
+      if (options_.wide) grid.rows.push_back(std::move(row));
+      return;
+    }
+    // The average of the task means, only when every task has one (a missing task would bias it).
+    const bool complete = tasks_with_mean == got_.tasks.size() && !got_.tasks.empty();
+    const double mean = complete ? task_mean_sum / static_cast<double>(got_.tasks.size()) : 0;
+    if (options_.wide) {
+      row.push_back(complete ? Cell::of_number(mean, "%.4f") : Cell::none());
+      if (complete) row.back().text += average_marks;
+      grid.rows.push_back(std::move(row));
+    } else {
+      grid.rows.push_back({Cell::of_text(m), Cell::of_text("average"), Cell::of_text(qs_[0].label),
+                           complete ? Cell::of_number(mean) : Cell::none(), Cell::none(),
+                           Cell::of_integer(static_cast<long long>(tasks_with_mean)), Cell::none(), Cell::none(),
+                           Cell::none(), Cell::of_integer(average_marks.find(kFewerSeedsMark) != std::string::npos),
+                           Cell::of_integer(average_marks.find(kFailedMark) != std::string::npos)});
+    }
+  }
+
+  static std::vector<Cell> long_row(const std::string& m, const std::string& t, const Quantity& q, const SeedStats& s,
+                                    const CellData* c, const std::string& mk) {
+    auto number = [&](double v) { return s.n == 0 || std::isnan(v) ? Cell::none() : Cell::of_number(v, q.shown); };
+    auto count = [&](std::size_t CellData::*field) { return Cell::of_integer(c ? static_cast<long long>(c->*field) : 0); };
+    return {Cell::of_text(m), Cell::of_text(t), Cell::of_text(q.label), number(s.mean), number(s.std),
+            Cell::of_integer(static_cast<long long>(s.n)), count(&CellData::jobs), count(&CellData::failed),
+            count(&CellData::unfinished), Cell::of_integer(mk.find(kFewerSeedsMark) != std::string::npos),
+            Cell::of_integer(mk.find(kFailedMark) != std::string::npos)};
+  }
+
+  void notes(Grid& grid) const {
+    if (got_.methods.empty() || known_.empty()) {
+      grid.notes.push_back(got_.jobs == 0   ? "no jobs match"
+                           : known_.empty() ? "no finished runs yet"
+                                            : "no runs with variance metrics (runs of stochastic methods store rsd, pi, va, agv)");
+      return;
+    }
+    grid.notes.push_back("mean ± sample std over the seeds that ended done (n); - no finished seed");
+    if (!got_.swept.empty()) grid.notes.push_back("a sweep's values are kept apart, never averaged as seeds: " + got_.swept_text());
+    grid.notes.push_back(std::string(kFewerSeedsMark) + " fewer seeds than the table's fullest cell (" +
+                         std::to_string(fullest_) + "); " + kFailedMark +
+                         " the cell has failed, diverged or oom jobs, never averaged in "
+                         "(attnlab results --where \"status IN (failed, diverged, oom)\" --jobs)");
+    if (average_) grid.notes.push_back("average: the mean of the task means, shown only when every task has one");
+    if (which_ == PaperTable::cost) {
+      grid.notes.push_back("s/1k steps: 1000 / steps_per_second (training time only, evaluation excluded); peak MiB: "
+                           "the run's peak memory (CUDA allocator peak, or the job process's peak RSS on the CPU)");
+      for (const auto& e : store::run_environments(db_, runs_)) grid.notes.push_back("ran on " + e);
+    }
+    if (which_ == PaperTable::variance) grid.notes.push_back(variance_note());
+  }
+
+  std::string variance_note() const {
+    std::string r;
+    for (double p : got_.passes) r += (r.empty() ? "" : ", ") + std::to_string(static_cast<long long>(p));
+    return "over R fresh-draw passes per example (R = " + (r.empty() ? std::string("?") : r) +
+           "), means over examples: RSD the relative std of the output, PI the passes that disagree with the "
+           "majority vote; VA the vote's accuracy; AGV = VA / mean single-pass accuracy";
+  }
+
+  store::Database& db_;
+  const PaperTable which_;
+  const PaperTableOptions& options_;
+  const std::vector<Quantity> qs_;
+  const std::vector<std::string> known_;  // the result names the database holds
+  const bool average_;                    // the accuracy table's last column
+  bool have_all_ = false;                 // every quantity's result is in the database
+  Collected got_;
+  std::size_t fullest_ = 0;
+  std::vector<std::int64_t> runs_;  // of the cells shown, whose environments a cost table names
+};
+
 }  // namespace
 
 PaperTable parse_paper_table(const std::string& word) {
@@ -463,143 +640,7 @@ const char* to_string(PaperTable table) {
 
 Grid paper_table(store::Database& db, PaperTable which, const PaperTableOptions& options) {
   if (options.paper) return PaperComparison(db, which, options).grid();
-  const auto qs = quantities(which, options);
-  store::Selection selection;
-  selection.where = options.where;
-  for (const auto& q : qs) selection.metrics.push_back(q.result);
-  // A database without a finished run, or (variance) without a run of a stochastic method, has
-  // none of these results: an empty table rather than an unknown-metric error, which stays for a
-  // misspelt --metric.
-  const auto known = store::result_names(db);
-  const bool have_all = std::all_of(qs.begin(), qs.end(), [&](const Quantity& q) {
-    return std::find(known.begin(), known.end(), q.result) != known.end();
-  });
-  if (!have_all && (which == PaperTable::variance || known.empty())) selection.metrics.clear();
-  if (which == PaperTable::variance && have_all) selection.metrics.push_back("variance_passes");
-  Collected got = collect(db, selection, qs.size(), which == PaperTable::variance && have_all);
-  for (auto& [key, c] : got.cells)
-    for (std::size_t q = 0; q < qs.size(); ++q)
-      for (double& v : c.values[q]) v = qs[q].convert(v);
-  auto& methods = got.methods;
-  auto& tasks = got.tasks;
-  auto& cells = got.cells;
-  const auto& passes = got.passes;
-  // The variance table lists the stochastic methods only: those with a variance value somewhere.
-  if (which == PaperTable::variance) {
-    std::vector<std::string> stochastic;
-    for (const auto& m : methods)
-      for (const auto& t : tasks) {
-        const auto it = cells.find({m, t});
-        if (it != cells.end() && !it->second.values.empty() && !it->second.values[0].empty()) {
-          append_unique(stochastic, m);
-        }
-      }
-    methods = stochastic;
-  }
-
-  // "the others": the most seeds any listed cell has for the table's first quantity
-  std::size_t most = 0;
-  for (const auto& m : methods)
-    for (const auto& t : tasks) {
-      const auto it = cells.find({m, t});
-      if (it != cells.end()) most = std::max(most, it->second.values[0].size());
-    }
-  const auto marks = [&](const CellData* c, std::size_t n) {
-    std::string m;
-    if (n < most) m += kFewerSeedsMark;
-    if (c && c->failed) m += kFailedMark;
-    return m;
-  };
-
-  Grid grid;
-  std::vector<std::int64_t> runs;
-  const bool average = which == PaperTable::accuracy;
-  if (options.wide) {
-    grid.header = {"method"};
-    for (const auto& t : tasks)
-      for (const auto& q : qs) grid.header.push_back(qs.size() == 1 ? t : t + " " + q.label);
-    if (average) grid.header.push_back("average");
-  } else {
-    grid.header = {"method", "task", "metric", "mean", "std", "n", "jobs", "failed", "unfinished", "fewer_seeds",
-                   "with_failed"};
-  }
-  for (const auto& m : methods) {
-    std::vector<Cell> row = {Cell::of_text(m)};
-    double task_mean_sum = 0;
-    std::size_t tasks_with_mean = 0;
-    std::string average_marks;
-    for (const auto& t : tasks) {
-      const auto it = cells.find({m, t});
-      const CellData* c = it == cells.end() ? nullptr : &it->second;
-      if (c) runs.insert(runs.end(), c->runs.begin(), c->runs.end());
-      for (std::size_t q = 0; q < qs.size(); ++q) {
-        const SeedStats s = seed_stats(c ? c->values[q] : std::vector<double>{});
-        const std::string mk = marks(c, c ? c->values[0].size() : 0);
-        if (q == 0 && s.n > 0) task_mean_sum += s.mean, ++tasks_with_mean;
-        for (const char* mark : {kFewerSeedsMark, kFailedMark})
-          if (mk.find(mark) != std::string::npos && average_marks.find(mark) == std::string::npos) average_marks += mark;
-        if (options.wide) {
-          row.push_back(Cell{mean_std_text(s, qs[q].shown) + mk, s.n ? std::optional<double>(s.mean) : std::nullopt, s.n == 0});
-          continue;
-        }
-        auto number = [&](double v) { return s.n == 0 || std::isnan(v) ? Cell::none() : Cell::of_number(v, qs[q].shown); };
-        grid.rows.push_back({Cell::of_text(m), Cell::of_text(t), Cell::of_text(qs[q].label), number(s.mean),
-                             number(s.std), Cell::of_integer(static_cast<long long>(s.n)),
-                             Cell::of_integer(c ? static_cast<long long>(c->jobs) : 0),
-                             Cell::of_integer(c ? static_cast<long long>(c->failed) : 0),
-                             Cell::of_integer(c ? static_cast<long long>(c->unfinished) : 0),
-                             Cell::of_integer(mk.find(kFewerSeedsMark) != std::string::npos),
-                             Cell::of_integer(mk.find(kFailedMark) != std::string::npos)});
-      }
-    }
-    if (!average) {
-      if (options.wide) grid.rows.push_back(std::move(row));
-      continue;
-    }
-    // The average of the task means, only when every task has one (a missing task would bias it).
-    const bool complete = tasks_with_mean == tasks.size() && !tasks.empty();
-    const double mean = complete ? task_mean_sum / static_cast<double>(tasks.size()) : 0;
-    if (options.wide) {
-      row.push_back(complete ? Cell::of_number(mean, "%.4f") : Cell::none());
-      if (complete) row.back().text += average_marks;
-      grid.rows.push_back(std::move(row));
-    } else {
-      grid.rows.push_back({Cell::of_text(m), Cell::of_text("average"), Cell::of_text(qs[0].label),
-                           complete ? Cell::of_number(mean) : Cell::none(), Cell::none(),
-                           Cell::of_integer(static_cast<long long>(tasks_with_mean)), Cell::none(), Cell::none(),
-                           Cell::none(), Cell::of_integer(average_marks.find(kFewerSeedsMark) != std::string::npos),
-                           Cell::of_integer(average_marks.find(kFailedMark) != std::string::npos)});
-    }
-  }
-
-  if (!options.wide) return grid;
-  if (methods.empty() || known.empty()) {
-    grid.notes.push_back(got.jobs == 0    ? "no jobs match"
-                         : known.empty()  ? "no finished runs yet"
-                                          : "no runs with variance metrics (runs of stochastic methods store rsd, pi, va, agv)");
-    return grid;
-  }
-  grid.notes.push_back("mean ± sample std over the seeds that ended done (n); - no finished seed");
-  if (!got.swept.empty()) grid.notes.push_back("a sweep's values are kept apart, never averaged as seeds: " + got.swept_text());
-  grid.notes.push_back(std::string(kFewerSeedsMark) + " fewer seeds than the table's fullest cell (" +
-                       std::to_string(most) + "); " + kFailedMark +
-                       " the cell has failed, diverged or oom jobs, never averaged in "
-                       "(attnlab results --where \"status IN (failed, diverged, oom)\" --jobs)");
-  if (average) grid.notes.push_back("average: the mean of the task means, shown only when every task has one");
-  if (which == PaperTable::cost) {
-    grid.notes.push_back("s/1k steps: 1000 / steps_per_second (training time only, evaluation excluded); peak MiB: "
-                         "the run's peak memory (CUDA allocator peak, or the job process's peak RSS on the CPU)");
-  }
-  if (which == PaperTable::variance) {
-    std::string r;
-    for (double p : passes) r += (r.empty() ? "" : ", ") + std::to_string(static_cast<long long>(p));
-    grid.notes.push_back("over R fresh-draw passes per example (R = " + (r.empty() ? std::string("?") : r) +
-                         "), means over examples: RSD the relative std of the output, PI the passes that disagree with the "
-                         "majority vote; VA the vote's accuracy; AGV = VA / mean single-pass accuracy");
-  }
-  if (which == PaperTable::cost)
-    for (const auto& e : store::run_environments(db, runs)) grid.notes.push_back("ran on " + e);
-  return grid;
+  return OurTable(db, which, options).grid();
 }
 
 }  // namespace attnlab::results

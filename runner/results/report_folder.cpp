@@ -16,6 +16,7 @@
 #include "results/formats.hpp"
 #include "results/paper_tables.hpp"
 #include "results/sweep.hpp"
+#include "attnlab/store/studies.hpp"
 
 namespace attnlab::results {
 namespace fs = std::filesystem;
@@ -125,8 +126,8 @@ class Report {
       job_ids_.push_back(r.job_id);
     }
     std::set<std::string> studied;
-    for (const auto& r : db_.bench_results()) studied.insert(r.method);
-    for (const auto& r : db_.approx_results()) studied.insert(r.method);
+    for (const auto& r : store::bench_results(db_)) studied.insert(r.method);
+    for (const auto& r : store::approx_results(db_)) studied.insert(r.method);
     for (const auto& m : studied)
       if (std::find(methods_.begin(), methods_.end(), m) == methods_.end()) methods_.push_back(m);
   }
@@ -295,7 +296,7 @@ class Report {
   // Step time and peak memory against sequence length, per device: the newest done measurement of
   // each (method, length, batch size).
   void bench() {
-    const auto rows = db_.bench_results();
+    const auto rows = store::bench_results(db_);
     std::map<std::string, std::map<std::string, std::map<std::int64_t, store::BenchResult>>> by;  // device/batch → method → n
     for (const auto& r : rows)
       if (r.status == "done") by[r.device + " batch " + std::to_string(r.batch_size)][r.method][r.seq_len] = r;  // newest wins
@@ -337,7 +338,7 @@ class Report {
   // Relative spectral-norm error against d, one picture per sequence length and reference, a line
   // per method with a ± 1 std band over heads and draws (Skyformer Fig. 1).
   void approx() {
-    const auto rows = db_.approx_results();
+    const auto rows = store::approx_results(db_);
     if (rows.empty()) return;
     std::map<std::pair<std::int64_t, std::string>, std::map<std::string, std::map<std::int64_t, store::ApproxResult>>> by;
     for (const auto& r : rows) by[{r.seq_len, r.reference + " from " + r.source}][r.method][r.features] = r;

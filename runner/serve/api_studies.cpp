@@ -5,6 +5,7 @@
 
 #include "results/bench_measured.hpp"
 #include "serve/params.hpp"
+#include "attnlab/store/studies.hpp"
 
 namespace attnlab::serve {
 namespace {
@@ -21,7 +22,7 @@ Reply bench_json(store::Database& db, const Params& params) {
   return answer_with(db, params, {"method"}, [&] {
     const auto methods = words(params, "method");
     json rows = json::array();
-    for (const auto& r : db.bench_results()) {
+    for (const auto& r : store::bench_results(db)) {
       if (!wanted(methods, r.method)) continue;
       const auto measured = results::bench_measured(r.config_toml);
       rows.push_back({{"method", r.method},
@@ -52,7 +53,7 @@ Reply approx_json(store::Database& db, const Params& params) {
   return answer_with(db, params, {"method"}, [&] {
     const auto methods = words(params, "method");
     json rows = json::array();
-    for (const auto& r : db.approx_results()) {
+    for (const auto& r : store::approx_results(db)) {
       if (!wanted(methods, r.method)) continue;
       rows.push_back({{"method", r.method},
                       {"reference", r.reference},

@@ -1,6 +1,7 @@
 #include "experiment/cache_dir.hpp"
 #include "studies/approx.hpp"
 #include "studies/stored_run.hpp"
+#include "cli/provenance.hpp"
 #include "cli/text_table.hpp"
 
 #include <algorithm>
@@ -30,9 +31,9 @@
 #include "attnlab/dataset.hpp"
 #include "attnlab/params.hpp"
 #include "attnlab/torch_compat.hpp"
-#include "build_info.hpp"
 #include "experiment/experiment.hpp"
 #include "studies/npy.hpp"
+#include "attnlab/store/studies.hpp"
 
 namespace attnlab {
 namespace {
@@ -325,9 +326,7 @@ std::vector<store::ApproxResult> run_approx_study(const ApproxStudy& study, cons
           r.abs_error_std = s.abs_std;
           r.rel_error_mean = s.rel_mean;
           r.rel_error_std = s.rel_std;
-          r.device = study.device;
-          r.torch_version = compat::torch_version();
-          r.git_revision = build_info::git_revision();
+          stamp_provenance(r, device);
           rows.push_back(std::move(r));
         } catch (const std::exception& e) {
           std::string what = e.what();

@@ -19,6 +19,7 @@
 
 #include "attnlab/attention.hpp"
 #include "attnlab/store.hpp"
+#include "attnlab/store/studies.hpp"
 #include "attnlab/train/model.hpp"
 #include "plugin_host/plugin_host.hpp"
 

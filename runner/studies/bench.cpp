@@ -28,8 +28,10 @@
 #include "experiment/train_job.hpp"
 #include "plugin_host/plugin_host.hpp"
 #include "base/quantities.hpp"
+#include "cli/provenance.hpp"
 #include "cli/text_table.hpp"
 #include "results/bench_measured.hpp"
+#include "attnlab/store/studies.hpp"
 
 namespace attnlab {
 namespace {
@@ -269,7 +271,7 @@ store::BenchResult run_bench_case(const BenchCase& c, const std::string& config_
   r.dataset = c.dataset;
   r.seq_len = c.seq_len;
   r.batch_size = c.batch_size;
-  r.device = device_text;
+  r.device = device_text;  // a row that fails before its device parses says what it was given
   r.torch_version = compat::torch_version();
   r.git_revision = build_info::git_revision();
   r.config_toml = config_toml;
@@ -278,8 +280,7 @@ store::BenchResult run_bench_case(const BenchCase& c, const std::string& config_
   try {
     r.threads = compat::configure_threads(threads);
     device = compat::parse_device(device_text);
-    r.device = device->str();  // cuda -> cuda:0
-    r.device_name = compat::device_name(*device);
+    stamp_provenance(r, *device);  // cuda -> cuda:0
     const StepTimes t = c.attention_only ? time_attention_forward(c, registry, device_text)
                                          : time_training_steps(c, registry, device_text, cache_dir);
     r.steps_timed = static_cast<std::int64_t>(t.seconds.size());

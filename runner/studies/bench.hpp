@@ -15,6 +15,7 @@
 
 #include "attnlab/params.hpp"
 #include "attnlab/store.hpp"
+#include "attnlab/store/studies.hpp"
 
 namespace attnlab {
 

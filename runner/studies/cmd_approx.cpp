@@ -14,6 +14,7 @@
 #include "studies/approx.hpp"
 #include "attnlab/torch_compat.hpp"
 #include "plugin_host/plugin_host.hpp"
+#include "attnlab/store/studies.hpp"
 
 namespace attnlab {
 namespace po = boost::program_options;
@@ -66,7 +67,7 @@ po::options_description approx_options() {
 int show_stored(const std::string& db_path, bool absolute) {
   existing_database(db_path);
   store::Database db(db_path, store::Database::Open::read_only);
-  const auto rows = db.approx_results();
+  const auto rows = store::approx_results(db);
   if (rows.empty()) return std::cout << db_path << ": no approx results yet\n", 0;
   std::cout << approx_table(rows, absolute);
   return 0;
@@ -165,7 +166,7 @@ ApproxCallbacks store_as_they_come(store::Database& db, const std::string& param
   const auto started = std::chrono::steady_clock::now();
   ApproxCallbacks callbacks;
   callbacks.on_rows = [&db, &stored, started](const std::vector<store::ApproxResult>& rows) {
-    stored += db.add_approx_results(rows);
+    stored += store::add_approx_results(db, rows);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     std::cerr << "approx: " << rows.front().method << " n=" << rows.front().seq_len << ": " << rows.size() << " cell(s), "
               << static_cast<int>(seconds) << " s" << std::endl;

@@ -12,6 +12,7 @@
 
 #include <unistd.h>
 
+#include "cli/provenance.hpp"
 #include "cli/commands.hpp"
 #include "experiment/cache_dir.hpp"
 #include "cli/cli_options.hpp"
@@ -19,10 +20,10 @@
 #include "attnlab/dataset.hpp"
 #include "attnlab/train/config.hpp"
 #include "attnlab/store.hpp"
+#include "attnlab/store/studies.hpp"
 #include "base/child_process.hpp"
 #include "attnlab/torch_compat.hpp"
 #include "studies/bench.hpp"
-#include "build_info.hpp"
 #include "experiment/experiment.hpp"
 #include "plugin_host/plugin_host.hpp"
 #include "base/quantities.hpp"
@@ -118,11 +119,8 @@ store::BenchResult failed_row(const Planned& p, const c10::Device& device, int t
   r.dataset = p.c.dataset;
   r.seq_len = p.c.seq_len;
   r.batch_size = p.c.batch_size;
-  r.device = device.str();
-  r.device_name = compat::device_name(device);
-  r.torch_version = compat::torch_version();
-  r.git_revision = build_info::git_revision();
-  r.threads = compat::configure_threads(threads);
+  compat::configure_threads(threads);
+  stamp_provenance(r, device);
   r.status = "failed";
   r.error = error;
   r.config_toml = p.config_toml;
@@ -139,7 +137,7 @@ std::string lengths_text(const std::vector<Planned>& group) {
 int show(const std::string& db_path) {
   existing_database(db_path);
   store::Database db(db_path, store::Database::Open::read_only);
-  const auto rows = db.bench_results();
+  const auto rows = store::bench_results(db);
   if (rows.empty()) return std::cout << db_path << ": no bench results yet\n", 0;
   std::cout << bench_table(rows, /*context=*/true);
   return 0;
@@ -310,14 +308,14 @@ std::vector<store::BenchResult> measure_in_processes(const std::vector<Planned>&
     // died before
     std::size_t stored = 0;
     for (const std::int64_t id : stored_ids(ids_file))
-      if (const auto row = db.bench_result(id)) measured.push_back(*row), ++stored;
+      if (const auto row = store::bench_result(db, id)) measured.push_back(*row), ++stored;
     if (stored >= group.size()) continue;
     if (exit.signalled && (exit.code == SIGINT || exit.code == SIGTERM) && stop_signal()) break;
     std::string error = "bench process " + exit.describe();
     if (exit.signalled && exit.code == SIGKILL && device.is_cpu()) error += "; on the CPU usually the kernel's out-of-memory killer";
     for (std::size_t i = stored; i < group.size(); ++i) {
       std::cout << "  " << group[i].c.method << " at " << group[i].c.seq_len << ": failed: " << error << std::endl;
-      measured.push_back(*db.bench_result(db.add_bench_result(failed_row(group[i], device, threads, error))));
+      measured.push_back(*store::bench_result(db, store::add_bench_result(db, failed_row(group[i], device, threads, error))));
     }
   }
   std::filesystem::remove(ids_file);
@@ -417,7 +415,10 @@ int cmd_bench_one(const Args& args) {
     const BenchCase c = parse_bench_config(text, "bench configuration", registry);
     const store::BenchResult r = run_bench_case(c, text, registry, o.device, o.threads, o.cache_dir);
     // The database is opened after measuring: nothing of it counts in the peak.
-    const std::int64_t id = store::Database(o.db_path).add_bench_result(r);
+    const std::int64_t id = [&] {
+      store::Database db(o.db_path);
+      return store::add_bench_result(db, r);
+    }();
     if (!o.stored_ids.empty()) std::ofstream(o.stored_ids, std::ios::app) << id << "\n";
     if (r.status == "done")
       std::printf("  %lld tokens: done: step %.3g s (min %.3g, max %.3g), peak %s\n", static_cast<long long>(r.seq_len),

@@ -14,7 +14,7 @@
 
 #include "attnlab/torch_compat.hpp"
 #include "attnlab/train/config.hpp"
-#include "build_info.hpp"
+#include "cli/provenance.hpp"
 #include "cli/cli_options.hpp"
 #include "plugin_host/plugin_host.hpp"
 #include "cli/commands.hpp"
@@ -22,6 +22,7 @@
 #include "experiment/cache_dir.hpp"
 #include "studies/gradients.hpp"
 #include "studies/stored_run.hpp"
+#include "attnlab/store/studies.hpp"
 
 namespace attnlab {
 namespace po = boost::program_options;
@@ -78,6 +79,90 @@ void print_table14(const std::vector<store::GradientStats>& stats, const std::ma
                "|gradient| over the repeats, averaged over the neurons; paper: Chowdhury et al. (TMLR 2022), Table 14\n";
 }
 
+// What to measure, as the command line says.
+struct GradientStudy {
+  std::vector<std::int64_t> runs;
+  std::int64_t examples = 50, repeats = 50;
+  std::string split = "val", parameter = "head_in.bias", device;
+  std::uint64_t seed = 0;  // 0: derived from each run's seed
+};
+
+// The command line's study, refused in one line where it cannot be measured.
+GradientStudy study_from(const po::variables_map& vm) {
+  GradientStudy s;
+  if (vm.count("run")) s.runs = vm["run"].as<std::vector<std::int64_t>>();
+  if (s.runs.empty() && !vm.count("show")) throw std::runtime_error("gradients: name the runs (attnlab results --jobs lists them)");
+  s.examples = vm["examples"].as<std::int64_t>();
+  s.repeats = vm["repeats"].as<std::int64_t>();
+  if (s.examples < 1) throw std::runtime_error("gradients: --examples must be at least 1");
+  if (s.repeats < 2) throw std::runtime_error("gradients: --repeats must be at least 2 (one pass has no spread)");
+  s.split = vm["split"].as<std::string>();
+  s.parameter = vm["parameter"].as<std::string>();
+  if (s.split != "val" && s.split != "test") throw std::runtime_error("gradients: --split must be val or test");
+  s.device = vm["device"].as<std::string>();
+  s.seed = vm["seed"].as<std::uint64_t>();
+  return s;
+}
+
+// The spread of one run's gradients at each accuracy checkpoint it kept; none (said on stderr)
+// when it kept none.
+std::vector<store::GradientStats> measure_run(const PluginRegistry& registry, store::Database& db, const GradientStudy& study,
+                                              std::int64_t run_id, const JobPlan& plan, const std::string& cache) {
+  const std::string what = "run " + std::to_string(run_id) + " (" + plan.method + "/" + plan.dataset + ")";
+  const auto marks = db.curve(run_id, "val", "accuracy_mark");
+  if (marks.empty()) {  // never trained with the setting, or never reached the first mark
+    std::cerr << "attnlab: gradients: " << what << " kept no accuracy checkpoints ([train] accuracy_checkpoints "
+              << "unset, or validation accuracy never reached its first mark): left out\n";
+    return {};
+  }
+  const c10::Device device = compat::parse_device(study.device);
+  const std::string best = locate_checkpoint(db, run_id);
+  auto dataset = registry.find(PluginKind::dataset, plan.dataset)->make_dataset({cache}, plan.dataset_params);
+  const TaskInfo task = dataset->info();
+  const SplitData data = load_checked(plan.dataset, *dataset, study.split == "val" ? Split::val : Split::test);
+  std::vector<std::pair<std::int64_t, double>> curve;
+  for (const auto& point : marks) curve.emplace_back(point.step, point.value);
+  std::vector<store::GradientStats> out;
+  for (const auto& [mark, step] : marks_reached(curve, plan.train.real("accuracy_checkpoints"))) {
+    EncoderClassifier model = load_trained_model(registry, plan, task, accuracy_checkpoint_path(best, mark), device);
+    AttentionDraws draws(model->attention_methods(),
+                         study.seed != 0 ? study.seed : static_cast<std::uint64_t>(plan.seed) ^ kAttentionStream);
+    GradientSpread spread;
+    try {
+      spread = measure_gradient_spread(model, data, study.examples, study.repeats, draws, study.parameter, device);
+    } catch (const std::invalid_argument& e) {
+      throw std::runtime_error("gradients: " + what + ": " + e.what());
+    }
+    store::GradientStats g;
+    g.run_id = run_id;
+    g.mark = mark;
+    g.parameter = study.parameter;
+    g.step = step;
+    g.split = study.split;
+    g.examples = std::min(study.examples, data.size());
+    g.repeats = study.repeats;
+    g.neurons = spread.neurons;
+    g.abs_mean = spread.abs_mean;
+    g.std = spread.std;
+    stamp_provenance(g, device);
+    out.push_back(g);
+    std::cerr << "  " << what << " at " << fixed(100 * mark, "%.0f") << "% (step " << step << "): std "
+              << fixed(spread.std) << ", |g| " << fixed(spread.abs_mean) << "\n";
+  }
+  return out;
+}
+
+// --show: what is stored for the runs, measuring nothing.
+int show_stored(const PluginRegistry& registry, store::Database& db, const std::vector<std::int64_t>& runs) {
+  const auto stored = store::gradient_stats(db, runs);
+  if (stored.empty()) throw std::runtime_error("gradients: nothing stored in " + db.path() + " for these runs");
+  std::map<std::int64_t, JobPlan> plans;
+  for (const auto& g : stored)
+    if (!plans.count(g.run_id)) plans.emplace(g.run_id, stored_plan(registry, db, g.run_id));
+  print_table14(stored, plans);
+  return 0;
+}
+
 }  // namespace
 
 int cmd_gradients(const Args& args) {
@@ -101,85 +186,28 @@ int cmd_gradients(const Args& args) {
   positional.add("run", -1);
   const auto vm = parse_command_line("gradients", args, options, positional);
   if (vm.count("help")) return std::cout << options, 0;
-  const std::vector<std::int64_t> runs = vm.count("run") ? vm["run"].as<std::vector<std::int64_t>>() : std::vector<std::int64_t>{};
-  const bool show = vm.count("show") > 0;
-  if (runs.empty() && !show) throw std::runtime_error("gradients: name the runs (attnlab results --jobs lists them)");
-  const auto examples = vm["examples"].as<std::int64_t>(), repeats = vm["repeats"].as<std::int64_t>();
-  if (examples < 1) throw std::runtime_error("gradients: --examples must be at least 1");
-  if (repeats < 2) throw std::runtime_error("gradients: --repeats must be at least 2 (one pass has no spread)");
-  const std::string split_name = vm["split"].as<std::string>(), parameter = vm["parameter"].as<std::string>();
-  if (split_name != "val" && split_name != "test") throw std::runtime_error("gradients: --split must be val or test");
+  const GradientStudy study = study_from(vm);
   const std::string db_path = vm["db"].as<std::string>();
   existing_database(db_path);
 
   const PluginRegistry registry = load_plugins(plugin_folders(vm));
   store::Database db(db_path);
-  std::map<std::int64_t, JobPlan> plans;
-  if (show) {
-    const auto stored = db.gradient_stats(runs);
-    if (stored.empty()) throw std::runtime_error("gradients: nothing stored in " + db_path + " for these runs");
-    for (const auto& g : stored)
-      if (!plans.count(g.run_id)) plans.emplace(g.run_id, stored_plan(registry, db, g.run_id));
-    print_table14(stored, plans);
-    return 0;
-  }
+  if (vm.count("show")) return show_stored(registry, db, study.runs);
 
   compat::configure_threads(vm["threads"].as<int>());
-  const std::string device_text = vm["device"].as<std::string>();
-  const c10::Device device = compat::parse_device(device_text);
+  compat::parse_device(study.device);  // refused before any run is read
   const std::string cache = dataset_cache_dir(vm["cache-dir"].as<std::string>());
+  std::map<std::int64_t, JobPlan> plans;
   std::vector<store::GradientStats> measured;
   std::size_t left_out = 0;
-  for (const auto run_id : runs) {
-    const JobPlan plan = stored_plan(registry, db, run_id);
-    plans.emplace(run_id, plan);
-    const std::string what = "run " + std::to_string(run_id) + " (" + plan.method + "/" + plan.dataset + ")";
-    const auto marks = db.curve(run_id, "val", "accuracy_mark");
-    if (marks.empty()) {  // never trained with the setting, or never reached the first mark
-      std::cerr << "attnlab: gradients: " << what << " kept no accuracy checkpoints ([train] accuracy_checkpoints "
-                << "unset, or validation accuracy never reached its first mark): left out\n";
-      ++left_out;
-      continue;
-    }
-    const std::string best = locate_checkpoint(db, run_id);
-    auto dataset = registry.find(PluginKind::dataset, plan.dataset)->make_dataset({cache}, plan.dataset_params);
-    const TaskInfo task = dataset->info();
-    const SplitData data = load_checked(plan.dataset, *dataset, split_name == "val" ? Split::val : Split::test);
-    std::vector<std::pair<std::int64_t, double>> curve;
-    for (const auto& point : marks) curve.emplace_back(point.step, point.value);
-    for (const auto& [mark, step] : marks_reached(curve, plan.train.real("accuracy_checkpoints"))) {
-      const std::string path = accuracy_checkpoint_path(best, mark);
-      EncoderClassifier model = load_trained_model(registry, plan, task, path, device);
-      const std::uint64_t seed = vm["seed"].as<std::uint64_t>() != 0 ? vm["seed"].as<std::uint64_t>()
-                                                                      : static_cast<std::uint64_t>(plan.seed) ^ kAttentionStream;
-      AttentionDraws draws(model->attention_methods(), seed);
-      GradientSpread spread;
-      try {
-        spread = measure_gradient_spread(model, data, examples, repeats, draws, parameter, device);
-      } catch (const std::invalid_argument& e) {
-        throw std::runtime_error("gradients: " + what + ": " + e.what());
-      }
-      store::GradientStats g;
-      g.run_id = run_id;
-      g.mark = mark;
-      g.parameter = parameter;
-      g.step = step;
-      g.split = split_name;
-      g.examples = std::min(examples, data.size());
-      g.repeats = repeats;
-      g.neurons = spread.neurons;
-      g.abs_mean = spread.abs_mean;
-      g.std = spread.std;
-      g.device = device_text;
-      g.torch_version = compat::torch_version();
-      g.git_revision = build_info::git_revision();
-      measured.push_back(g);
-      std::cerr << "  " << what << " at " << fixed(100 * mark, "%.0f") << "% (step " << step << "): std "
-                << fixed(spread.std) << ", |g| " << fixed(spread.abs_mean) << "\n";
-    }
+  for (const auto run_id : study.runs) {
+    const JobPlan& plan = plans.emplace(run_id, stored_plan(registry, db, run_id)).first->second;
+    const auto stats = measure_run(registry, db, study, run_id, plan, cache);
+    left_out += stats.empty();
+    measured.insert(measured.end(), stats.begin(), stats.end());
   }
   if (measured.empty()) throw std::runtime_error("gradients: none of the runs named has an accuracy checkpoint");
-  db.set_gradient_stats(measured);
+  store::set_gradient_stats(db, measured);
   print_table14(measured, plans);
   return left_out ? 3 : 0;  // as `run`: done, but not everything asked for
 }

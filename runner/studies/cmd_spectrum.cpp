@@ -16,7 +16,7 @@
 #include "attnlab/dataset.hpp"
 #include "attnlab/torch_compat.hpp"
 #include "attnlab/train/config.hpp"
-#include "build_info.hpp"
+#include "cli/provenance.hpp"
 #include "cli/cli_options.hpp"
 #include "plugin_host/plugin_host.hpp"
 #include "cli/commands.hpp"
@@ -24,6 +24,7 @@
 #include "results/plot.hpp"
 #include "studies/spectrum.hpp"
 #include "studies/stored_run.hpp"
+#include "attnlab/store/studies.hpp"
 
 namespace attnlab {
 namespace po = boost::program_options;
@@ -127,9 +128,7 @@ store::SpectrumResult measure(const PluginRegistry& registry, store::Database& d
   r.width = width;
   r.rows_min = rows_min;
   r.rows_max = rows_max;
-  r.device = s.device_text;
-  r.torch_version = compat::torch_version();
-  r.git_revision = build_info::git_revision();
+  stamp_provenance(r, s.device);
   return r;
 }
 
@@ -201,7 +200,7 @@ int cmd_spectrum(const Args& args) {
 
   if (vm.count("show")) {
     store::Database db(existing_database(db_path), store::Database::Open::read_only);
-    const auto rows = db.spectrum_results(ids);
+    const auto rows = store::spectrum_results(db, ids);
     if (rows.empty()) throw std::runtime_error("spectrum: " + db_path + " holds no spectrum" + (ids.empty() ? "" : " of these runs"));
     std::vector<SpectrumRunInfo> runs;
     for (const auto& r : rows)
@@ -239,7 +238,7 @@ int cmd_spectrum(const Args& args) {
   std::vector<SpectrumRunInfo> runs;
   for (const auto& t : targets) {
     store::SpectrumResult r = measure(registry, db, t, settings);
-    db.set_spectrum(r);
+    store::set_spectrum(db, r);
     rows.push_back(std::move(r));
     runs.push_back(t.info);
   }

@@ -11,6 +11,7 @@
 #include <ATen/ops/zeros.h>
 
 #include "cli/text_table.hpp"
+#include "attnlab/store/studies.hpp"
 
 namespace attnlab {
 namespace {

@@ -9,6 +9,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "attnlab/store.hpp"
+#include "attnlab/store/studies.hpp"
 #include "results/plot.hpp"
 
 namespace attnlab {

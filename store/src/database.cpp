@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "attnlab/store.hpp"
+#include "access.hpp"
 #include "migrations.hpp"
 #include "sqlite.hpp"
 
@@ -286,7 +287,7 @@ void Database::requeue_job(std::int64_t job_id) {
 
 ReadTransaction::ReadTransaction(Database& db) : db_(db) {
   char* error = nullptr;
-  if (sqlite3_exec(db_.handle(), "BEGIN DEFERRED", nullptr, nullptr, &error) != SQLITE_OK) {
+  if (sqlite3_exec(sqlite_handle(db_), "BEGIN DEFERRED", nullptr, nullptr, &error) != SQLITE_OK) {
     const std::string what = error ? error : "unknown error";
     sqlite3_free(error);
     throw StoreError(db_.path() + ": cannot begin a read transaction: " + what);
@@ -294,7 +295,7 @@ ReadTransaction::ReadTransaction(Database& db) : db_(db) {
 }
 
 ReadTransaction::~ReadTransaction() {
-  sqlite3_exec(db_.handle(), "COMMIT", nullptr, nullptr, nullptr);  // a read: nothing to lose
+  sqlite3_exec(sqlite_handle(db_), "COMMIT", nullptr, nullptr, nullptr);  // a read: nothing to lose
 }
 
 }  // namespace attnlab::store

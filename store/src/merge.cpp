@@ -178,16 +178,18 @@ class Merge {
              "INSERT INTO main.variance_examples (run_id, split, example, passes, rsd, pi, vote, label) "
              "SELECT ?1, split, example, passes, rsd, pi, vote, label FROM shard.variance_examples WHERE run_id = ?2",
              "INSERT INTO main.spectrum_summaries (run_id, layer, stage, batch, split, matrices, width, rows_min, rows_max, k, "
-             "rank90_mean, rank90_std, rank99_mean, rank99_std, stable_rank_mean, device, torch_version, git_revision, created_at) "
+             "rank90_mean, rank90_std, rank99_mean, rank99_std, stable_rank_mean, device, device_name, torch_version, git_revision, "
+             "threads, created_at) "
              "SELECT ?1, layer, stage, batch, split, matrices, width, rows_min, rows_max, k, rank90_mean, rank90_std, rank99_mean, "
-             "rank99_std, stable_rank_mean, device, torch_version, git_revision, created_at "
+             "rank99_std, stable_rank_mean, device, device_name, torch_version, git_revision, threads, created_at "
              "FROM shard.spectrum_summaries WHERE run_id = ?2",
              "INSERT INTO main.spectrum_results (run_id, layer, stage, batch, idx, sigma_mean, sigma_std, normalised_mean, "
              "normalised_std, energy_mean) SELECT ?1, layer, stage, batch, idx, sigma_mean, sigma_std, normalised_mean, "
              "normalised_std, energy_mean FROM shard.spectrum_results WHERE run_id = ?2",
              "INSERT INTO main.gradient_stats (run_id, mark, parameter, step, split, examples, repeats, neurons, abs_mean, "
-             "std, device, torch_version, git_revision, created_at) SELECT ?1, mark, parameter, step, split, examples, "
-             "repeats, neurons, abs_mean, std, device, torch_version, git_revision, created_at "
+             "std, device, device_name, torch_version, git_revision, threads, created_at) SELECT ?1, mark, parameter, step, "
+             "split, examples, repeats, neurons, abs_mean, std, device, device_name, torch_version, git_revision, threads, "
+             "created_at "
              "FROM shard.gradient_stats WHERE run_id = ?2",
          }) {
       sql::Statement st(db_, path_, copy);

@@ -9,6 +9,7 @@
 #include "schema_v7.hpp"
 #include "schema_v8.hpp"
 #include "schema_v9.hpp"
+#include "schema_v10.hpp"
 #include "sqlite.hpp"
 
 namespace attnlab::store {
@@ -30,6 +31,7 @@ constexpr Migration kMigrations[] = {
     {7, kSchemaV7},
     {8, kSchemaV8},
     {9, kSchemaV9},
+    {10, kSchemaV10},
 };
 
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == Database::kSchemaVersion,

@@ -3,6 +3,7 @@
 
 #include "attempts.hpp"
 #include "attnlab/store.hpp"
+#include "provenance.hpp"
 #include "sqlite.hpp"
 
 namespace attnlab::store {
@@ -22,18 +23,13 @@ void Database::set_run_environment(std::int64_t run_id, const RunEnvironment& en
   sql::Transaction tx(db_, path_);
   attempts::require_lease(db_, path_, run_id);
   {
-    // Empty host/device/pid keep what the claim recorded.
+    // Empty host/device/pid keep what the claim recorded (the provenance's columns in its order).
     sql::Statement st(db_, path_,
-                      "UPDATE runs SET host = coalesce(?1, host), device = coalesce(?2, device), device_name = ?3, "
-                      "torch_version = ?4, attnlab_version = ?5, git_revision = ?6, threads = ?7, pid = coalesce(?8, pid) "
-                      "WHERE id = ?9");
-    st.bind_text_or_null(1, env.host)
-        .bind_text_or_null(2, env.device)
-        .bind_text_or_null(3, env.device_name)
-        .bind_text_or_null(4, env.torch_version)
-        .bind_text_or_null(5, env.attnlab_version)
-        .bind_text_or_null(6, env.git_revision)
-        .bind(7, env.threads);
+                      "UPDATE runs SET device = coalesce(?1, device), device_name = ?2, torch_version = ?3, "
+                      "git_revision = ?4, threads = ?5, host = coalesce(?6, host), attnlab_version = ?7, "
+                      "pid = coalesce(?8, pid) WHERE id = ?9");
+    bind_provenance(st, 1, env);
+    st.bind_text_or_null(6, env.host).bind_text_or_null(7, env.attnlab_version);
     if (env.pid > 0)
       st.bind(8, env.pid);
     else
@@ -326,16 +322,25 @@ std::vector<PluginFile> Database::run_plugins(std::int64_t run_id) {
 }
 
 RunEnvironment Database::run_environment(std::int64_t run_id) {
-  sql::Statement st(db_, path_,
-                    "SELECT coalesce(host, ''), coalesce(device, ''), coalesce(device_name, ''), coalesce(torch_version, ''), "
-                    "coalesce(attnlab_version, ''), coalesce(git_revision, ''), coalesce(threads, 0), coalesce(pid, 0) "
-                    "FROM runs WHERE id = ?1");
+  const std::string select =
+      std::string("SELECT ") + kProvenanceColumns + ", host, attnlab_version, pid FROM runs WHERE id = ?1";
+  sql::Statement st(db_, path_, select.c_str());
   st.bind(1, run_id);
   if (!st.step()) throw StoreError(path_ + ": no run with id " + std::to_string(run_id));
-  RunEnvironment env{st.column_text(0), st.column_text(1), st.column_text(2), st.column_text(3),
-                     st.column_text(4), st.column_text(5), st.column_int64(6), {}, st.column_int64(7)};
+  RunEnvironment env;
+  read_provenance(st, 0, env);
+  env.host = st.column_text(5);
+  env.attnlab_version = st.column_text(6);
+  env.pid = st.column_int64(7);
   env.plugins = run_plugins(run_id);
   return env;
+}
+
+std::string Database::checkpoint_of_run(std::int64_t run_id) {
+  sql::Statement st(db_, path_, "SELECT checkpoint_path FROM runs WHERE id = ?1");
+  st.bind(1, run_id);
+  if (!st.step()) throw StoreError(path_ + ": no run with id " + std::to_string(run_id));
+  return st.column_text(0);
 }
 
 }  // namespace attnlab::store

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "attnlab/query.hpp"
+#include "access.hpp"
 #include "builtin_keys.hpp"
 #include "sqlite.hpp"
 
@@ -33,7 +34,7 @@ std::string json_array(const std::vector<std::string>& words) {
 }
 
 std::vector<std::string> column_values(Database& db, const char* sql) {
-  sql::Statement st(db.handle(), db.path(), sql);
+  sql::Statement st(sqlite_handle(db), db.path(), sql);
   std::vector<std::string> out;
   while (st.step()) out.push_back(st.column_text(0));
   return out;
@@ -64,7 +65,7 @@ std::vector<std::string> keys_varying_within_groups(Database& db, const std::vec
   std::string ids = "[";
   for (std::size_t i = 0; i < job_ids.size(); ++i) ids += (i ? "," : "") + std::to_string(job_ids[i]);
   // Not the seed (what a group summarises over), nor what never changes a job's numbers.
-  sql::Statement st(db.handle(), db.path(),
+  sql::Statement st(sqlite_handle(db), db.path(),
                     "SELECT DISTINCT key FROM (SELECT p.key AS key FROM job_params AS p JOIN jobs AS j ON j.id = p.job_id "
                     "WHERE p.job_id IN (SELECT value FROM json_each(?1)) "
                     "AND p.key NOT IN ('method', 'dataset', 'seed', 'train.checkpoint_every', 'train.accuracy_checkpoints') "
@@ -78,7 +79,7 @@ std::vector<std::string> keys_varying_within_groups(Database& db, const std::vec
 std::vector<std::string> config_values(Database& db, const std::vector<std::int64_t>& job_ids, const std::string& key) {
   std::string ids = "[";
   for (std::size_t i = 0; i < job_ids.size(); ++i) ids += (i ? "," : "") + std::to_string(job_ids[i]);
-  sql::Statement st(db.handle(), db.path(),
+  sql::Statement st(sqlite_handle(db), db.path(),
                     "SELECT DISTINCT value FROM job_params WHERE job_id IN (SELECT value FROM json_each(?1)) AND key = ?2 "
                     "ORDER BY value");
   st.bind(1, ids + "]");
@@ -95,7 +96,7 @@ std::vector<std::string> result_names(Database& db) {
 std::vector<std::string> run_environments(Database& db, const std::vector<std::int64_t>& run_ids) {
   std::string ids = "[";
   for (std::size_t i = 0; i < run_ids.size(); ++i) ids += (i ? "," : "") + std::to_string(run_ids[i]);
-  sql::Statement st(db.handle(), db.path(),
+  sql::Statement st(sqlite_handle(db), db.path(),
                     "SELECT coalesce(device, '?'), coalesce(device_name, ''), coalesce(threads, 0), "
                     "coalesce(torch_version, '?'), COUNT(*) FROM runs WHERE id IN (SELECT value FROM json_each(?)) "
                     "GROUP BY 1, 2, 3, 4 ORDER BY 5 DESC, 1, 2, 3, 4");
@@ -141,7 +142,7 @@ std::vector<JobRow> select_jobs(Database& db, const Selection& selection) {
   for (std::size_t i = 0; i < filters.size(); ++i) sql += (i ? " AND " : " WHERE ") + filters[i].sql;
   sql += " ORDER BY o.job_id";
 
-  sql::Statement st(db.handle(), db.path(), sql.c_str());
+  sql::Statement st(sqlite_handle(db), db.path(), sql.c_str());
   int index = 1;
   for (const auto& g : selection.group_by)
     if (!builtin_column(g)) st.bind(index++, g);
@@ -172,7 +173,7 @@ std::vector<JobRow> select_jobs(Database& db, const Selection& selection) {
   if (selection.metrics.empty() || rows.empty()) return rows;
 
   // The values themselves, read as REAL (not through JSON text): exact doubles, NULL as NaN.
-  sql::Statement values(db.handle(), db.path(),
+  sql::Statement values(sqlite_handle(db), db.path(),
                         "SELECT o.job_id, r.name, r.value FROM job_outcomes AS o JOIN results AS r ON r.run_id = o.run_id "
                         "WHERE r.name IN (SELECT value FROM json_each(?)) "
                         "AND o.job_id IN (SELECT value FROM json_each(?)) ORDER BY o.job_id");

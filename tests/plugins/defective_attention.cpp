@@ -1,5 +1,5 @@
 // Softmax attention with one defect, chosen at compile time (DEFECT), for the test that each kind
-// of defect fails exactly its conformance check (`attnlab check`, runner/plugin_host/conformance.cpp):
+// of defect fails exactly its conformance check (`attnlab check`, runner/plugin_host/attention_checks.cpp):
 //   1 padding: padded keys are not masked          -> "padding invariance"
 //   2 overflow: exp of raw scores, no max taken    -> "large inputs"
 //   3 detached: no gradient flows to k             -> "gradients"

@@ -176,14 +176,20 @@ struct PluginFile {
   std::string sha256;
 };
 
-struct RunEnvironment {
+// Where and with what a measurement was taken. Every run, bench row and study row carries it,
+// stamped by one function of the runner (stamp_provenance) and bound and read by one pair in the
+// store (store/src/provenance.hpp), in the same five columns of every table that has it.
+struct Provenance {
+  std::string device;         // cpu, cuda:0, ...
+  std::string device_name;    // the GPU's name, or the CPU model
+  std::string torch_version;  // the LibTorch it ran against
+  std::string git_revision;   // of the attnlab build
+  std::int64_t threads = 0;   // intra-op threads
+};
+
+struct RunEnvironment : Provenance {
   std::string host;
-  std::string device;  // cpu, cuda:0, ...
-  std::string device_name;  // e.g. the GPU's name, or the CPU model
-  std::string torch_version;
   std::string attnlab_version;
-  std::string git_revision;
-  std::int64_t threads = 0;
   std::vector<PluginFile> plugins;
   std::int64_t pid = 0;  // the process that trains (0: keep the claimer's pid)
 };
@@ -220,100 +226,9 @@ struct RunSummary {
   std::optional<double> result(const std::string& name) const;
 };
 
-// One `attnlab bench` measurement: a training step of one method at one sequence length.
-struct BenchResult {
-  std::string method;
-  std::string dataset;        // whose task config (vocabulary, classes) the model was built for
-  std::int64_t seq_len = 0;
-  std::int64_t batch_size = 0;
-  std::string device;
-  std::string device_name;
-  std::string torch_version;
-  std::string git_revision;
-  std::int64_t threads = 0;
-  std::int64_t steps_timed = 0;
-  double step_seconds_median = 0;  // forward + backward + optimiser step
-  double step_seconds_min = 0;
-  double step_seconds_max = 0;
-  double peak_memory_bytes = 0;    // CUDA allocator peak, or the peak RSS of a fresh process (CPU)
-  std::string status;              // done | oom | failed
-  std::string error;
-  std::string config_toml;         // model + method parameters used
-  std::string created_at;          // filled when read back
-  std::int64_t id = 0;             // filled when read back
-};
-
-// One cell of `attnlab approx`: spectral-norm error of a method against exact attention at one
-// sequence length and one number of features/landmarks, over heads and repeated draws.
-struct ApproxResult {
-  std::string method;
-  std::string reference;     // softmax | kernelized
-  std::string source;        // "init:<dataset>", "run:<id>", or "npy:<dir>"
-  std::string param;         // the parameter varied (e.g. landmarks)
-  std::int64_t features = 0; // its value d
-  std::int64_t seq_len = 0;
-  std::int64_t samples = 0;  // heads x draws averaged
-  double abs_error_mean = 0, abs_error_std = 0;  // ||A_method - A_exact||_2
-  double rel_error_mean = 0, rel_error_std = 0;  // ... / ||A_exact||_2
-  std::string device;
-  std::string torch_version;
-  std::string git_revision;
-  std::string created_at;    // filled when read back
-};
-
-// One `attnlab gradients` measurement: a stored run's weights from the validation at which its
-// accuracy first reached `mark`, the first `examples` examples of `split` passed `repeats` times,
-// each with a fresh draw of the attention's randomness; per neuron of `parameter` (the
-// classifier's hidden layer) the mean |gradient| and the sample std over the repeats, averaged
-// over its `neurons` (the KL-Transformer's Table 14). Identified by (run_id, mark, parameter).
-struct GradientStats {
-  std::int64_t run_id = 0;
-  double mark = 0;            // the accuracy mark, a fraction (0.4)
-  std::string parameter;      // e.g. "head_in.bias"
-  std::int64_t step = 0;      // the training step the weights are from
-  std::string split = "val";
-  std::int64_t examples = 0, repeats = 0, neurons = 0;
-  double abs_mean = 0, std = 0;
-  std::string device;
-  std::string torch_version;
-  std::string git_revision;
-  std::string created_at;  // filled when read back
-};
-
-// One value index of an `attnlab spectrum` measurement: the i-th singular value over the matrices
-// measured (mean and sample std), normalised by each matrix's largest (σ_i / σ_1), and its share
-// of the energy (σ_i² / Σσ², mean).
-struct SpectrumValue {
-  double sigma_mean = 0, sigma_std = 0;
-  double normalised_mean = 0, normalised_std = 0;
-  double energy_mean = 0;
-};
-
-// One `attnlab spectrum` measurement: the singular values of a stored run's attention output at
-// one layer, over the real rows of each of the first `batch` test examples (each input of a pair
-// task is its own matrix). Identified by (run_id, layer, stage, batch).
-struct SpectrumResult {
-  std::int64_t run_id = 0;
-  std::int64_t layer = 0;      // 1-based
-  std::string stage;           // "out" (after the output projection) | "heads" (the heads concatenated)
-  std::int64_t batch = 0;      // test examples taken
-  std::string split = "test";
-  std::int64_t matrices = 0;   // matrices averaged: examples x inputs
-  std::int64_t width = 0;      // columns of each matrix
-  std::int64_t rows_min = 0, rows_max = 0;  // real rows per matrix
-  double rank90_mean = 0, rank90_std = 0;   // smallest k with Σ_{i<=k} σ_i² >= 90% of Σσ², per matrix
-  double rank99_mean = 0, rank99_std = 0;
-  double stable_rank_mean = 0;              // Σσ² / σ_1²
-  std::vector<SpectrumValue> values;        // index i = 1..k at values[i - 1]
-  std::string device;
-  std::string torch_version;
-  std::string git_revision;
-  std::string created_at;  // filled when read back
-};
-
 class Database {
  public:
-  static constexpr int kSchemaVersion = 9;
+  static constexpr int kSchemaVersion = 10;
   static constexpr std::uintmax_t kReadersCheckBytes = 64ull << 20;
 
   enum class Open {
@@ -462,24 +377,6 @@ class Database {
   // The configuration a run's job ran with, and its checkpoint ("" if none).
   std::string checkpoint_of_run(std::int64_t run_id);
 
-  // Studies (schema version 2). Each add is one transaction; reads are in insertion order.
-  std::int64_t add_bench_result(const BenchResult& result);
-  std::vector<BenchResult> bench_results();
-  std::optional<BenchResult> bench_result(std::int64_t id);  // the row add_bench_result returned the id of
-  std::int64_t add_approx_results(const std::vector<ApproxResult>& results);  // returns how many
-  std::vector<ApproxResult> approx_results();
-  // attnlab spectrum (schema version 7): stores a measurement, replacing one of the same (run,
-  // layer, stage, batch); one transaction. The run must exist (StoreError otherwise).
-  void set_spectrum(const SpectrumResult& result);
-  // Stores the measurements (each replacing one of the same run, mark and parameter), in one
-  // transaction; reads back those of `run_ids` (all when empty), by run then mark.
-  void set_gradient_stats(const std::vector<GradientStats>& stats);
-  std::vector<GradientStats> gradient_stats(const std::vector<std::int64_t>& run_ids = {});
-  // Every stored measurement with its values, or those of `run_ids` only; by run, layer, stage, batch.
-  std::vector<SpectrumResult> spectrum_results(const std::vector<std::int64_t>& run_ids = {});
-
-  sqlite3* handle() { return db_; }  // for tests that query the views; the runner uses the API above
-
   // PRAGMA quick_check: a StoreError in one line naming the file and the first problem unless the
   // file is intact.
   void require_intact();
@@ -487,8 +384,7 @@ class Database {
   std::vector<std::string> integrity_problems(int limit = 100);
 
   // The unix time the queue reads (lease expiries, back-offs): the system clock unless a test
-  // gives its own.
-  void set_clock(std::function<double()> now) { clock_ = std::move(now); }
+  // gives its own (store/src/access.hpp).
   double now() const { return clock_ ? clock_() : system_unix_seconds(); }
   static double system_unix_seconds();
 
@@ -500,6 +396,7 @@ class Database {
   sqlite3* db_ = nullptr;
   int migrated_from_ = 0;
   std::function<double()> clock_;
+  friend struct DatabaseAccess;  // the store's own free functions (query.hpp, store/studies.hpp) and its tests
 };
 
 // One read transaction (BEGIN DEFERRED, ended at destruction): every query through `db` while it

@@ -1,6 +1,6 @@
+// The attention checks of the conformance suite (conformance.hpp): each builds the method from its
+// defaults and holds its outputs and gradients to what attention must satisfy.
 #include "plugin_host/conformance.hpp"
-
-#include <stdlib.h>  // mkdtemp
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -8,32 +8,16 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <functional>
-#include <optional>
-#include <iostream>
-#include <filesystem>
 #include <stdexcept>
+#include <utility>
 
 #include "attnlab/attention.hpp"
-#include "attnlab/dataset.hpp"
 #include "attnlab/precision.hpp"
 #include "attnlab/torch_compat.hpp"
-#include "cli/cli_options.hpp"
-#include "plugin_host/plugin_host.hpp"
-#include "cli/commands.hpp"
-#include "attnlab/store.hpp"
-#include "base/child_process.hpp"
-#include "base/quantities.hpp"
+#include "plugin_host/check_support.hpp"
 
 namespace attnlab {
 namespace {
-
-std::string figure(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g", x);
-  return buf;
-}
 
 double max_diff(const at::Tensor& a, const at::Tensor& b) { return (a - b).abs().max().item<double>(); }
 
@@ -61,18 +45,6 @@ Inputs make_inputs(std::int64_t n, std::int64_t real, std::int64_t heads, std::i
   valid[1].slice(0, real, n).fill_(false);
   in.valid = valid.to(device);
   return in;
-}
-
-// Every default parses and lies within its bounds and choices; throws naming the first that does not.
-void check_defaults(const PluginInfo& info) {
-  for (std::size_t i = 0; i < info.param_count; ++i) {
-    const ParamSpec& spec = info.params[i];
-    try {
-      check_param(spec, parse_param(spec, spec.default_value));
-    } catch (const std::exception& e) {
-      throw std::runtime_error(std::string("default of ") + spec.name + ": " + e.what());
-    }
-  }
 }
 
 // Relative error allowed under autocast against fp32 (the "reduced precision" check): bf16 keeps 8
@@ -340,167 +312,7 @@ class AttentionChecks {
   CheckResult result_;
 };
 
-// A scratch folder for a dataset's caches, removed with everything in it.
-class ScratchFolder {
- public:
-  ScratchFolder() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "attnlab-check-XXXXXX").string();
-    if (!mkdtemp(pattern.data())) throw std::runtime_error("check: cannot make a scratch folder in " + pattern);
-    path_ = pattern;
-  }
-  ~ScratchFolder() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string path(const std::string& name) const { return (std::filesystem::path(path_) / name).string(); }
-
- private:
-  std::string path_;
-};
-
-const Split kSplits[] = {Split::train, Split::val, Split::test};
-
-// A value of `spec` that must be refused: one step past a bound, a word that is not a choice; or,
-// for free text, a path that does not exist. nullopt for a boolean (it has no bad value).
-std::optional<ParamValue> bad_value(const ParamSpec& spec) {
-  constexpr double kUnbounded = 1e300;
-  switch (spec.type) {
-    case ParamType::integer:
-    case ParamType::real: {
-      const bool above = spec.max_value < kUnbounded;
-      if (!above && spec.min_value <= -kUnbounded) return std::nullopt;
-      const double bound = above ? spec.max_value : spec.min_value;
-      const double past = bound + (above ? 1 : -1) * std::max(1.0, std::abs(bound));
-      if (spec.type == ParamType::integer) return ParamValue{static_cast<std::int64_t>(past)};
-      return ParamValue{past};
-    }
-    case ParamType::string:
-      return ParamValue{std::string(spec.choices ? "not-one-of-the-choices" : "/nonexistent/attnlab-check")};
-    default:
-      return std::nullopt;
-  }
-}
-
-// The one-line message of a refusal, or a throw saying why it is not one.
-std::string one_line_refusal(const std::string& what, const std::string& name) {
-  if (what.find('\n') != std::string::npos) throw std::runtime_error(name + ": refused in more than one line: " + what);
-  return what;
-}
-
 }  // namespace
-
-const std::vector<std::string>& dataset_check_names() {
-  static const std::vector<std::string> names = {"parameters", "bad parameters refused", "descriptor", "splits",
-                                                 "seeded reproducibility"};
-  return names;
-}
-
-std::vector<CheckResult> check_dataset(const LoadedPlugin& plugin, const ParamValues& params) {
-  std::vector<CheckResult> out;
-  auto add = [&](const std::string& name, const std::function<std::string()>& body) {
-    CheckResult r{name, true, "", ""};
-    try {
-      r.figure = body();
-    } catch (const std::exception& e) {
-      const std::string what = e.what();
-      r.passed = false;
-      r.failure = what.substr(0, what.find('\n'));
-    }
-    out.push_back(r);
-    return r.passed;
-  };
-  const ScratchFolder scratch;
-  std::shared_ptr<Dataset> dataset;
-  const std::string name = plugin.name();
-  if (!add("parameters", [&] {
-        check_defaults(*plugin.info);
-        dataset = plugin.make_dataset({scratch.path("first")}, params);
-        return std::to_string(plugin.info->param_count) + " parameter(s), defaults within their bounds; built";
-      }))
-    return out;
-  add("bad parameters refused", [&] {
-    // A bound or choice is refused by the host against the schema (so the schema must be able to
-    // say no); a free-text value (a path, usually) reaches the plugin, which must accept it or
-    // refuse it as a ParamError or DataError in one line: those are what block a job with one line.
-    std::string example;
-    std::size_t tried = 0;
-    for (std::size_t i = 0; i < plugin.info->param_count; ++i) {
-      const ParamSpec& spec = plugin.info->params[i];
-      const auto bad = bad_value(spec);
-      if (!bad) continue;
-      ++tried;
-      const std::string shown = std::string(spec.name) + " = " + to_toml(*bad);
-      std::string refusal;
-      if (spec.type != ParamType::string || spec.choices) {
-        try {
-          check_param(spec, *bad);
-        } catch (const ParamError& e) {
-          refusal = one_line_refusal(e.what(), shown);
-        }
-        if (refusal.empty()) throw std::runtime_error(shown + ": accepted, outside the declared bounds or choices");
-      } else {
-        ParamValues with_bad = params;
-        with_bad.set(spec.name, *bad);
-        try {
-          plugin.make_dataset({scratch.path("bad")}, with_bad)->load(Split::train);
-          continue;  // accepted: free text that is not a path
-        } catch (const ParamError& e) {
-          refusal = one_line_refusal(e.what(), shown);
-        } catch (const DataError& e) {
-          refusal = one_line_refusal(e.what(), shown);
-        } catch (const std::exception& e) {
-          throw std::runtime_error(shown + ": refused with an error that is neither a ParamError nor a DataError: " +
-                                   std::string(e.what()));
-        }
-      }
-      if (example.empty()) example = shown + ": \"" + refusal + "\"";
-    }
-    if (tried == 0) return std::string("no parameter has a value to refuse");
-    return std::to_string(tried) + " bad value(s) refused in one line" + (example.empty() ? "" : ", e.g. " + example);
-  });
-  add("descriptor", [&] {
-    const TaskInfo t = dataset->info();
-    auto require = [](bool ok, const std::string& what) {
-      if (!ok) throw std::runtime_error(what);
-    };
-    require(t.num_classes >= 2, "num_classes = " + std::to_string(t.num_classes) + ": at least 2");
-    require(t.max_len >= 1, "max_len = " + std::to_string(t.max_len) + ": at least 1");
-    require(t.inputs == 1 || t.inputs == 2, "inputs = " + std::to_string(t.inputs) + ": 1 or 2");
-    require(t.vocab_size >= 1, "vocab_size = " + std::to_string(t.vocab_size) + ": at least 1");
-    require(t.many_hot == 0 || (t.many_hot < 63 && t.vocab_size == (std::int64_t{1} << t.many_hot)),
-            "many_hot = " + std::to_string(t.many_hot) + " needs vocab_size = 2^many_hot, not " + std::to_string(t.vocab_size));
-    const SizeEstimate size = dataset->estimate_size();
-    require(size.examples >= 0 && (size.examples == 0 || size.token_bytes >= 1),
-            "estimate_size: " + std::to_string(size.examples) + " examples of " + std::to_string(size.token_bytes) + " bytes");
-    return "vocabulary " + std::to_string(t.vocab_size) + ", " + std::to_string(t.num_classes) + " classes, " +
-           std::to_string(t.inputs) + " input(s) of " + std::to_string(t.max_len) + " tokens";
-  });
-  std::vector<SplitData> first;
-  const bool loaded = add("splits", [&] {
-    std::string sizes;
-    for (const Split split : kSplits) {
-      first.push_back(load_checked(name, *dataset, split));
-      sizes += (sizes.empty() ? "" : ", ") + std::string(to_string(split)) + " " + std::to_string(first.back().size());
-    }
-    return sizes + " examples, each within its task";
-  });
-  if (!loaded) return out;
-  add("seeded reproducibility", [&] {
-    auto again = plugin.make_dataset({scratch.path("second")}, params);
-    for (std::size_t i = 0; i < 3; ++i) {
-      const SplitData data = load_checked(name, *again, kSplits[i]);
-      const char* differs = !at::equal(data.labels, first[i].labels)   ? "labels"
-                            : !at::equal(data.lengths, first[i].lengths) ? "lengths"
-                            : !at::equal(data.tokens, first[i].tokens)   ? "tokens"
-                                                                         : nullptr;
-      if (differs)
-        throw std::runtime_error(std::string(to_string(kSplits[i])) + ": built again from the same parameters, its " +
-                                 differs + " differ");
-    }
-    return std::string("every split the same to the bit when built again in a fresh cache folder");
-  });
-  return out;
-}
 
 const std::vector<std::string>& attention_check_names() {
   static const std::vector<std::string> names = {"parameters",         "shape and dtype", "padding invariance",
@@ -518,144 +330,6 @@ CheckResult check_attention(const LoadedPlugin& plugin, const std::string& check
     std::string what = e.what();
     return {check, false, "", "threw: " + what.substr(0, what.find('\n'))};
   }
-}
-
-namespace {
-
-void print_check(const CheckResult& r) {
-  char label[32];
-  std::snprintf(label, sizeof label, "%-22s", r.name.c_str());
-  std::cout << "  " << (r.passed ? "pass" : "FAIL") << "  " << label << "  " << r.figure
-            << (r.passed ? "" : (r.figure.empty() ? "" : "; ") + r.failure) << "\n"
-            << std::flush;
-}
-
-// --bench: the plugin's training step (time, peak memory) next to softmax's at each length, measured
-// by `attnlab bench` (each measurement in a fresh process of its own, as always; it prints its
-// table) into a scratch database. Passes when every measurement of the plugin completed.
-CheckResult bench_against_softmax(const LoadedPlugin& plugin, const std::vector<std::string>& plugin_dirs,
-                                  const std::string& device, const std::string& lengths, const std::string& self_exe) {
-  const ScratchFolder scratch;
-  const std::string db_path = scratch.path("bench.db");
-  const std::string name = plugin.name();
-  std::vector<std::string> argv = {self_exe, "bench", "--db", db_path, "--methods",
-                                   name == "softmax" ? name : "softmax," + name, "--lengths", lengths, "--device", device};
-  for (const auto& d : plugin_dirs) argv.insert(argv.end(), {"--plugins", d});
-  std::cout << std::flush;  // the bench processes share stdout
-  const ChildExit exit = run_child(argv, "bench");
-  CheckResult r{"training step (bench)", true, "", ""};
-  if (!exit.ok()) return {r.name, false, "", "attnlab bench " + exit.describe()};
-  store::Database db(db_path, store::Database::Open::existing);
-  const auto rows = db.bench_results();
-  auto softmax_at = [&](std::int64_t length) -> const store::BenchResult* {
-    for (const auto& row : rows)
-      if (row.method == "softmax" && row.seq_len == length && row.status == "done") return &row;
-    return nullptr;
-  };
-  for (const auto& row : rows) {
-    if (row.method != name) continue;
-    if (row.status != "done") {
-      r.passed = false;
-      r.failure += (r.failure.empty() ? "" : "; ") + std::to_string(row.seq_len) + " tokens: " + row.status + ": " + row.error;
-      continue;
-    }
-    std::string cell = std::to_string(row.seq_len) + " tokens " + figure(row.step_seconds_median) + " s/step, " +
-                       format_bytes(row.peak_memory_bytes);
-    if (const auto* reference = softmax_at(row.seq_len); reference && name != "softmax")
-      cell += " (x" + figure(row.step_seconds_median / reference->step_seconds_median) + " and x" +
-              figure(row.peak_memory_bytes / reference->peak_memory_bytes) + " softmax's)";
-    r.figure += (r.figure.empty() ? "" : "; ") + cell;
-  }
-  return r;
-}
-
-// --set KEY=VALUE over the plugin's defaults, each checked against its schema.
-ParamValues dataset_params(const LoadedPlugin& plugin, const std::vector<std::string>& sets) {
-  ParamValues params = plugin.defaults();
-  for (const auto& set : sets) {
-    const auto eq = set.find('=');
-    const std::string key = set.substr(0, eq);
-    const ParamSpec* spec = nullptr;
-    for (std::size_t i = 0; i < plugin.info->param_count; ++i)
-      if (key == plugin.info->params[i].name) spec = &plugin.info->params[i];
-    if (eq == std::string::npos || !spec)
-      throw std::runtime_error("check: --set " + set + ": expected KEY=VALUE with KEY a parameter of " + plugin.name() +
-                               " (attnlab plugins lists them)");
-    try {
-      params.set(key, check_param(*spec, parse_param(*spec, set.substr(eq + 1))));
-    } catch (const std::exception& e) {
-      throw std::runtime_error("check: --set " + set + ": " + e.what());
-    }
-  }
-  return params;
-}
-
-}  // namespace
-
-int cmd_check(const Args& args, const std::string& self_exe) {
-  po::options_description options(
-      "attnlab check FILE.so|NAME [--plugins DIR]... [--device D] [--bench [--bench-lengths N,N]] [--set KEY=VALUE]...");
-  options.add_options()
-      ("plugin", po::value<std::string>(), "a plugin file, or a plugin's name")
-      ("bench", "an attention plugin's training step (time, peak memory) next to softmax's, by attnlab bench")
-      ("bench-lengths", po::value<std::string>()->default_value("1024,4096"), "sequence lengths of --bench")
-      ("set", po::value<std::vector<std::string>>()->composing(),
-       "a dataset plugin's parameter for the checked configuration (repeatable; default: its defaults)")
-      ("help,h", "this help");
-  add_plugins_option(options);
-  add_device_option(options);  // where an attention plugin's checks run
-  po::positional_options_description positional;
-  positional.add("plugin", 1);
-  const auto vm = parse_command_line("check", args, options, positional);
-  if (vm.count("help")) return std::cout << options, 0;
-  if (!vm.count("plugin")) throw std::runtime_error("check: usage: attnlab check FILE.so|NAME [--plugins DIR]... [--device D]");
-  const std::string given = vm["plugin"].as<std::string>();
-  const c10::Device device = compat::parse_device(vm["device"].as<std::string>());
-
-  // A file is loaded first, so that it is the one checked even where a bundled plugin has its name.
-  PluginRegistry registry;
-  const LoadedPlugin* plugin = nullptr;
-  const bool is_file = given.find('/') != std::string::npos || (given.size() > 3 && given.substr(given.size() - 3) == ".so");
-  std::vector<std::string> plugin_dirs = plugin_folders(vm);
-  if (is_file) {
-    if (!registry.load_file(given)) throw std::runtime_error("check: " + registry.errors().back().line());
-    plugin = &registry.plugins().back();
-    // --bench's processes find it by name: its folder first
-    plugin_dirs.insert(plugin_dirs.begin(), std::filesystem::absolute(given).parent_path().string());
-  } else {
-    registry = load_plugins(plugin_folders(vm));
-    plugin = registry.find(PluginKind::attention, given);
-    if (!plugin) plugin = registry.find(PluginKind::dataset, given);
-    if (!plugin) throw std::runtime_error("check: no plugin named '" + given + "' (attnlab plugins lists them)");
-  }
-  const auto sets = option_values(vm, "set");
-  std::vector<CheckResult> results;
-  if (plugin->kind() == PluginKind::dataset) {
-    if (vm.count("bench")) throw std::runtime_error("check: --bench is for attention plugins; " + plugin->name() + " is a dataset plugin");
-    const ParamValues params = dataset_params(*plugin, sets);
-    std::cout << plugin->path << ": " << plugin->name() << " " << plugin->info->version << " (dataset)\n";
-    results = check_dataset(*plugin, params);
-    for (const auto& r : results) print_check(r);
-  } else {
-    if (!sets.empty()) throw std::runtime_error("check: --set is for dataset plugins; " + plugin->name() + " is an attention plugin");
-    const std::string bench_lengths = vm["bench-lengths"].as<std::string>();
-    split_positive_integers(bench_lengths, "check: --bench-lengths");  // refused before any check runs
-    std::cout << plugin->path << ": " << plugin->name() << " " << plugin->info->version << " (attention), on "
-              << device.str() << "\n";
-    for (const auto& name : attention_check_names()) {
-      results.push_back(check_attention(*plugin, name, device));
-      print_check(results.back());  // as it goes: a slow check shows where it is
-    }
-    if (vm.count("bench")) {
-      results.push_back(bench_against_softmax(*plugin, plugin_dirs, device.str(), bench_lengths, self_exe));
-      std::cout << "\n";
-      print_check(results.back());
-    }
-  }
-  std::size_t passed = 0;
-  for (const auto& r : results) passed += r.passed;
-  std::cout << results.size() << " checks: " << passed << " passed, " << results.size() - passed << " failed\n";
-  return passed == results.size() ? 0 : 1;
 }
 
 }  // namespace attnlab

@@ -1,0 +1,158 @@
+// `attnlab check`: the conformance suite's command-line front end (the checks are in
+// attention_checks.cpp and dataset_checks.cpp; tests/conformance_test.cpp is the other front end).
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <stdexcept>
+
+#include "attnlab/store.hpp"
+#include "attnlab/store/studies.hpp"
+#include "attnlab/torch_compat.hpp"
+#include "base/child_process.hpp"
+#include "base/quantities.hpp"
+#include "cli/cli_options.hpp"
+#include "cli/commands.hpp"
+#include "plugin_host/check_support.hpp"
+#include "plugin_host/conformance.hpp"
+#include "plugin_host/plugin_host.hpp"
+
+namespace attnlab {
+namespace {
+
+void print_check(const CheckResult& r) {
+  char label[32];
+  std::snprintf(label, sizeof label, "%-22s", r.name.c_str());
+  std::cout << "  " << (r.passed ? "pass" : "FAIL") << "  " << label << "  " << r.figure
+            << (r.passed ? "" : (r.figure.empty() ? "" : "; ") + r.failure) << "\n"
+            << std::flush;
+}
+
+// --bench: the plugin's training step (time, peak memory) next to softmax's at each length, measured
+// by `attnlab bench` (each measurement in a fresh process of its own, as always; it prints its
+// table) into a scratch database. Passes when every measurement of the plugin completed.
+CheckResult bench_against_softmax(const LoadedPlugin& plugin, const std::vector<std::string>& plugin_dirs,
+                                  const std::string& device, const std::string& lengths, const std::string& self_exe) {
+  const ScratchFolder scratch;
+  const std::string db_path = scratch.path("bench.db");
+  const std::string name = plugin.name();
+  std::vector<std::string> argv = {self_exe, "bench", "--db", db_path, "--methods",
+                                   name == "softmax" ? name : "softmax," + name, "--lengths", lengths, "--device", device};
+  for (const auto& d : plugin_dirs) argv.insert(argv.end(), {"--plugins", d});
+  std::cout << std::flush;  // the bench processes share stdout
+  const ChildExit exit = run_child(argv, "bench");
+  CheckResult r{"training step (bench)", true, "", ""};
+  if (!exit.ok()) return {r.name, false, "", "attnlab bench " + exit.describe()};
+  store::Database db(db_path, store::Database::Open::existing);
+  const auto rows = store::bench_results(db);
+  auto softmax_at = [&](std::int64_t length) -> const store::BenchResult* {
+    for (const auto& row : rows)
+      if (row.method == "softmax" && row.seq_len == length && row.status == "done") return &row;
+    return nullptr;
+  };
+  for (const auto& row : rows) {
+    if (row.method != name) continue;
+    if (row.status != "done") {
+      r.passed = false;
+      r.failure += (r.failure.empty() ? "" : "; ") + std::to_string(row.seq_len) + " tokens: " + row.status + ": " + row.error;
+      continue;
+    }
+    std::string cell = std::to_string(row.seq_len) + " tokens " + figure(row.step_seconds_median) + " s/step, " +
+                       format_bytes(row.peak_memory_bytes);
+    if (const auto* reference = softmax_at(row.seq_len); reference && name != "softmax")
+      cell += " (x" + figure(row.step_seconds_median / reference->step_seconds_median) + " and x" +
+              figure(row.peak_memory_bytes / reference->peak_memory_bytes) + " softmax's)";
+    r.figure += (r.figure.empty() ? "" : "; ") + cell;
+  }
+  return r;
+}
+
+// --set KEY=VALUE over the plugin's defaults, each checked against its schema.
+ParamValues dataset_params(const LoadedPlugin& plugin, const std::vector<std::string>& sets) {
+  ParamValues params = plugin.defaults();
+  for (const auto& set : sets) {
+    const auto eq = set.find('=');
+    const std::string key = set.substr(0, eq);
+    const ParamSpec* spec = nullptr;
+    for (std::size_t i = 0; i < plugin.info->param_count; ++i)
+      if (key == plugin.info->params[i].name) spec = &plugin.info->params[i];
+    if (eq == std::string::npos || !spec)
+      throw std::runtime_error("check: --set " + set + ": expected KEY=VALUE with KEY a parameter of " + plugin.name() +
+                               " (attnlab plugins lists them)");
+    try {
+      params.set(key, check_param(*spec, parse_param(*spec, set.substr(eq + 1))));
+    } catch (const std::exception& e) {
+      throw std::runtime_error("check: --set " + set + ": " + e.what());
+    }
+  }
+  return params;
+}
+
+}  // namespace
+
+int cmd_check(const Args& args, const std::string& self_exe) {
+  po::options_description options(
+      "attnlab check FILE.so|NAME [--plugins DIR]... [--device D] [--bench [--bench-lengths N,N]] [--set KEY=VALUE]...");
+  options.add_options()
+      ("plugin", po::value<std::string>(), "a plugin file, or a plugin's name")
+      ("bench", "an attention plugin's training step (time, peak memory) next to softmax's, by attnlab bench")
+      ("bench-lengths", po::value<std::string>()->default_value("1024,4096"), "sequence lengths of --bench")
+      ("set", po::value<std::vector<std::string>>()->composing(),
+       "a dataset plugin's parameter for the checked configuration (repeatable; default: its defaults)")
+      ("help,h", "this help");
+  add_plugins_option(options);
+  add_device_option(options);  // where an attention plugin's checks run
+  po::positional_options_description positional;
+  positional.add("plugin", 1);
+  const auto vm = parse_command_line("check", args, options, positional);
+  if (vm.count("help")) return std::cout << options, 0;
+  if (!vm.count("plugin")) throw std::runtime_error("check: usage: attnlab check FILE.so|NAME [--plugins DIR]... [--device D]");
+  const std::string given = vm["plugin"].as<std::string>();
+  const c10::Device device = compat::parse_device(vm["device"].as<std::string>());
+
+  // A file is loaded first, so that it is the one checked even where a bundled plugin has its name.
+  PluginRegistry registry;
+  const LoadedPlugin* plugin = nullptr;
+  const bool is_file = given.find('/') != std::string::npos || (given.size() > 3 && given.substr(given.size() - 3) == ".so");
+  std::vector<std::string> plugin_dirs = plugin_folders(vm);
+  if (is_file) {
+    if (!registry.load_file(given)) throw std::runtime_error("check: " + registry.errors().back().line());
+    plugin = &registry.plugins().back();
+    // --bench's processes find it by name: its folder first
+    plugin_dirs.insert(plugin_dirs.begin(), std::filesystem::absolute(given).parent_path().string());
+  } else {
+    registry = load_plugins(plugin_folders(vm));
+    plugin = registry.find(PluginKind::attention, given);
+    if (!plugin) plugin = registry.find(PluginKind::dataset, given);
+    if (!plugin) throw std::runtime_error("check: no plugin named '" + given + "' (attnlab plugins lists them)");
+  }
+  const auto sets = option_values(vm, "set");
+  std::vector<CheckResult> results;
+  if (plugin->kind() == PluginKind::dataset) {
+    if (vm.count("bench")) throw std::runtime_error("check: --bench is for attention plugins; " + plugin->name() + " is a dataset plugin");
+    const ParamValues params = dataset_params(*plugin, sets);
+    std::cout << plugin->path << ": " << plugin->name() << " " << plugin->info->version << " (dataset)\n";
+    results = check_dataset(*plugin, params);
+    for (const auto& r : results) print_check(r);
+  } else {
+    if (!sets.empty()) throw std::runtime_error("check: --set is for dataset plugins; " + plugin->name() + " is an attention plugin");
+    const std::string bench_lengths = vm["bench-lengths"].as<std::string>();
+    split_positive_integers(bench_lengths, "check: --bench-lengths");  // refused before any check runs
+    std::cout << plugin->path << ": " << plugin->name() << " " << plugin->info->version << " (attention), on "
+              << device.str() << "\n";
+    for (const auto& name : attention_check_names()) {
+      results.push_back(check_attention(*plugin, name, device));
+      print_check(results.back());  // as it goes: a slow check shows where it is
+    }
+    if (vm.count("bench")) {
+      results.push_back(bench_against_softmax(*plugin, plugin_dirs, device.str(), bench_lengths, self_exe));
+      std::cout << "\n";
+      print_check(results.back());
+    }
+  }
+  std::size_t passed = 0;
+  for (const auto& r : results) passed += r.passed;
+  std::cout << results.size() << " checks: " << passed << " passed, " << results.size() - passed << " failed\n";
+  return passed == results.size() ? 0 : 1;
+}
+
+}  // namespace attnlab
