@@ -210,6 +210,69 @@ RunOutcome train_or_start_afresh(store::Database& db, std::int64_t run_id, std::
   }
 }
 
+// The job as this attempt trains it, its data loaded and the run's environment recorded.
+struct PreparedJob {
+  TrainJob job;
+  TrainSplits splits;
+  std::vector<store::PluginFile> plugins;  // the files that ran it, with their hashes
+};
+
+PreparedJob prepare_job(store::Database& db, const JobExecOptions& options, const store::Job& stored,
+                        std::int64_t run_id, const PluginRegistry& registry, const std::string& checkpoint_dir) {
+  const JobPlan plan = parse_job_config(stored.config_toml, "job " + std::to_string(stored.id) + " config", registry);
+  const auto* method = registry.find(PluginKind::attention, plan.method);
+  const auto* dataset_plugin = registry.find(PluginKind::dataset, plan.dataset);
+  compat::configure_threads(options.threads);
+  const c10::Device device = compat::parse_device(options.device);
+
+  const store::RunEnvironment env = environment_of(device, {method, dataset_plugin});
+  db.set_run_environment(run_id, env);
+  fs::create_directories(checkpoint_dir);
+
+  DatasetContext context{dataset_cache_dir(options.cache_dir)};
+  auto dataset = dataset_plugin->make_dataset(context, plan.dataset_params);
+  TrainSplits splits{load_checked(plan.dataset, *dataset, Split::train), load_checked(plan.dataset, *dataset, Split::val),
+                     load_checked(plan.dataset, *dataset, Split::test)};
+  TrainJob job = make_train_job(plan, registry, dataset->info(), device);
+  job.checkpoint_path = checkpoint_dir + "/run-" + std::to_string(run_id) + ".pt";
+  job.resume_stem = resume_checkpoint_stem(checkpoint_dir, stored.id, run_id);
+  job.identity = stored.config_hash;
+  job.stop = &stop_flag();
+  refuse_what_cannot_run(job, splits.train.size());
+  if (const auto* softmax = registry.find(PluginKind::attention, "softmax"))
+    job.reference_attention = attention_maker(*softmax, softmax->defaults());
+  return {std::move(job), std::move(splits), env.plugins};
+}
+
+// The run's end in the database (a `lost` one only if nothing ended it first), with the
+// best-validation checkpoint a run that ended early may still have saved. A lease lost meanwhile
+// is the observer's to say.
+void record_end(store::Database& db, std::int64_t run_id, store::RunStatus status, const RunOutcome& outcome,
+                const TrainJob& job, StoreObserver& observer) {
+  try {
+    const bool saved = !job.checkpoint_path.empty() && fs::exists(job.checkpoint_path);
+    if (status == store::RunStatus::lost)
+      db.fail_run_if_unfinished(run_id, status, outcome.error);
+    else
+      db.finish_run(run_id, status, outcome.results, outcome.error, saved ? job.checkpoint_path : "",
+                    saved ? outcome.checkpoint_checksum : "");
+  } catch (const store::LeaseLost& e) {
+    observer.lost(e.what());
+  }
+}
+
+// The attempt's last line: its status, test accuracy, error, and for a rejected job how to retry it.
+std::string end_summary(store::RunStatus status, const RunOutcome& outcome, std::int64_t job_id) {
+  std::string summary = to_string(status);
+  for (const auto& [name, value] : outcome.results)
+    if (name == "test_acc") summary += "  test acc " + std::to_string(value).substr(0, 6);
+  if (!outcome.error.empty()) summary += ": " + outcome.error;
+  if (status == store::RunStatus::rejected)
+    summary += " (not retried: job " + std::to_string(job_id) + " is blocked until `attnlab queue retry " +
+               std::to_string(job_id) + "`)";
+  return summary;
+}
+
 }  // namespace
 
 std::string resume_checkpoint_stem(const std::string& checkpoint_dir, std::int64_t job_id, std::int64_t run_id) {
@@ -240,35 +303,14 @@ int execute_job(const JobExecOptions& options) {
   int disk_error = 0;  // errno of a checkpoint write that failed
   store::RunStatus status = store::RunStatus::done;
   try {
-    const JobPlan plan = parse_job_config(stored.config_toml, "job " + std::to_string(stored.id) + " config", registry);
-    const auto* method = registry.find(PluginKind::attention, plan.method);
-    const auto* dataset_plugin = registry.find(PluginKind::dataset, plan.dataset);
-    compat::configure_threads(options.threads);
-    const c10::Device device = compat::parse_device(options.device);
-
-    const store::RunEnvironment env = environment_of(device, {method, dataset_plugin});
-    db.set_run_environment(run_id, env);
-    fs::create_directories(checkpoint_dir);
-
-    DatasetContext context{dataset_cache_dir(options.cache_dir)};
-    auto dataset = dataset_plugin->make_dataset(context, plan.dataset_params);
-    TrainSplits splits{load_checked(plan.dataset, *dataset, Split::train), load_checked(plan.dataset, *dataset, Split::val),
-                       load_checked(plan.dataset, *dataset, Split::test)};
-    job = make_train_job(plan, registry, dataset->info(), device);
-    job.checkpoint_path = checkpoint_dir + "/run-" + std::to_string(run_id) + ".pt";
-    job.resume_stem = resume_checkpoint_stem(checkpoint_dir, stored.id, run_id);
-    job.identity = stored.config_hash;
-    job.stop = &stop_flag();
-    refuse_what_cannot_run(job, splits.train.size());
-    if (const auto* softmax = registry.find(PluginKind::attention, "softmax"))
-      job.reference_attention = attention_maker(*softmax, softmax->defaults());
-
-    const std::int64_t previous_run = continue_from_resume_point(db, stored.id, run_id, env.plugins, label, job, observer);
+    PreparedJob prepared = prepare_job(db, options, stored, run_id, registry, checkpoint_dir);
+    job = std::move(prepared.job);
+    const std::int64_t previous_run = continue_from_resume_point(db, stored.id, run_id, prepared.plugins, label, job, observer);
     if (stop_flag().load()) {
       // stopped before the first step: nothing to checkpoint; the earlier attempt's file stays the resume point
       status = store::RunStatus::interrupted;
     } else {
-      outcome = train_or_start_afresh(db, run_id, previous_run, label, job, splits, observer);
+      outcome = train_or_start_afresh(db, run_id, previous_run, label, job, prepared.splits, observer);
       status = run_status(outcome.status);
     }
   } catch (const store::LeaseLost& e) {
@@ -287,19 +329,7 @@ int execute_job(const JobExecOptions& options) {
     outcome.error = what.substr(0, what.find('\n'));  // c10 errors append a backtrace
   }
 
-  if (!observer.lease_lost()) {
-    try {
-      // a run that ended early may still have saved a best-validation checkpoint
-      const bool saved = !job.checkpoint_path.empty() && fs::exists(job.checkpoint_path);
-      if (status == store::RunStatus::lost)
-        db.fail_run_if_unfinished(run_id, status, outcome.error);
-      else
-        db.finish_run(run_id, status, outcome.results, outcome.error, saved ? job.checkpoint_path : "",
-                      saved ? outcome.checkpoint_checksum : "");
-    } catch (const store::LeaseLost& e) {
-      observer.lost(e.what());
-    }
-  }
+  if (!observer.lease_lost()) record_end(db, run_id, status, outcome, job, observer);
   if (observer.lease_lost()) {
     observer.printer().finish("lost its lease (" + observer.lost_reason() + "); this attempt wrote nothing more");
     return kExitLeaseLost;
@@ -310,14 +340,7 @@ int execute_job(const JobExecOptions& options) {
     if (!observer.superseded().empty()) fs::remove(observer.superseded(), ignored);
   }
 
-  std::string summary = to_string(status);
-  for (const auto& [name, value] : outcome.results)
-    if (name == "test_acc") summary += "  test acc " + std::to_string(value).substr(0, 6);
-  if (!outcome.error.empty()) summary += ": " + outcome.error;
-  if (status == store::RunStatus::rejected)
-    summary += " (not retried: job " + std::to_string(stored.id) + " is blocked until `attnlab queue retry " +
-               std::to_string(stored.id) + "`)";
-  observer.printer().finish(summary);
+  observer.printer().finish(end_summary(status, outcome, stored.id));
   return disk_error == ENOSPC || disk_error == EDQUOT ? kExitDiskFull : 0;
 }
 

@@ -332,6 +332,88 @@ std::vector<std::string> submission_folders(const std::string& root) {
   return folders;
 }
 
+// The folder's manifest, if it is readable and belongs to `db_path` (else one line on stderr).
+std::optional<slurm::Manifest> own_manifest(const std::string& folder, const std::string& db_path) {
+  slurm::Manifest manifest;
+  try {
+    manifest = slurm::read_manifest(folder);
+  } catch (const std::exception& e) {
+    std::cerr << "attnlab: slurm collect: " << e.what() << "; skipped\n";
+    return std::nullopt;
+  }
+  if (fs::weakly_canonical(manifest.database) != fs::weakly_canonical(db_path)) {
+    std::cerr << "attnlab: slurm collect: " << folder << " belongs to " << manifest.database << ", not " << db_path
+              << "; skipped\n";
+    return std::nullopt;
+  }
+  return manifest;
+}
+
+// Every task's shard merged into the main database; the tasks whose shard could not be read go in
+// `unreadable` (one line each on stderr).
+store::MergeReport merge_shards(store::Database& db, const std::string& folder, const slurm::Manifest& manifest,
+                                std::set<std::int64_t>& unreadable) {
+  store::MergeReport merged;
+  for (const auto& task : manifest.tasks) {
+    const std::string shard = slurm::shard_path(folder, task.index);
+    try {
+      if (!fs::exists(shard)) throw SlurmError(shard + ": shard missing");
+      const auto report = db.merge_shard(shard);
+      merged.runs_added += report.runs_added;
+      merged.runs_present += report.runs_present;
+      merged.runs_unfinished += report.runs_unfinished;
+      merged.jobs_added += report.jobs_added;
+    } catch (const std::exception& e) {
+      std::cerr << "attnlab: slurm collect: task " << task.index << ", " << task_name(task) << ": " << e.what()
+                << "; skipped\n";
+      unreadable.insert(task.index);
+    }
+  }
+  return merged;
+}
+
+// The submission's line: each task's outcome is its job's state in the main database now, beside
+// what SLURM still lists; then a line per failed task, and per unfinished one SLURM no longer runs.
+void report_submission(store::Database& db, const std::string& folder, const slurm::Manifest& manifest,
+                       const store::MergeReport& merged, const std::set<std::int64_t>& unreadable) {
+  store::JobFilter filter;
+  for (const auto& task : manifest.tasks) filter.ids.push_back(task.job_id);
+  std::map<std::int64_t, store::QueuedJob> jobs;
+  for (const auto& q : db.list_jobs(filter)) jobs[q.job.id] = q;
+  const auto in_slurm = tasks_in_slurm(manifest.slurm_job_id);
+  int done = 0, failed = 0, unfinished = 0, still_in_slurm = 0;
+  std::ostringstream details;
+  for (const auto& task : manifest.tasks) {
+    if (unreadable.count(task.index)) continue;
+    const auto found = jobs.find(task.job_id);
+    const store::QueuedJob* job = found == jobs.end() ? nullptr : &found->second;
+    const std::string state = job ? to_string(job->job.state) : "missing from the database";
+    if (job && job->job.state == store::JobState::done) {
+      ++done;
+    } else if (job && store::is_failed(job->job.state)) {
+      ++failed;
+      details << "  task " << task.index << ", " << task_name(task) << ": " << state << ": " << job->error << "\n";
+    } else {
+      ++unfinished;
+      const bool listed = in_slurm && in_slurm->count(task.index);
+      still_in_slurm += listed;
+      if (in_slurm && !listed)
+        details << "  task " << task.index << ", " << task_name(task) << ": " << state
+                << ", and SLURM no longer runs it (attnlab queue cancel " << task.job_id << " then attnlab queue retry "
+                << task.job_id << " queues it again)\n";
+    }
+  }
+  std::cout << "submission " << fs::path(folder).filename().string() << " (experiment '" << manifest.experiment << "', SLURM job "
+            << (manifest.slurm_job_id.empty() ? "none: not submitted" : manifest.slurm_job_id) << "): "
+            << manifest.tasks.size() << " task(s): " << done << " done, " << failed << " failed, " << unfinished
+            << " unfinished";
+  if (in_slurm) std::cout << " (" << still_in_slurm << " still in SLURM's queue)";
+  if (!unreadable.empty()) std::cout << ", " << unreadable.size() << " unreadable";
+  std::cout << "; " << merged.runs_added << " run(s) merged now, " << merged.runs_present << " merged before";
+  if (merged.runs_unfinished > 0) std::cout << ", " << merged.runs_unfinished << " still running (merged once finished)";
+  std::cout << "\n" << details.str();
+}
+
 int slurm_collect(const Args& args) {
   po::options_description options("attnlab slurm collect [options]");
   options.add_options()
@@ -349,86 +431,20 @@ int slurm_collect(const Args& args) {
 
   int unreadable_total = 0;
   for (const auto& folder : folders) {
-    slurm::Manifest manifest;
-    try {
-      manifest = slurm::read_manifest(folder);
-    } catch (const std::exception& e) {
-      std::cerr << "attnlab: slurm collect: " << e.what() << "; skipped\n";
+    const auto manifest = own_manifest(folder, db_path);
+    if (!manifest) {
       ++unreadable_total;
       continue;
     }
-    if (fs::weakly_canonical(manifest.database) != fs::weakly_canonical(db_path)) {
-      std::cerr << "attnlab: slurm collect: " << folder << " belongs to " << manifest.database << ", not " << db_path
-                << "; skipped\n";
-      ++unreadable_total;
-      continue;
-    }
-
-    if (manifest.dry_run) {  // its tasks name no job: nothing to merge, nothing to wait for
-      std::cout << "submission " << fs::path(folder).filename().string() << " (experiment '" << manifest.experiment
+    if (manifest->dry_run) {  // its tasks name no job: nothing to merge, nothing to wait for
+      std::cout << "submission " << fs::path(folder).filename().string() << " (experiment '" << manifest->experiment
                 << "'): a dry run, never submitted; skipped\n";
       continue;
     }
-
-    store::MergeReport merged;
     std::set<std::int64_t> unreadable;
-    for (const auto& task : manifest.tasks) {
-      const std::string shard = slurm::shard_path(folder, task.index);
-      try {
-        if (!fs::exists(shard)) throw SlurmError(shard + ": shard missing");
-        const auto report = db.merge_shard(shard);
-        merged.runs_added += report.runs_added;
-        merged.runs_present += report.runs_present;
-        merged.runs_unfinished += report.runs_unfinished;
-        merged.jobs_added += report.jobs_added;
-      } catch (const std::exception& e) {
-        std::cerr << "attnlab: slurm collect: task " << task.index << ", " << task_name(task) << ": " << e.what()
-                  << "; skipped\n";
-        unreadable.insert(task.index);
-      }
-    }
+    const store::MergeReport merged = merge_shards(db, folder, *manifest, unreadable);
     unreadable_total += static_cast<int>(unreadable.size());
-
-    // Each task's outcome is its job's state in the main database now.
-    store::JobFilter filter;
-    for (const auto& task : manifest.tasks) filter.ids.push_back(task.job_id);
-    std::map<std::int64_t, store::QueuedJob> jobs;
-    for (const auto& q : db.list_jobs(filter)) jobs[q.job.id] = q;
-    const auto in_slurm = tasks_in_slurm(manifest.slurm_job_id);
-    int done = 0, failed = 0, unfinished = 0, still_in_slurm = 0;
-    std::ostringstream details;
-    for (const auto& task : manifest.tasks) {
-      if (unreadable.count(task.index)) continue;
-      const auto found = jobs.find(task.job_id);
-      const store::QueuedJob* job = found == jobs.end() ? nullptr : &found->second;
-      const std::string state = job ? to_string(job->job.state) : "missing from the database";
-      const auto is = [job](store::JobState s) { return job && job->job.state == s; };
-      if (is(store::JobState::done)) {
-        ++done;
-      } else if (is(store::JobState::failed) || is(store::JobState::diverged) || is(store::JobState::oom) ||
-                 is(store::JobState::blocked)) {
-        ++failed;
-        details << "  task " << task.index << ", " << task_name(task) << ": " << state << ": " << job->error << "\n";
-      } else {
-        ++unfinished;
-        const bool listed = in_slurm && in_slurm->count(task.index);
-        still_in_slurm += listed;
-        if (in_slurm && !listed)
-          details << "  task " << task.index << ", " << task_name(task) << ": " << state
-                  << ", and SLURM no longer runs it (attnlab queue cancel " << task.job_id << " then attnlab queue retry "
-                  << task.job_id << " queues it again)\n";
-      }
-    }
-    std::cout << "submission " << fs::path(folder).filename().string() << " (experiment '" << manifest.experiment << "', SLURM job "
-              << (manifest.slurm_job_id.empty() ? "none: not submitted" : manifest.slurm_job_id) << "): "
-              << manifest.tasks.size() << " task(s): " << done << " done, " << failed << " failed, " << unfinished
-              << " unfinished";
-    if (in_slurm) std::cout << " (" << still_in_slurm << " still in SLURM's queue)";
-    if (!unreadable.empty()) std::cout << ", " << unreadable.size() << " unreadable";
-    std::cout << "; " << merged.runs_added << " run(s) merged now, " << merged.runs_present << " merged before";
-    if (merged.runs_unfinished > 0) std::cout << ", " << merged.runs_unfinished << " still running (merged once finished)";
-    std::cout << "\n"
-              << details.str();
+    report_submission(db, folder, *manifest, merged, unreadable);
   }
   return unreadable_total == 0 ? 0 : 1;
 }
