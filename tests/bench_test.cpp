@@ -20,6 +20,8 @@
 #include <sstream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/cli_options.hpp"
 #include "studies/bench.hpp"
 #include "attnlab/store/studies.hpp"
@@ -64,6 +66,7 @@ TEST(BenchOneOptions, ReadsBackWhatBenchWrites) {
   o.cache_dir = "/tmp/cache";
   o.plugin_dirs = {"/p", "/q"};
   o.stored_ids = "/tmp/b.ids";
+  o.trace_dir = "/tmp/traces";
   const auto back = attnlab::BenchOneOptions::from(
       attnlab::parse_command_line("bench-one", o.to_args(), attnlab::BenchOneOptions::options()));
   EXPECT_EQ(back.db_path, o.db_path);
@@ -73,6 +76,7 @@ TEST(BenchOneOptions, ReadsBackWhatBenchWrites) {
   EXPECT_EQ(back.cache_dir, o.cache_dir);
   EXPECT_EQ(back.plugin_dirs, o.plugin_dirs);
   EXPECT_EQ(back.stored_ids, o.stored_ids);
+  EXPECT_EQ(back.trace_dir, o.trace_dir);
 }
 
 TEST_F(Bench, StoresOneRowPerLengthAndPrintsRatiosToSoftmax) {
@@ -203,6 +207,34 @@ TEST_F(Bench, AttentionOnlyTimesTheForwardAndPrintsSoftmaxThroughput) {
     EXPECT_EQ(row[11], "1.00") << line;  // when method dataset length batch device threads part status step min-max ratio
   }
   EXPECT_EQ(softmax_rows, 2) << out;
+}
+
+// --trace: one more step per measurement under LibTorch's profiler, a Chrome trace per method and
+// length (a JSON array of complete events) holding the step's forward, backward and AdamW ops; the
+// timed rows are stored as without it.
+TEST_F(Bench, TraceWritesOneStepOfEachMeasurementAsAChromeTrace) {
+  std::string out;
+  ASSERT_EQ(attnlab(tiny() + " --trace " + path("traces"), out), 0) << out;
+  EXPECT_EQ(query(path("b.db"), "SELECT count(*) FROM bench_results WHERE status = 'done'"), "2");
+  for (const char* length : {"32", "64"}) {
+    const std::string file = path("traces") + "/softmax-" + length + "-step-fp32.json";
+    std::ifstream in(file);
+    ASSERT_TRUE(in) << file;
+    const auto trace = nlohmann::json::parse(in);
+    ASSERT_TRUE(trace.is_array()) << file;
+    std::size_t complete = 0;
+    bool backward = false, adamw = false, forward = false;
+    for (const auto& event : trace) {
+      complete += event.value("ph", "") == "X";
+      const std::string name = event.value("name", "");
+      backward |= name.find("Backward") != std::string::npos;
+      adamw |= name == "aten::addcdiv_";  // AdamW's update of each parameter
+      forward |= name == "aten::layer_norm";
+    }
+    EXPECT_EQ(complete, trace.size()) << file;
+    EXPECT_TRUE(forward && backward && adamw) << file << ": forward " << forward << ", backward " << backward
+                                              << ", AdamW " << adamw;
+  }
 }
 
 // The first process of the children of `parent`, or 0.

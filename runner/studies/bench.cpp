@@ -15,6 +15,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/InferenceMode.h>
 #include <toml++/toml.h>
+#include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/optim/adamw.h>
 #include <torch/utils.h>
 
@@ -91,8 +92,9 @@ bool comparable(const store::BenchResult& a, const store::BenchResult& b) {
 }
 
 // `warmup` untimed calls, then `steps` timed ones, each waited for on the device; the memory peak
-// over the timed ones.
-StepTimes time_calls(const std::function<void()>& call, std::int64_t warmup, std::int64_t steps, const c10::Device& device) {
+// over the timed ones; then, with a `trace` path, one call under LibTorch's profiler, written there.
+StepTimes time_calls(const std::function<void()>& call, std::int64_t warmup, std::int64_t steps, const c10::Device& device,
+                     const std::string& trace) {
   for (std::int64_t i = 0; i < warmup; ++i) call();
   compat::synchronize(device);
   compat::reset_peak_memory(device);
@@ -104,7 +106,18 @@ StepTimes time_calls(const std::function<void()>& call, std::int64_t warmup, std
     out.seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
   }
   out.peak_memory_bytes = compat::peak_memory_bytes(device);
+  if (!trace.empty()) {
+    torch::autograd::profiler::RecordProfile profile(trace);
+    call();
+    compat::synchronize(device);
+  }
   return out;
+}
+
+// <dir>/<method>-<length>-<step|attention>-<precision>.json
+std::string trace_file(const std::string& dir, const BenchCase& c) {
+  return dir + "/" + c.method + "-" + std::to_string(c.seq_len) + "-" + (c.attention_only ? "attention" : "step") + "-" +
+         c.train.string("precision") + ".json";
 }
 
 }  // namespace
@@ -177,7 +190,7 @@ BenchCase parse_bench_config(const std::string& text, const std::string& where, 
 }
 
 StepTimes time_training_steps(const BenchCase& c, const PluginRegistry& registry, const std::string& device_text,
-                              const std::string& cache_dir) {
+                              const std::string& cache_dir, const std::string& trace) {
   const c10::Device device = compat::parse_device(device_text);
   const auto* method = registry.find(PluginKind::attention, c.method);
   if (!method) throw std::runtime_error("no attention plugin named '" + c.method + "'");
@@ -218,10 +231,11 @@ StepTimes time_training_steps(const BenchCase& c, const PluginRegistry& registry
     draws.after_step(++steps_taken);  // the redraws a real run pays for
   };
 
-  return time_calls(step, c.warmup, c.steps, device);
+  return time_calls(step, c.warmup, c.steps, device, trace);
 }
 
-StepTimes time_attention_forward(const BenchCase& c, const PluginRegistry& registry, const std::string& device_text) {
+StepTimes time_attention_forward(const BenchCase& c, const PluginRegistry& registry, const std::string& device_text,
+                                 const std::string& trace) {
   const c10::Device device = compat::parse_device(device_text);
   const auto* method = registry.find(PluginKind::attention, c.method);
   if (!method) throw std::runtime_error("no attention plugin named '" + c.method + "'");
@@ -248,7 +262,7 @@ StepTimes time_attention_forward(const BenchCase& c, const PluginRegistry& regis
     AutocastScope autocast(device, precision);
     attention->forward(q, k, v, key_valid);
   };
-  return time_calls(forward, c.warmup, c.steps, device);
+  return time_calls(forward, c.warmup, c.steps, device, trace);
 }
 
 double softmax_attention_flops(const store::BenchResult& row) {
@@ -265,7 +279,8 @@ double softmax_attention_flops(const store::BenchResult& row) {
 }
 
 store::BenchResult run_bench_case(const BenchCase& c, const std::string& config_toml, const PluginRegistry& registry,
-                                  const std::string& device_text, int threads, const std::string& cache_dir) {
+                                  const std::string& device_text, int threads, const std::string& cache_dir,
+                                  const std::string& trace_dir) {
   store::BenchResult r;
   r.method = c.method;
   r.dataset = c.dataset;
@@ -281,8 +296,9 @@ store::BenchResult run_bench_case(const BenchCase& c, const std::string& config_
     r.threads = compat::configure_threads(threads);
     device = compat::parse_device(device_text);
     stamp_provenance(r, *device);  // cuda -> cuda:0
-    const StepTimes t = c.attention_only ? time_attention_forward(c, registry, device_text)
-                                         : time_training_steps(c, registry, device_text, cache_dir);
+    const std::string trace = trace_dir.empty() ? "" : trace_file(trace_dir, c);
+    const StepTimes t = c.attention_only ? time_attention_forward(c, registry, device_text, trace)
+                                         : time_training_steps(c, registry, device_text, cache_dir, trace);
     r.steps_timed = static_cast<std::int64_t>(t.seconds.size());
     r.step_seconds_median = median(t.seconds);
     r.step_seconds_min = *std::min_element(t.seconds.begin(), t.seconds.end());

@@ -50,12 +50,15 @@ struct StepTimes {
 
 // Builds the model for the dataset's task at max_len = seq_len, then runs warm-up and timed training
 // steps on seeded random tokens (every token real) and labels. Throws on failure (out of memory
-// included). `device`: cpu, cuda, cuda:N.
+// included). `device`: cpu, cuda, cuda:N. With a `trace` path: one more step after the timed ones,
+// under LibTorch's profiler, written there as a Chrome trace (every op the host ran, with its
+// duration: what a host-bound step spends its time on).
 StepTimes time_training_steps(const BenchCase& c, const PluginRegistry& registry, const std::string& device,
-                              const std::string& cache_dir);
+                              const std::string& cache_dir, const std::string& trace = "");
 // With c.attention_only: warm-up and timed forward passes of one attention module (inference mode,
 // autocast at [train] precision) on seeded q, k, v [batch, heads, seq_len, head_dim], every key real.
-StepTimes time_attention_forward(const BenchCase& c, const PluginRegistry& registry, const std::string& device);
+StepTimes time_attention_forward(const BenchCase& c, const PluginRegistry& registry, const std::string& device,
+                                 const std::string& trace = "");
 
 // Softmax attention's matmul FLOPs for one forward of a stored bench row: 4·B·H·N²·Dh (QKᵀ and PV,
 // two FLOPs a multiply-add; the softmax itself not counted, as throughput figures usually do).
@@ -63,8 +66,10 @@ double softmax_attention_flops(const store::BenchResult& row);
 
 // time_training_steps with the environment around it, as a row to store: status done, or oom /
 // failed with the first line of the error. Never throws for a failed measurement.
+// With a `trace_dir`, the traced step goes to <trace_dir>/<method>-<length>-<step|attention>-<precision>.json.
 store::BenchResult run_bench_case(const BenchCase& c, const std::string& config_toml, const PluginRegistry& registry,
-                                  const std::string& device, int threads, const std::string& cache_dir);
+                                  const std::string& device, int threads, const std::string& cache_dir,
+                                  const std::string& trace_dir = "");
 
 double median(std::vector<double> values);  // NaN when empty; mean of the middle two for an even count
 
@@ -80,6 +85,7 @@ struct BenchOneOptions {
   std::string cache_dir;
   std::vector<std::string> plugin_dirs;
   std::string stored_ids;  // file the ids are appended to
+  std::string trace_dir;   // a Chrome trace of one more step per measurement (run_bench_case)
 
   static boost::program_options::options_description options();
   static BenchOneOptions from(const boost::program_options::variables_map& vm);

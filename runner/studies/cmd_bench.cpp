@@ -162,6 +162,9 @@ po::options_description bench_options() {
       ("attention-only", "time the attention module's forward alone (no model, no backward) on q, k, v of the model's heads; softmax rows then show TFLOP/s (4 B H N^2 Dh / time)")
       ("precision", po::value<std::string>(), "fp32, bf16 or fp16: the forward pass autocast as [train] precision does (default: the --config file's, else fp32)")
       ("config", po::value<std::string>(), "experiment file whose [model], [train] (optimiser, precision), [methods.X] and [datasets.Y] apply")
+      ("trace", po::value<std::string>()->default_value(""),
+       "a folder: after each measurement's timed steps, one more under LibTorch's profiler, written there as a Chrome "
+       "trace (METHOD-LENGTH-step|attention-PRECISION.json: every op the host ran, with its duration)")
       ("show", "print the stored bench results and stop")
       ("help,h", "this help");
   add_device_option(options);
@@ -282,6 +285,8 @@ std::vector<store::BenchResult> measure_in_processes(const std::vector<Planned>&
                                                      const po::variables_map& vm, const c10::Device& device,
                                                      const std::string& self_exe) {
   const int threads = vm["threads"].as<int>();
+  const std::string trace_dir = vm["trace"].as<std::string>();
+  if (!trace_dir.empty()) std::filesystem::create_directories(trace_dir);
   const std::string ids_file =
       (std::filesystem::temp_directory_path() / ("attnlab-bench-" + std::to_string(getpid()) + ".ids")).string();
   std::vector<store::BenchResult> measured;
@@ -298,6 +303,7 @@ std::vector<store::BenchResult> measure_in_processes(const std::vector<Planned>&
     child.cache_dir = vm["cache-dir"].as<std::string>();
     child.plugin_dirs = plugin_folders(vm);
     child.stored_ids = ids_file;
+    child.trace_dir = trace_dir;
     std::filesystem::remove(ids_file);
     std::vector<std::string> argv = {self_exe, "bench-one"};
     const auto args = child.to_args();
@@ -379,7 +385,8 @@ po::options_description BenchOneOptions::options() {
   options.add_options()
       ("db", po::value<std::string>()->required(), "results database")
       ("config-toml", po::value<std::vector<std::string>>()->required(), "a resolved configuration (TOML text), one per measurement")
-      ("stored-ids", po::value<std::string>()->default_value(""), "file each stored row's id is appended to");
+      ("stored-ids", po::value<std::string>()->default_value(""), "file each stored row's id is appended to")
+      ("trace", po::value<std::string>()->default_value(""), "folder of a Chrome trace of one more step per measurement");
   add_plugins_option(options);
   add_device_option(options);
   add_threads_option(options);
@@ -396,6 +403,7 @@ BenchOneOptions BenchOneOptions::from(const po::variables_map& vm) {
   o.cache_dir = vm["cache-dir"].as<std::string>();
   o.plugin_dirs = plugin_folders(vm);
   o.stored_ids = vm["stored-ids"].as<std::string>();
+  o.trace_dir = vm["trace"].as<std::string>();
   return o;
 }
 
@@ -405,6 +413,7 @@ std::vector<std::string> BenchOneOptions::to_args() const {
   if (!cache_dir.empty()) args.insert(args.end(), {"--cache-dir", cache_dir});
   for (const auto& folder : plugin_dirs) args.insert(args.end(), {"--plugins", folder});
   if (!stored_ids.empty()) args.insert(args.end(), {"--stored-ids", stored_ids});
+  if (!trace_dir.empty()) args.insert(args.end(), {"--trace", trace_dir});
   return args;
 }
 
@@ -413,7 +422,7 @@ int cmd_bench_one(const Args& args) {
   const auto registry = load_plugins(o.plugin_dirs, /*report_refused=*/false);
   for (const auto& text : o.config_tomls) {
     const BenchCase c = parse_bench_config(text, "bench configuration", registry);
-    const store::BenchResult r = run_bench_case(c, text, registry, o.device, o.threads, o.cache_dir);
+    const store::BenchResult r = run_bench_case(c, text, registry, o.device, o.threads, o.cache_dir, o.trace_dir);
     // The database is opened after measuring: nothing of it counts in the peak.
     const std::int64_t id = [&] {
       store::Database db(o.db_path);

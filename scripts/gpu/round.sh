@@ -12,7 +12,8 @@
 #   determinism  a ListOps job (2,000 tokens, batch 32, deterministic = true) twice: same curves?
 #   resume       the same job, its process killed after a checkpoint, resumed: the same curves?
 #   listops-step the training step of softmax and Skyformer at the paper's ListOps shape (fp32,
-#                2,000 tokens, batch 32), held against 10 ms
+#                2,000 tokens, batch 32), held against 10 ms; one more step of each under LibTorch's
+#                profiler: its ops and the host's time in them (a host-bound step's account)
 #   listops-*    softmax, then Skyformer, at conf/skyformer-lra.toml's ListOps settings, each for as
 #                many of the 50,000 steps as fit in half of ROUND_LISTOPS_S (from its step time)
 #   bench-*      attnlab bench at 1K/4K/16K, batch 32: step bf16, attention-only bf16, step fp32,
@@ -218,7 +219,7 @@ except sqlite3.Error: sys.exit(1)' "$work/resume.db" 2>/dev/null; do
 export -f job_file run_job same_runs result_of determinism resume
 det_file=$(job_file determinism softmax "$det_steps" "${det_eval[@]}" "checkpoint_every = $ckpt_every\ndeterministic = true")
 export det_file
-rm -rf "$work"/det-a.db* "$work"/det-b.db* "$work"/resume.db* "$work"/listops.db*
+rm -rf "$work"/det-a.db* "$work"/det-b.db* "$work"/resume.db* "$work"/listops.db* "$work"/traces
 stage determinism "$determinism_s" train.log bash -c determinism
 if [ -f "$work/det-a.db" ]; then
   stage resume "$resume_s" train.log bash -c resume
@@ -250,10 +251,42 @@ row = sqlite3.connect(sys.argv[1]).execute("SELECT step_seconds_median FROM benc
     "AND batch_size = ? AND status = ? ORDER BY id DESC", (sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), "done")).fetchone()
 print(row[0] if row else "")' "$out/bench.db" "$1" "$train_len" "$train_batch"
 }
-export -f bench_run
+# trace_summary DIR: each Chrome trace `bench --trace` wrote (one step of a method): its ops, the
+# host's time inside them (the top-level ops' spans on each thread), and the top-level ops that
+# took most of it; a host-bound step is read here
+trace_summary() {
+  python3 - "$1" <<'EOF'
+import collections, json, pathlib, sys
+lines = []
+for path in sorted(pathlib.Path(sys.argv[1]).glob("*.json")):
+    data = json.loads(path.read_text())
+    events = [e for e in (data.get("traceEvents", []) if isinstance(data, dict) else data) if e.get("ph") == "X"]
+    spans = collections.defaultdict(list)
+    for e in events:
+        start = float(e["ts"])
+        spans[e.get("tid")].append((start, start + float(e.get("dur", 0)), e["name"]))
+    count, took = collections.Counter(), collections.Counter()
+    for thread in spans.values():
+        end = float("-inf")
+        for start, stop, name in sorted(thread, key=lambda s: (s[0], -s[1])):
+            if start >= end:  # not inside the top-level op before it
+                count[name] += 1
+                took[name] += stop - start
+                end = stop
+    busy = sum(took.values()) / 1000
+    print(f"{path.stem}: {len(events)} ops, {sum(count.values())} top-level, {busy:.2f} ms of host time in them")
+    for name, t in took.most_common(10):
+        print(f"  {name:<64} {count[name]:6d} x {t / 1000:9.3f} ms")
+    lines.append(f"{path.stem.split('-')[0]} {len(events)} ops, {busy:.1f} ms")
+print("=> traces: " + ("; ".join(lines) or "none"))
+EOF
+}
+export -f bench_run trace_summary
 rm -f "$out"/bench.db*
-stage listops-step 40 bench.log bash -c 'bench_run "$@"' bench_run --device "$device" --db "$out/bench.db" \
-  --methods softmax,skyformer --lengths "$train_len" --batch-size "$train_batch" --precision fp32
+# the step at the jobs' shape, and one more step of each traced (LibTorch's profiler, host side)
+stage listops-step 40 bench.log bash -c 'bench_run "$@" && trace_summary "$work/traces"' bench_run --device "$device" \
+  --db "$out/bench.db" --methods softmax,skyformer --lengths "$train_len" --batch-size "$train_batch" --precision fp32 \
+  --trace "$work/traces"
 for m in softmax skyformer; do
   step=$(step_of "$m")
   left=$(( end - $(date +%s) - 10 ))
