@@ -29,7 +29,8 @@ const Command kCommands[] = {
      [](const Args& a, const std::string&) { return attnlab::cmd_plugins(a); }},
     {"check", "the conformance suite of an attention or dataset plugin (a file or a name) as a checklist; --bench times it",
      [](const Args& a, const std::string& self) { return attnlab::cmd_check(a, self); }},
-    {"new", "write a new attention or dataset plugin's folder, ready to build against the installed attnlab",
+    {"new", "write a new attention or dataset plugin's folder, ready to build against the installed attnlab "
+            "(--python: a method in PyTorch, to script)",
      [](const Args& a, const std::string&) { return attnlab::cmd_new(a); }},
     {"run", "run an experiment file (methods x datasets x seeds) and store the results",
      [](const Args& a, const std::string& self) { return attnlab::cmd_run(a, self); }},

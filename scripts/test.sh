@@ -4,7 +4,7 @@
 #                whole suite, unit and integration-labelled tests
 #   build/       LibTorch 1.13 (Debian's; the quickstart's): every target, and what tells the two
 #                LibTorch versions apart: the core tests (label core: training, resume, precision,
-#                softmax's two paths), every plugin's conformance suite and the methods' formulas
+#                softmax's two paths, TorchScript methods scripted by that build's own PyTorch), every plugin's conformance suite and the methods' formulas
 #                (label methods), `attnlab env` and `attnlab run` end to end, fp16 refused at
 #                enqueue where no device can autocast it, and the installed SDK with its Debian package
 # The whole suite runs on the 2.11 tree because it is the build the GPU machines run (the two
@@ -15,8 +15,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # slurmctld, slurmd, slurm-client, munge: only for tests/slurm/, which starts its own cluster on loopback;
-# chromium: only for tests/serve_browser_test.cpp, which loads attnlab serve's page headless
-bash scripts/install-deps.sh --torch2 slurmctld slurmd slurm-client munge chromium
+# chromium: only for tests/serve_browser_test.cpp, which loads attnlab serve's page headless;
+# python3-torch: PyTorch 1.13, which scripts the TorchScript methods the 1.13 build's tests load
+# (tests/scripted/methods.py; the 2.11 build's tests script theirs with the wheel in .deps/torch2)
+bash scripts/install-deps.sh --torch2 slurmctld slurmd slurm-client munge chromium python3-torch
 bash scripts/build.sh --torch2
 bash scripts/build.sh
 run_tests() { ctest --output-on-failure -j"$(nproc)" --timeout 900 "$@"; }

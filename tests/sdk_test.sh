@@ -3,9 +3,12 @@
 # install into a scratch prefix (then move it: the tree is relocatable), `attnlab new` an attention
 # and a dataset plugin, build both with only find_package(attnlab), see them load, train the new
 # method beside softmax on the new dataset, and build the Debian package and read its Depends.
-# Usage: sdk_test.sh BUILD_DIR
+# Then the same for a method written in PyTorch: `new --python`, scripted by the Python torch that
+# matches this build, checked, and its experiment queued beside softmax.
+# Usage: sdk_test.sh BUILD_DIR TORCH_PYTHON (the command of that Python: tests/CMakeLists.txt)
 set -euo pipefail
 build_dir=$(cd "$1" && pwd)
+torch_python=$2
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/attnlab-sdk-XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
 cd "$scratch"
@@ -71,6 +74,17 @@ if [ -e "$defect" ]; then
   if "$attnlab" check "$defect" > check.log; then fail "a plugin that ignores padding passed: $(cat check.log)"; fi
   grep -q "^  FAIL  padding invariance " check.log || fail "the padding defect is not named: $(cat check.log)"
 fi
+
+# A method written in PyTorch: the Python template's commands, as its README gives them
+"$attnlab" new attention pymine --python > new.log
+grep -qx "  attnlab check pymine/pymine.pt" new.log || fail "new --python's next steps: $(cat new.log)"
+$torch_python pymine/export.py > export.log 2>&1 || { cat export.log; fail "the template's export.py failed"; }
+"$attnlab" check pymine/pymine.pt > check.log || { cat check.log; fail "attnlab check fails the Python template"; }
+[ "$(grep -c '^  pass  ' check.log)" = 8 ] || fail "not 8 checks passed: $(cat check.log)"
+"$attnlab" queue add pymine/experiment.toml --db py.db --cache-dir cache > queue.log 2>&1 || { cat queue.log; fail "queue add"; }
+grep -q "2 job(s): 2 added" queue.log || fail "the template's experiment: $(cat queue.log)"
+if "$attnlab" new dataset pybits --python 2> err.log; then fail "new dataset --python was accepted"; fi
+grep -qx "attnlab: error: new: --python is for attention methods; a dataset plugin is C++" err.log || fail "$(cat err.log)"
 
 # The new method trains beside softmax on the new dataset, through the installed attnlab; the
 # template is exact softmax, so on the same seed it matches softmax's accuracy.

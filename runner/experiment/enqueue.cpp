@@ -9,7 +9,9 @@
 
 #include "attnlab/dataset.hpp"
 #include "attnlab/precision.hpp"
+#include "attnlab/train/config.hpp"
 #include "experiment/data_budget.hpp"
+#include "plugin_host/scripted_method.hpp"
 
 namespace attnlab {
 namespace fs = std::filesystem;
@@ -54,6 +56,23 @@ void check_datasets(const std::string& path, const Experiment& experiment, const
     if (std::string why; !autocast_possible(parse_precision(job.train.string("precision")), &why))
       throw ConfigError(path + ": [train] precision = \"" + job.train.string("precision") + "\" (" + job.method +
                         "): " + why + "; nothing queued");
+  }
+}
+
+// Each scripted method once per model shape (heads, head size): the file loads, its forward has
+// attnlab's signature, runs on two sequences (one padded) without raising and returns q's shape.
+void check_scripts(const std::string& path, const Experiment& experiment, const PluginRegistry& registry) {
+  std::set<std::string> checked;
+  for (const auto& job : experiment.jobs) {
+    const auto& method = *registry.find(PluginKind::attention, job.method);
+    if (!method.scripted()) continue;
+    const ModelConfig model = model_config_from(job.model);
+    if (!checked.insert(job.method + " " + std::to_string(model.heads) + " " + std::to_string(model.head_dim)).second) continue;
+    try {
+      check_scripted_attention(job.method_params.string("script"), {model.heads, model.head_dim, 32});
+    } catch (const std::exception& e) {
+      throw ConfigError(path + ": [methods." + job.method + "] " + e.what() + "; nothing queued");
+    }
   }
 }
 
@@ -108,6 +127,7 @@ Experiment check_experiment(const std::string& toml_path, const PluginRegistry& 
                             const DataCheck& check) {
   Experiment experiment = load_experiment(toml_path, registry);
   for (const auto& warning : experiment.warnings) std::cerr << "attnlab: warning: " << warning << "\n";
+  check_scripts(toml_path, experiment, registry);
   check_datasets(toml_path, experiment, registry, cache_dir, check);
   return experiment;
 }

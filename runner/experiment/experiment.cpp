@@ -323,11 +323,28 @@ struct PluginEntry {
   std::vector<std::pair<std::string, Settings>> per_dataset;
 };
 
+// A [methods.NAME] table with `script = "FILE.pt"` names a TorchScript method: the file (relative
+// to the experiment file's folder) is registered under the table's name, whose one parameter is
+// then the file's absolute path.
+void register_script(const toml::table& table, const std::string& name, const std::string& path, const std::string& where,
+                     const PluginRegistry& registry) {
+  const toml::node* node = table.get("script");
+  if (!node) return;
+  if (!node->is_string()) fail({path, where}, line_of(*node), "script", "expected the path of a TorchScript file (a string)");
+  const std::filesystem::path file = std::filesystem::path(path).parent_path() / node->as_string()->get();
+  try {
+    registry.add_script(name, file.lexically_normal().string());
+  } catch (const std::exception& e) {
+    fail({path, where}, line_of(*node), "script", e.what());
+  }
+}
+
 PluginEntry plugin_entry(const toml::key& key, const toml::node& node, const std::string& path, const char* kind_section,
                          PluginKind kind, const PluginRegistry& registry) {
   PluginEntry entry{std::string(key.str()), {}, {}, {}, {}};
   const std::string where = std::string(kind_section) + "." + entry.name;
   if (!node.is_table()) fail({path, ""}, key.source().begin.line, where, "expected a table");
+  if (kind == PluginKind::attention) register_script(*node.as_table(), entry.name, path, where, registry);
   const auto& plugin = plugin_or_fail(registry, kind, entry.name, {path, where}, key.source().begin.line);
   entry.params.values = plugin.defaults();
   const auto& table = *node.as_table();
@@ -336,6 +353,7 @@ PluginEntry plugin_entry(const toml::key& key, const toml::node& node, const std
   std::vector<std::string> sub_tables = {"model", "train"};
   if (method) sub_tables.push_back("datasets");
   apply_table(table, plugin.info->params, plugin.info->param_count, entry.params, {path, where}, owner, sub_tables);
+  if (plugin.scripted()) entry.params.values = plugin.defaults();  // `script` as the absolute path
   if (const auto* t = sub_table(table, "model", {path, where}))
     apply_table(*t, kModelParams, kModelParamCount, entry.model, {path, where + ".model"}, "");
   if (const auto* t = sub_table(table, "train", {path, where}))
@@ -344,6 +362,8 @@ PluginEntry plugin_entry(const toml::key& key, const toml::node& node, const std
     for (const auto& [dataset_key, dataset_node] : *per) {
       const std::string dataset(dataset_key.str()), at = where + ".datasets." + dataset;
       if (!dataset_node.is_table()) fail({path, ""}, dataset_key.source().begin.line, at, "expected a table");
+      if (const auto* script = plugin.scripted() ? dataset_node.as_table()->get("script") : nullptr)
+        fail({path, at}, line_of(*script), "script", "a scripted method's file is set in [" + where + "] only");
       Settings settings;
       apply_table(*dataset_node.as_table(), plugin.info->params, plugin.info->param_count, settings, {path, at}, owner);
       entry.per_dataset.push_back({dataset, std::move(settings)});
@@ -467,6 +487,13 @@ JobPlan parse_job_config(const std::string& config_toml, const std::string& wher
   job.train = ParamValues::defaults(kTrainParams, kTrainParamCount);
   if (const auto* t = sub_table(root, "model", top)) apply_table(*t, kModelParams, kModelParamCount, job.model, {where, "model"}, "");
   if (const auto* t = sub_table(root, "train", top)) apply_table(*t, kTrainParams, kTrainParamCount, job.train, {where, "train"}, "");
+  if (const auto* methods = sub_table(root, "methods", top))
+    if (const auto* t = sub_table(*methods, job.method, top))
+      if (const auto* script = t->get_as<std::string>("script")) try {
+          registry.add_script(job.method, script->get());
+        } catch (const std::exception& e) {
+          fail({where, "methods." + job.method}, 0, "script", e.what());
+        }
   const auto& method = plugin_or_fail(registry, PluginKind::attention, job.method, top, 0);
   const auto& dataset = plugin_or_fail(registry, PluginKind::dataset, job.dataset, top, 0);
   job.method_params = method.defaults();

@@ -15,6 +15,8 @@
 #include "attnlab/precision.hpp"
 #include "attnlab/torch_compat.hpp"
 #include "plugin_host/check_support.hpp"
+#include "plugin_host/scripted_method.hpp"
+#include "experiment/train_job.hpp"
 
 namespace attnlab {
 namespace {
@@ -77,7 +79,7 @@ class AttentionChecks {
 
   std::shared_ptr<AttentionMethod> make(const AttentionShape& shape, const ParamValues& params) const {
     at::manual_seed(0);  // methods with weights of their own (Nyströmformer's conv) start alike
-    auto m = plugin_.make_attention(shape, params);
+    auto m = attention_maker(plugin_, params)(shape);
     m->to(device_);
     m->eval();  // no dropout: the checks compare exact outputs
     return m;
@@ -327,8 +329,7 @@ CheckResult check_attention(const LoadedPlugin& plugin, const std::string& check
   } catch (const std::invalid_argument&) {
     throw;
   } catch (const std::exception& e) {
-    std::string what = e.what();
-    return {check, false, "", "threw: " + what.substr(0, what.find('\n'))};
+    return {check, false, "", "threw: " + error_line(e)};
   }
 }
 

@@ -15,6 +15,7 @@
 #include "plugin_host/check_support.hpp"
 #include "plugin_host/conformance.hpp"
 #include "plugin_host/plugin_host.hpp"
+#include "plugin_host/scripted_method.hpp"
 
 namespace attnlab {
 namespace {
@@ -35,8 +36,9 @@ CheckResult bench_against_softmax(const LoadedPlugin& plugin, const std::vector<
   const ScratchFolder scratch;
   const std::string db_path = scratch.path("bench.db");
   const std::string name = plugin.name();
+  const std::string method = plugin.scripted() ? plugin.path : name;  // a scripted method by its file
   std::vector<std::string> argv = {self_exe, "bench", "--db", db_path, "--methods",
-                                   name == "softmax" ? name : "softmax," + name, "--lengths", lengths, "--device", device};
+                                   name == "softmax" ? name : "softmax," + method, "--lengths", lengths, "--device", device};
   for (const auto& d : plugin_dirs) argv.insert(argv.end(), {"--plugins", d});
   std::cout << std::flush;  // the bench processes share stdout
   const ChildExit exit = run_child(argv, "bench");
@@ -91,9 +93,9 @@ ParamValues dataset_params(const LoadedPlugin& plugin, const std::vector<std::st
 
 int cmd_check(const Args& args, const std::string& self_exe) {
   po::options_description options(
-      "attnlab check FILE.so|NAME [--plugins DIR]... [--device D] [--bench [--bench-lengths N,N]] [--set KEY=VALUE]...");
+      "attnlab check FILE.so|FILE.pt|NAME [--plugins DIR]... [--device D] [--bench [--bench-lengths N,N]] [--set KEY=VALUE]...");
   options.add_options()
-      ("plugin", po::value<std::string>(), "a plugin file, or a plugin's name")
+      ("plugin", po::value<std::string>(), "a plugin file, a TorchScript method's file (.pt), or a plugin's name")
       ("bench", "an attention plugin's training step (time, peak memory) next to softmax's, by attnlab bench")
       ("bench-lengths", po::value<std::string>()->default_value("1024,4096"), "sequence lengths of --bench")
       ("set", po::value<std::vector<std::string>>()->composing(),
@@ -105,16 +107,24 @@ int cmd_check(const Args& args, const std::string& self_exe) {
   positional.add("plugin", 1);
   const auto vm = parse_command_line("check", args, options, positional);
   if (vm.count("help")) return std::cout << options, 0;
-  if (!vm.count("plugin")) throw std::runtime_error("check: usage: attnlab check FILE.so|NAME [--plugins DIR]... [--device D]");
+  if (!vm.count("plugin")) throw std::runtime_error("check: usage: attnlab check FILE.so|FILE.pt|NAME [--plugins DIR]... [--device D]");
   const std::string given = vm["plugin"].as<std::string>();
   const c10::Device device = compat::parse_device(vm["device"].as<std::string>());
 
   // A file is loaded first, so that it is the one checked even where a bundled plugin has its name.
   PluginRegistry registry;
   const LoadedPlugin* plugin = nullptr;
-  const bool is_file = given.find('/') != std::string::npos || (given.size() > 3 && given.substr(given.size() - 3) == ".so");
+  const auto ends_with = [&](const std::string& tail) {
+    return given.size() > tail.size() && given.compare(given.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  const bool is_file = given.find('/') != std::string::npos || ends_with(".so");
   std::vector<std::string> plugin_dirs = plugin_folders(vm);
-  if (is_file) {
+  if (ends_with(".pt")) {
+    registry = load_plugins(plugin_dirs);  // softmax, for --bench
+    plugin = &registry.add_script(std::filesystem::path(given).stem().string(), given);
+    // a file that is no method of attnlab's is one line, not eight failed checks
+    check_scripted_attention(plugin->path, {2, 8, 32});
+  } else if (is_file) {
     if (!registry.load_file(given)) throw std::runtime_error("check: " + registry.errors().back().line());
     plugin = &registry.plugins().back();
     // --bench's processes find it by name: its folder first

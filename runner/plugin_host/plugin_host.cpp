@@ -119,7 +119,7 @@ bool PluginRegistry::load_file(const std::string& path) {
   std::error_code ec;
   fs::path canonical = fs::canonical(path, ec);
   if (ec) canonical = fs::absolute(path);
-  LoadedPlugin plugin{canonical.string(), sha256_of_file(path), info};
+  LoadedPlugin plugin{canonical.string(), sha256_of_file(path), info, nullptr, nullptr, nullptr};
   if (info->kind == PluginKind::attention)
     plugin.make_attention = &library.get_alias<AttentionFactory>(ATTNLAB_FACTORY_SYMBOL);
   else
@@ -127,6 +127,37 @@ bool PluginRegistry::load_file(const std::string& path) {
   permanent_libraries().push_back(std::move(library));
   plugins_.push_back(std::move(plugin));
   return true;
+}
+
+struct ScriptDescriptor {
+  std::string name, path, description;
+  ParamSpec param;
+  PluginInfo info;
+};
+
+const LoadedPlugin& PluginRegistry::add_script(const std::string& name, const std::string& path) const {
+  std::error_code ec;
+  const fs::path canonical = fs::canonical(path, ec);
+  if (ec || !fs::is_regular_file(canonical, ec)) throw std::runtime_error(path + ": no such file");
+  if (const auto* other = find(PluginKind::attention, name)) {
+    if (other->scripted() && other->path == canonical.string()) return *other;
+    throw std::runtime_error("the name '" + name + "' is taken by " +
+                             (other->scripted() ? "the scripted method " : "the attention plugin ") + other->path +
+                             "; a scripted method needs a name of its own");
+  }
+  std::string sha256 = sha256_of_file(canonical.string());
+  if (sha256.empty()) throw std::runtime_error(path + ": cannot read it");
+  auto script = std::make_shared<ScriptDescriptor>();
+  script->name = name;
+  script->path = canonical.string();
+  script->description = "TorchScript method " + script->path;
+  script->param = {"script", ParamType::string, script->path.c_str(), 0, 0, nullptr,
+                   "the TorchScript file (.pt) of the method, absolute"};
+  script->info = {kContractVersion, build_info::kTorchMajor, build_info::kTorchMinor, PluginKind::attention,
+                  script->name.c_str(), "torchscript", script->description.c_str(), &script->param, 1};
+  LoadedPlugin plugin{script->path, std::move(sha256), &script->info, nullptr, nullptr, script};
+  plugins_.push_back(std::move(plugin));
+  return plugins_.back();
 }
 
 const LoadedPlugin* PluginRegistry::find(PluginKind kind, const std::string& name) const {

@@ -4,6 +4,7 @@
 // the other plugins still load. Loaded libraries are never unloaded (see permanent_libraries in
 // plugin_host.cpp): objects a plugin made may outlive any registry.
 #include <deque>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,12 +13,20 @@
 
 namespace attnlab {
 
+// The descriptor of a TorchScript method, which the host writes itself (plugin_host.cpp).
+struct ScriptDescriptor;
+
 struct LoadedPlugin {
   std::string path;         // absolute and canonical
   std::string sha256;       // of the file, recorded with every run that uses it
-  const PluginInfo* info;   // lives in the loaded library
-  AttentionFactory* make_attention = nullptr;  // kind == attention
+  const PluginInfo* info;   // lives in the loaded library (a scripted method's, in `script`)
+  AttentionFactory* make_attention = nullptr;  // kind == attention, compiled
   DatasetFactory* make_dataset = nullptr;      // kind == dataset
+  // A TorchScript method (a .pt file; make_attention is null): its descriptor, shared by copies.
+  // attention_maker (experiment/train_job.hpp) makes either kind of method.
+  std::shared_ptr<const ScriptDescriptor> script;
+
+  bool scripted() const { return script != nullptr; }
 
   PluginKind kind() const { return info->kind; }
   std::string name() const { return info->name; }
@@ -44,6 +53,16 @@ class PluginRegistry {
   // Loads one file; on refusal records a PluginLoadError and returns false.
   bool load_file(const std::string& path);
 
+  // A TorchScript method named `name`, read from the .pt file at `path`: an attention "plugin"
+  // whose file is the script (its SHA-256 recorded with every run, as a library's), with one
+  // parameter, `script`, the file's absolute path. Registered the first time an experiment file
+  // ([methods.NAME] script = ...), a stored job's configuration or a command line names it, hence
+  // const: what find() found before is unchanged. The same name and file again returns the entry
+  // already there. Throws std::runtime_error (one line) when the file cannot be read, or the name
+  // is a compiled plugin's or another file's. What the file holds is checked where LibTorch is
+  // (plugin_host/scripted_method.hpp).
+  const LoadedPlugin& add_script(const std::string& name, const std::string& path) const;
+
   const LoadedPlugin* find(PluginKind kind, const std::string& name) const;
   std::vector<std::string> names(PluginKind kind) const;
   const std::deque<LoadedPlugin>& plugins() const { return plugins_; }
@@ -51,7 +70,8 @@ class PluginRegistry {
   const std::vector<std::string>& searched() const { return searched_; }
 
  private:
-  std::deque<LoadedPlugin> plugins_;  // a deque: pointers from find() stay valid as more load
+  // A deque: pointers from find() stay valid as more load. Mutable for add_script only.
+  mutable std::deque<LoadedPlugin> plugins_;
   std::vector<PluginLoadError> errors_;
   std::vector<std::string> searched_;
 };

@@ -28,6 +28,7 @@
 #include <torch/utils.h>
 
 #include "attnlab/train/config.hpp"
+#include "experiment/train_job.hpp"
 #include "attnlab/dataset.hpp"
 #include "attnlab/params.hpp"
 #include "attnlab/torch_compat.hpp"
@@ -128,7 +129,7 @@ std::shared_ptr<AttentionMethod> build(const LoadedPlugin& plugin, const Attenti
                                        const c10::Device& device, std::uint64_t seed) {
   const AttentionShape shape{in.q.size(1), in.q.size(3), in.length()};
   torch::manual_seed(seed);
-  auto method = plugin.make_attention(shape, params);
+  auto method = attention_maker(plugin, params)(shape);
   if (!method) throw std::runtime_error("the factory returned no module");
   method->to(device);
   method->eval();

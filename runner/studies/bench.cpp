@@ -244,7 +244,7 @@ StepTimes time_attention_forward(const BenchCase& c, const PluginRegistry& regis
   const Precision precision = apply_precision_settings(train, device);
 
   torch::manual_seed(static_cast<std::uint64_t>(c.seed));  // methods with weights of their own
-  auto attention = method->make_attention({model_config.heads, model_config.head_dim, c.seq_len}, c.method_params);
+  auto attention = attention_maker(*method, c.method_params)({model_config.heads, model_config.head_dim, c.seq_len});
   attention->to(device);
   attention->eval();
   auto generator = at::make_generator<at::CPUGeneratorImpl>(static_cast<std::uint64_t>(c.seed) ^ kAttentionStream);

@@ -26,6 +26,7 @@
 #include "studies/bench.hpp"
 #include "experiment/experiment.hpp"
 #include "plugin_host/plugin_host.hpp"
+#include "plugin_host/scripted_method.hpp"
 #include "base/quantities.hpp"
 
 
@@ -152,7 +153,7 @@ po::options_description bench_options() {
       "--model.KEY=VALUE sets a [model] key (after --config's)");
   options.add_options()
       ("db", po::value<std::string>()->default_value("attnlab.db"), "results database")
-      ("methods", po::value<std::string>(), "attention methods, comma-separated (default: the --config file's, else every attention plugin found)")
+      ("methods", po::value<std::string>(), "attention methods, comma-separated, by name or TorchScript file (FILE.pt) (default: the --config file's, else every attention plugin found)")
       ("lengths", po::value<std::string>()->default_value("1024,2048,4096"), "sequence lengths, comma-separated")
       ("dataset", po::value<std::string>(), "dataset plugin whose task (vocabulary, classes, inputs) the model is built for (default: the --config file's first, else listops)")
       ("batch-size", po::value<std::int64_t>()->default_value(4), "examples per step")
@@ -174,6 +175,18 @@ po::options_description bench_options() {
   return options;
 }
 
+// A TorchScript method named on the command line by its file: registered under the file's stem
+// and checked (it loads, and its forward runs) before anything is measured.
+std::string scripted_method(const std::string& file, const PluginRegistry& registry) {
+  try {
+    const auto& method = registry.add_script(std::filesystem::path(file).stem().string(), file);
+    check_scripted_attention(method.path, {2, 8, 32});
+    return method.name();
+  } catch (const std::exception& e) {
+    throw BenchUsageError("bench: --methods: " + std::string(e.what()));
+  }
+}
+
 // --methods, else the experiment's, else every attention plugin (softmax first).
 std::vector<std::string> methods_to_bench(const po::variables_map& vm, const PluginRegistry& registry,
                                           const std::optional<Experiment>& experiment) {
@@ -181,9 +194,11 @@ std::vector<std::string> methods_to_bench(const po::variables_map& vm, const Plu
   const auto found = registry.names(PluginKind::attention);
   if (vm.count("methods")) {
     methods = split_list(vm["methods"].as<std::string>(), "bench: --methods");
-    for (const auto& m : methods)
+    for (auto& m : methods) {
+      if (m.size() > 3 && m.compare(m.size() - 3, 3, ".pt") == 0) m = scripted_method(m, registry);
       if (!registry.find(PluginKind::attention, m))
         throw BenchUsageError("bench: no attention method named '" + m + "' (found: " + joined(found) + ")");
+    }
   } else if (experiment) {
     for (const auto& job : experiment->jobs)
       if (std::find(methods.begin(), methods.end(), job.method) == methods.end()) methods.push_back(job.method);

@@ -11,6 +11,7 @@
 
 #include "attnlab/checksum.hpp"
 #include "attnlab/train/config.hpp"
+#include "experiment/train_job.hpp"
 
 namespace attnlab {
 
@@ -51,11 +52,9 @@ JobPlan stored_plan(const PluginRegistry& registry, store::Database& db, std::in
 
 EncoderClassifier load_trained_model(const PluginRegistry& registry, const JobPlan& plan, const TaskInfo& task,
                                      const std::string& checkpoint, c10::Device device) {
-  AttentionFactory* factory = registry.find(PluginKind::attention, plan.method)->make_attention;
-  const ParamValues method_params = plan.method_params;
   torch::manual_seed(static_cast<std::uint64_t>(plan.seed));
   EncoderClassifier model(model_config_from(plan.model), task,
-                          [factory, method_params](const AttentionShape& shape) { return factory(shape, method_params); });
+                          attention_maker(*registry.find(PluginKind::attention, plan.method), plan.method_params));
   try {
     torch::load(model, checkpoint, c10::Device(c10::kCPU));
   } catch (const std::exception& e) {

@@ -1,7 +1,7 @@
 # Writes OUTPUT, a C++ file holding every file of the template folders under DIR as a string
 # (attnlab new writes them out). Run at build time, so an edited template needs no reconfigure.
 set(body "")
-foreach(kind attention dataset)
+foreach(kind attention attention_python dataset)
   file(GLOB files RELATIVE ${DIR}/${kind} ${DIR}/${kind}/*)
   list(SORT files)
   foreach(name ${files})

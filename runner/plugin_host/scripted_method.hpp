@@ -1,0 +1,37 @@
+#pragma once
+// A TorchScript module as an attention method: a torch.nn.Module written in Python, scripted and
+// saved as a .pt file (`torch.jit.script(m).save(...)`), trained, checked and measured as a compiled
+// plugin is. What a script must be (forward's signature, parameters and buffers, the redraw idiom
+// for random draws, the version note) is written down in plugins/README.md, "Methods in PyTorch".
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "attnlab/attention.hpp"
+
+namespace attnlab {
+
+// What is wrong with a script, in one line: "FILE: what".
+struct ScriptError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The line of an error's text that says what went wrong: the last one of the TorchScript
+// interpreter's (after its traceback; for an exception the script raised, "builtins.ValueError:
+// what"), the first one of anything else (not its C++ backtrace).
+std::string error_line(const std::exception& error);
+
+// The module in `path` as the attention of one layer (each call loads its own copy: its own
+// parameters). Refuses, with a ScriptError, a file that is not TorchScript, one scripted by a newer
+// PyTorch than this build's LibTorch, and a module whose forward is not
+// forward(self, q: Tensor, k: Tensor, v: Tensor, key_valid: Tensor) -> Tensor.
+std::shared_ptr<AttentionMethod> load_scripted_attention(const std::string& path);
+
+// Loads it and runs its forward once in eval mode on two sequences of `shape`'s heads and head
+// size (32 tokens, the second padded after 20, or max_len if shorter), redrawn first when it draws:
+// a ScriptError for anything load_scripted_attention refuses, a forward that raises (the script's
+// own message) or an output of another shape than q's. What `run`, `queue add`, `slurm submit`,
+// `check` and `bench` ask of a scripted method before anything is stored or measured.
+void check_scripted_attention(const std::string& path, const AttentionShape& shape);
+
+}  // namespace attnlab

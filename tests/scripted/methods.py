@@ -1,0 +1,120 @@
+# Attention methods written in PyTorch for the tests of TorchScript methods
+# (runner/plugin_host/scripted_method.cpp): `python3 methods.py OUTDIR` scripts each into
+# OUTDIR/NAME.pt with the Python torch that matches the build under test (tests/CMakeLists.txt),
+# so that no binary is checked in. Shapes: q, k, v [batch, heads, length, head_dim]; key_valid
+# [batch, length], True at real tokens.
+import sys
+from pathlib import Path
+
+import torch
+
+
+def masked_logit(scores: torch.Tensor) -> float:
+    return -60000.0 if scores.dtype == torch.float16 else -1e30
+
+
+def softmax_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_valid: torch.Tensor) -> torch.Tensor:
+    scores = torch.matmul(q, k.transpose(-2, -1)) / (q.size(-1) ** 0.5)
+    scores = scores.masked_fill(key_valid.logical_not()[:, None, None, :], masked_logit(scores))
+    return torch.matmul(torch.softmax(scores, dim=-1), v)
+
+
+class Softmax(torch.nn.Module):
+    """Exact softmax attention: what the native softmax plugin computes."""
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_valid: torch.Tensor) -> torch.Tensor:
+        return softmax_attention(q, k, v, key_valid)
+
+
+class Projection(torch.nn.Module):
+    """Linformer's learnable projection (Wang et al., 2020, eq. 7): keys and values of the real
+    tokens projected along the sequence to `rank` rows by E, trained with the model."""
+
+    def __init__(self, rank: int = 4, max_len: int = 64) -> None:
+        super().__init__()
+        self.projection = torch.nn.Parameter(torch.randn(rank, max_len) / max_len ** 0.5)
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_valid: torch.Tensor) -> torch.Tensor:
+        n = k.size(2)
+        e = self.projection[:, :n].to(q.dtype) * key_valid[:, None, None, :].to(q.dtype)  # [batch, 1, rank, n]
+        scores = torch.matmul(q, torch.matmul(e, k).transpose(-2, -1)) / (q.size(-1) ** 0.5)
+        return torch.matmul(torch.softmax(scores, dim=-1), torch.matmul(e, v))
+
+
+class Features(torch.nn.Module):
+    """Random Fourier-feature attention with positive features (Performer's FAVOR+, Choromanski et
+    al., 2021, eq. 5) whose ω are drawn in redraw() from the default generator, every 4 steps."""
+
+    def __init__(self, head_dim: int = 8, features: int = 16) -> None:
+        super().__init__()
+        self.redraw_every: int = 4
+        self.fresh_draw_at_eval: bool = True
+        self.register_buffer("omega", torch.zeros(head_dim, features))
+
+    @torch.jit.export
+    def redraw(self) -> None:
+        with torch.no_grad():
+            self.omega.copy_(torch.randn(self.omega.shape))
+
+    def phi(self, x: torch.Tensor) -> torch.Tensor:
+        x = x / x.size(-1) ** 0.25
+        projected = torch.matmul(x, self.omega.to(x.dtype))
+        squared = (x * x).sum(-1, keepdim=True) / 2
+        return torch.exp(projected - squared) / self.omega.size(1) ** 0.5
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_valid: torch.Tensor) -> torch.Tensor:
+        keep = key_valid[:, None, :, None].to(q.dtype)
+        qf, kf = self.phi(q), self.phi(k) * keep
+        numerator = torch.matmul(qf, torch.matmul(kf.transpose(-2, -1), v))
+        denominator = torch.matmul(qf, kf.sum(2).unsqueeze(-1)) + 1e-6
+        return numerator / denominator
+
+
+class Leaky(torch.nn.Module):
+    """Softmax that forgets the padding mask: attends to padded keys too."""
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_valid: torch.Tensor) -> torch.Tensor:
+        return softmax_attention(q, k, v, torch.ones_like(key_valid))
+
+
+class WrongSignature(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+
+class Raises(torch.nn.Module):
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_valid: torch.Tensor) -> torch.Tensor:
+        if q.size(2) > 0:
+            raise ValueError("this method is not written yet")
+        return q
+
+
+class RaisesInTraining(torch.nn.Module):
+    """Passes the checks (eval mode), then raises at the first training step."""
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_valid: torch.Tensor) -> torch.Tensor:
+        if self.training:
+            raise RuntimeError("scripted method gave up in training")
+        return softmax_attention(q, k, v, key_valid)
+
+
+def save(module: torch.nn.Module, path: Path, version: str = torch.__version__) -> None:
+    torch.jit.script(module).save(str(path), _extra_files={"torch_version": version})
+
+
+if __name__ == "__main__":
+    out = Path(sys.argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(0)
+    save(Softmax(), out / "softmax_script.pt")
+    save(Projection(), out / "projection.pt")
+    save(Features(), out / "features.pt")
+    save(Leaky(), out / "leaky.pt")
+    save(WrongSignature(), out / "wrong_signature.pt")
+    save(Raises(), out / "raises.pt")
+    save(RaisesInTraining(), out / "raises_in_training.pt")
+    save(Softmax(), out / "future.pt", version="99.1.0")
+    torch.jit.script(Softmax()).save(str(out / "no_version_note.pt"))
+    torch.save(torch.zeros(3), str(out / "tensor.pt"))
+    (out / "text.pt").write_text("not a TorchScript file\n")
+    print(torch.__version__)

@@ -1,0 +1,88 @@
+// A method written in PyTorch, end to end through the CLI: `attnlab run` trains it beside softmax
+// and records its file like a plugin's; a changed file is refused for a done job; a forward that
+// raises in training ends the job with the script's own message; `check` and `bench` take the file.
+#include <gtest/gtest.h>
+
+#include "test_support.hpp"
+
+#include <filesystem>
+#include <fstream>
+
+#include "plugin_host/hashing.hpp"
+
+namespace attnlab {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::query_one;
+using testing::scripted_method;
+
+struct ScriptedCli : testing::CliTest {
+  // softmax and the scripted method `name` (script `file` in the test's folder) on tiny ListOps
+  std::string experiment(const std::string& name, const std::string& file) const {
+    const std::string toml = path(name + ".toml");
+    std::ofstream(toml) << "[experiment]\nname = \"" << name << "\"\n"
+                        << "[model]\nlayers = 1\ndim = 16\nffn_dim = 32\nheads = 2\n"
+                        << "[train]\nsteps = 6\nbatch_size = 4\nwarmup = 2\neval_every = 3\nlog_every = 3\n"
+                        << "[methods.softmax]\n[methods." << name << "]\nscript = \"" << file << "\"\n"
+                        << "[datasets.listops]\nmax_len = 64\ntrain_size = 32\nval_size = 8\ntest_size = 8\n"
+                        << "max_depth = 2\nmax_args = 3\nmin_length = 3\nmax_length = 60\n";
+    return toml;
+  }
+  std::string common() const { return "--db " + path("r.db") + " --cache-dir " + path("cache") + " --threads 1"; }
+};
+
+TEST_F(ScriptedCli, RunsBesideSoftmaxRecordsItsFileAndRefusesItChanged) {
+  fs::copy_file(scripted_method("projection"), path("mine.pt"));
+  const std::string toml = experiment("mine", "mine.pt");
+  std::string out;
+  ASSERT_EQ(attnlab("run " + toml + " " + common(), out), 0) << out;
+  const std::string db = path("r.db");
+  EXPECT_EQ(query_one(db, "SELECT count(*) FROM runs WHERE status = 'done'"), "2") << out;
+  const std::string file = fs::canonical(path("mine.pt")).string();
+  EXPECT_EQ(query_one(db, "SELECT p.version || ' ' || p.path || ' ' || p.sha256 FROM run_plugins p JOIN runs r "
+                          "ON r.id = p.run_id JOIN jobs j ON j.id = r.job_id WHERE j.method = 'mine' AND p.kind = 'attention'"),
+            "torchscript " + file + " " + sha256_of_file(file));
+
+  fs::copy_file(scripted_method("softmax_script"), path("mine.pt"), fs::copy_options::overwrite_existing);
+  EXPECT_EQ(attnlab("queue add " + toml + " --db " + path("r.db") + " --cache-dir " + path("cache"), out), 2) << out;
+  EXPECT_NE(out.find("plugin 'mine'"), std::string::npos) << out;
+  EXPECT_NE(out.find("--rerun"), std::string::npos) << out;
+  EXPECT_EQ(query_one(db, "SELECT count(*) FROM jobs WHERE state = 'queued'"), "0");
+}
+
+TEST_F(ScriptedCli, AForwardThatRaisesInTrainingEndsTheJobWithTheScriptsMessage) {
+  fs::copy_file(scripted_method("raises_in_training"), path("quitter.pt"));
+  std::string out;
+  EXPECT_EQ(attnlab("run " + experiment("quitter", "quitter.pt") + " " + common(), out), 3) << out;
+  const std::string error =
+      query_one(path("r.db"), "SELECT r.error FROM runs r JOIN jobs j ON j.id = r.job_id WHERE j.method = 'quitter'");
+  EXPECT_NE(error.find(fs::canonical(path("quitter.pt")).string() +
+                       ": forward raised builtins.RuntimeError: scripted method gave up in training"),
+            std::string::npos)
+      << error;
+}
+
+TEST_F(ScriptedCli, CheckAndBenchTakeTheFile) {
+  std::string out;
+  EXPECT_EQ(attnlab("check " + scripted_method("leaky"), out), 1) << out;
+  EXPECT_NE(out.find("FAIL  padding invariance"), std::string::npos) << out;
+  EXPECT_NE(out.find("8 checks: 7 passed, 1 failed"), std::string::npos) << out;
+
+  EXPECT_EQ(attnlab("check " + scripted_method("text"), out), 2) << out;
+  EXPECT_EQ(out.rfind("attnlab: error: " + scripted_method("text") + ": not a TorchScript file (PytorchStreamReader "
+                      "failed reading zip archive: ", 0), 0u) << out;
+  EXPECT_EQ(out.find('\n'), out.size() - 1) << out;
+
+  ASSERT_EQ(attnlab("bench --methods softmax," + scripted_method("projection") +
+                        " --lengths 32 --steps 2 --warmup 1 --batch-size 2 " + common(),
+                    out),
+            0)
+      << out;
+  EXPECT_EQ(query_one(path("r.db"), "SELECT count(*) FROM bench_results WHERE method = 'projection' AND status = 'done'"),
+            "1")
+      << out;
+}
+
+}  // namespace
+}  // namespace attnlab

@@ -1,0 +1,239 @@
+// Methods written in PyTorch (runner/plugin_host/scripted_method.cpp): modules of
+// tests/scripted/methods.py, scripted in the test by the Python torch of this build, compute what
+// the native methods compute, draw what the seed says, are held to the conformance suite, are
+// named by experiment files, and every malformed file is refused in one line naming it.
+// (Trained, checkpointed and resumed to the bit: resume_test.cpp's scripted_* cases.)
+#include <gtest/gtest.h>
+
+#include "test_support.hpp"
+
+#include <filesystem>
+#include <fstream>
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/optim/adamw.h>
+
+#include "attnlab/attention.hpp"
+#include "experiment/enqueue.hpp"
+#include "experiment/experiment.hpp"
+#include "experiment/train_job.hpp"
+#include "plugin_host/conformance.hpp"
+#include "plugin_host/hashing.hpp"
+#include "plugin_host/scripted_method.hpp"
+
+namespace attnlab {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::scripted_method;
+
+struct Inputs {
+  at::Tensor q, k, v, valid;
+};
+
+// Two sequences of 12 tokens, the second padded after 7, in double.
+Inputs inputs(std::uint64_t seed) {
+  auto g = at::make_generator<at::CPUGeneratorImpl>(seed);
+  auto draw = [&] { return at::randn({2, 2, 12, 8}, g, at::kDouble).requires_grad_(true); };
+  Inputs in{draw(), draw(), draw(), at::ones({2, 12}, at::kBool)};
+  in.valid[1].slice(0, 7).fill_(false);
+  return in;
+}
+
+// The outputs of real tokens only (padded queries' outputs are unspecified).
+at::Tensor real_rows(const at::Tensor& out) { return at::cat({out[0], out[1].slice(1, 0, 7)}, 1); }
+
+TEST(ScriptedMethod, SoftmaxMatchesTheNativeSoftmaxInOutputsAndGradients) {
+  const auto& native = *testing::built_plugins().find(PluginKind::attention, "softmax");
+  const AttentionShape shape{2, 8, 12};
+  auto reference = attention_maker(native, native.defaults())(shape);
+  auto scripted = load_scripted_attention(scripted_method("softmax_script"));
+  const Inputs a = inputs(1), b = inputs(1);
+  const auto want = real_rows(reference->forward(a.q, a.k, a.v, a.valid));
+  const auto got = real_rows(scripted->forward(b.q, b.k, b.v, b.valid));
+  EXPECT_LT((got - want).abs().max().item<double>(), 1e-12);
+  const auto weights = at::randn(want.sizes(), at::kDouble);
+  (want * weights).sum().backward();
+  (got * weights).sum().backward();
+  for (const auto& [x, y] : {std::pair{a.q, b.q}, {a.k, b.k}, {a.v, b.v}})
+    EXPECT_LT((x.grad() - y.grad()).abs().max().item<double>(), 1e-12);
+}
+
+TEST(ScriptedMethod, ParametersAndBuffersAreTheModelsOwnTensors) {
+  auto projection = load_scripted_attention(scripted_method("projection"));
+  ASSERT_EQ(projection->named_parameters().size(), 1u);
+  EXPECT_TRUE(projection->named_parameters().contains("projection"));
+  // one AdamW step over the method's parameters, as the model's optimiser takes it: the script's
+  // gradient reaches the registered tensor, and the update reaches the script
+  const Inputs in = inputs(2);
+  const auto e = projection->named_parameters()["projection"];
+  const auto e_before = e.detach().clone();
+  torch::optim::AdamW optimizer(projection->parameters(), torch::optim::AdamWOptions(0.1));
+  const auto before = projection->forward(in.q.to(at::kFloat), in.k.to(at::kFloat), in.v.to(at::kFloat), in.valid);
+  before.pow(2).sum().backward();
+  ASSERT_TRUE(e.grad().defined());
+  EXPECT_GT(e.grad().abs().max().item<double>(), 0);
+  optimizer.step();
+  EXPECT_GT((e - e_before).abs().max().item<double>(), 0.05);
+  const auto after = projection->forward(in.q.to(at::kFloat), in.k.to(at::kFloat), in.v.to(at::kFloat), in.valid);
+  EXPECT_GT((after - before).abs().max().item<double>(), 1e-3);
+  auto features = load_scripted_attention(scripted_method("features"));
+  EXPECT_TRUE(features->named_buffers().contains("omega"));
+  EXPECT_TRUE(features->stochastic());
+  EXPECT_EQ(features->redraw_every(), 4);
+  EXPECT_TRUE(features->fresh_draw_at_eval());
+  EXPECT_FALSE(projection->stochastic());
+}
+
+TEST(ScriptedMethod, DrawsFollowTheSeedAndLeaveTheDefaultGeneratorAlone) {
+  const Inputs in = inputs(3);
+  auto output_after_redraw = [&](std::uint64_t seed) {
+    auto method = load_scripted_attention(scripted_method("features"));
+    auto g = at::make_generator<at::CPUGeneratorImpl>(seed);
+    method->redraw(g);
+    return method->forward(in.q, in.k, in.v, in.valid).detach();
+  };
+  at::manual_seed(11);
+  const auto stream_before = at::randn({4}, at::kDouble);
+  at::manual_seed(11);
+  const auto five = output_after_redraw(5);
+  EXPECT_TRUE(at::equal(at::randn({4}, at::kDouble), stream_before)) << "redraw moved the default generator";
+  at::manual_seed(99);  // the default generator's state does not decide the draws
+  EXPECT_TRUE(at::equal(output_after_redraw(5), five));
+  EXPECT_FALSE(at::allclose(output_after_redraw(6), five));
+}
+
+TEST(ScriptedMethod, ALeakyScriptFailsExactlyThePaddingCheck) {
+  PluginRegistry registry;
+  const auto& leaky = registry.add_script("leaky", scripted_method("leaky"));
+  for (const auto& check : attention_check_names()) {
+    const auto r = check_attention(leaky, check, c10::Device(c10::kCPU));
+    EXPECT_EQ(r.passed, check != "padding invariance") << check << ": " << r.figure << " " << r.failure;
+  }
+  const auto& softmax = registry.add_script("softmax_script", scripted_method("softmax_script"));
+  for (const auto& check : attention_check_names()) {
+    const auto r = check_attention(softmax, check, c10::Device(c10::kCPU));
+    EXPECT_TRUE(r.passed) << check << ": " << r.failure;
+  }
+}
+
+struct Malformed {
+  const char* file;
+  const char* says;
+};
+
+class MalformedScript : public ::testing::TestWithParam<Malformed> {};
+
+TEST_P(MalformedScript, IsRefusedInOneLineNamingTheFile) {
+  const std::string path = scripted_method(GetParam().file);
+  try {
+    check_scripted_attention(path, {2, 8, 64});
+    FAIL() << path << " was accepted";
+  } catch (const ScriptError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind(path + ": ", 0), 0u) << what;
+    EXPECT_NE(what.find(GetParam().says), std::string::npos) << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  }
+}
+
+const std::string kBuildTorch = std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR);
+
+INSTANTIATE_TEST_SUITE_P(
+    Files, MalformedScript,
+    ::testing::Values(Malformed{"text", "not a TorchScript file"}, Malformed{"tensor", "not a TorchScript module"},
+                      Malformed{"wrong_signature", "attnlab calls forward(self, q: Tensor, k: Tensor, v: Tensor, "
+                                                   "key_valid: Tensor) -> Tensor"},
+                      Malformed{"raises", "forward raised builtins.ValueError: this method is not written yet"},
+                      Malformed{"future", "scripted by PyTorch 99.1.0, newer than this build's LibTorch"}),
+    [](const auto& info) { return std::string(info.param.file); });
+
+TEST(ScriptedMethod, AFileFromANewerPyTorchNamesBothVersions) {
+  try {
+    load_scripted_attention(scripted_method("future"));
+    FAIL() << "accepted";
+  } catch (const ScriptError& e) {
+    EXPECT_NE(std::string(e.what()).find("99.1.0, newer than this build's LibTorch " + kBuildTorch + ": script it with "
+                                         "PyTorch " + kBuildTorch),
+              std::string::npos)
+        << e.what();
+  }
+  // without the export script's note, a file of this build's own PyTorch loads
+  EXPECT_NO_THROW(check_scripted_attention(scripted_method("no_version_note"), {2, 8, 64}));
+}
+
+struct ScriptedExperiment : testing::CliTest {
+  // softmax and a scripted method named `name` (its table), the script at `script` relative to the file
+  std::string write(const std::string& name, const std::string& script, const std::string& extra = "") const {
+    const std::string file = path("exp.toml");
+    std::ofstream(file) << "[experiment]\nname = \"scripted\"\n"
+                        << "[model]\nlayers = 1\ndim = 16\nffn_dim = 32\nheads = 2\n"
+                        << "[train]\nsteps = 4\nbatch_size = 4\nwarmup = 1\n"
+                        << "[methods.softmax]\n[methods." << name << "]\nscript = \"" << script << "\"\n" << extra
+                        << "[datasets.listops]\nmax_len = 64\ntrain_size = 16\nval_size = 8\ntest_size = 8\n"
+                        << "max_depth = 2\nmax_args = 3\nmin_length = 3\nmax_length = 60\n";
+    return file;
+  }
+  std::string error_of(const std::string& file) const {
+    PluginRegistry registry = load_plugins({});
+    try {
+      check_experiment(file, registry, path("cache"));
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "(accepted)";
+  }
+};
+
+TEST_F(ScriptedExperiment, ATableNamesTheFileAndAStoredJobFindsItAgain) {
+  fs::copy_file(scripted_method("projection"), path("mine.pt"));
+  PluginRegistry registry = load_plugins({});
+  const Experiment experiment = load_experiment(write("mine", "mine.pt"), registry);
+  ASSERT_EQ(experiment.jobs.size(), 2u);
+  const JobPlan& job = experiment.jobs[1];
+  EXPECT_EQ(job.method, "mine");
+  const std::string absolute = fs::canonical(path("mine.pt")).string();
+  EXPECT_EQ(job.method_params.string("script"), absolute);
+  EXPECT_NE(job.config_toml.find(absolute), std::string::npos) << job.config_toml;
+
+  // the job process: a registry that has never seen the file, as a worker's
+  PluginRegistry fresh = load_plugins({});
+  const JobPlan again = parse_job_config(job.config_toml, "job 2", fresh);
+  EXPECT_EQ(again.config_hash, job.config_hash);
+  const auto* mine = fresh.find(PluginKind::attention, "mine");
+  ASSERT_NE(mine, nullptr);
+  EXPECT_TRUE(mine->scripted());
+  EXPECT_EQ(mine->path, absolute);
+  EXPECT_EQ(mine->sha256, sha256_of_file(absolute));
+  EXPECT_EQ(std::string(mine->info->version), "torchscript");
+}
+
+TEST_F(ScriptedExperiment, BadScriptsAreOneLineBeforeAnythingIsQueued) {
+  fs::copy_file(scripted_method("raises"), path("raises.pt"));
+  std::string error = error_of(write("mine", "raises.pt"));
+  EXPECT_NE(error.find("exp.toml: [methods.mine] " + fs::canonical(path("raises.pt")).string() +
+                       ": forward raised builtins.ValueError: this method is not written yet; nothing queued"),
+            std::string::npos)
+      << error;
+  EXPECT_EQ(error.find('\n'), std::string::npos) << error;
+
+  error = error_of(write("mine", "missing.pt"));
+  EXPECT_NE(error.find("exp.toml:14: [methods.mine] script: "), std::string::npos) << error;
+  EXPECT_NE(error.find("missing.pt: no such file"), std::string::npos) << error;
+
+  fs::copy_file(scripted_method("softmax_script"), path("softmax.pt"));
+  std::ofstream(path("taken.toml")) << "[methods.softmax]\nscript = \"softmax.pt\"\n[datasets.listops]\n";
+  error = error_of(path("taken.toml"));
+  EXPECT_NE(error.find("taken.toml:2: [methods.softmax] script: the name 'softmax' is taken by the attention plugin "),
+            std::string::npos)
+      << error;
+
+  error = error_of(write("mine", "softmax.pt", "[methods.mine.datasets.listops]\nscript = \"other.pt\"\n"));
+  EXPECT_NE(error.find("[methods.mine.datasets.listops] script: a scripted method's file is set in [methods.mine] only"),
+            std::string::npos)
+      << error;
+}
+
+}  // namespace
+}  // namespace attnlab
