@@ -42,20 +42,19 @@ std::string text(const Params& params, const std::string& name, const std::strin
 std::optional<std::int64_t> integer(const Params& params, const std::string& name) {
   const std::string value = text(params, name, "");
   if (value.empty()) return std::nullopt;
-  std::size_t used = 0;
-  long long number = 0;
-  try {
-    number = std::stoll(value, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != value.size()) throw BadRequest("parameter '" + name + "': '" + value + "' is not an integer");
-  return number;
+  // digits, an optional '-' first: stoll alone would take " 1" and "+1" as 1
+  const std::size_t digits_from = value[0] == '-' ? 1 : 0;
+  bool digits = value.size() > digits_from && value.size() - digits_from <= 18;
+  for (std::size_t i = digits_from; digits && i < value.size(); ++i) digits = value[i] >= '0' && value[i] <= '9';
+  if (!digits) throw BadRequest("parameter '" + name + "': '" + value + "' is not an integer");
+  return std::stoll(value);
 }
 
 bool flag(const Params& params, const std::string& name) {
-  const auto it = params.find(name);
-  return it != params.end() && it->second != "0" && it->second != "false";
+  const std::string value = text(params, name, "false");
+  if (value == "1" || value == "true") return true;
+  if (value == "0" || value == "false") return false;
+  throw BadRequest("parameter '" + name + "': '" + value + "' is not a flag (1, true, 0 or false)");
 }
 
 std::string dump(const nlohmann::ordered_json& value) {

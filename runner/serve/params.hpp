@@ -30,7 +30,8 @@ std::vector<std::string> values(const Params& params, const std::string& name);
 // The parameter's one value (given twice: a BadRequest), or `fallback`.
 std::string text(const Params& params, const std::string& name, const std::string& fallback);
 std::optional<std::int64_t> integer(const Params& params, const std::string& name);  // a BadRequest if not one
-bool flag(const Params& params, const std::string& name);  // present and not "0" or "false"
+// 1 or true, 0 or false (absent: false); anything else a BadRequest
+bool flag(const Params& params, const std::string& name);
 
 // The text of a reply: compact; a NaN or infinity is null (JSON has neither); bytes that are not
 // UTF-8 (a name from an old file) are replaced, never an exception.

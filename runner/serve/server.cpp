@@ -1,42 +1,212 @@
 #include "serve/server.hpp"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 
 #include "attnlab/store.hpp"
 #include "serve/api.hpp"
 
 namespace attnlab::serve {
+namespace fs = std::filesystem;
+namespace {
 
-Server::Server(std::string db_path, const std::filesystem::path& web_folder) : db_path_(std::move(db_path)) {
-  if (!std::filesystem::is_regular_file(web_folder / "index.html"))
+std::string lower(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
+  return text;
+}
+
+// Every occurrence of `from` in `text` replaced.
+std::string replace_all(std::string text, const std::string& from, const std::string& to) {
+  for (auto at = text.find(from); !from.empty() && at != std::string::npos; at = text.find(from, at + to.size()))
+    text.replace(at, from.size(), to);
+  return text;
+}
+
+// The inode of the socket listening on `port` (IPv4 or IPv6), from /proc/net/tcp{,6}: "" if none.
+std::string listening_inode(int port) {
+  char hex_port[8];
+  std::snprintf(hex_port, sizeof hex_port, ":%04X", port);
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream in(table);
+    std::string line;
+    std::getline(in, line);  // the header
+    while (std::getline(in, line)) {
+      std::istringstream fields(line);
+      std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout, inode;
+      fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >> timeout >> inode;
+      if (state == "0A" && local.size() > 5 && local.compare(local.size() - 5, 5, hex_port) == 0) return inode;
+    }
+  }
+  return "";
+}
+
+// "pid N (its command line)" of the process holding the socket `inode`, if this user may see it.
+std::string socket_owner(const std::string& inode) {
+  const std::string target = "socket:[" + inode + "]";
+  std::error_code ec;
+  for (const auto& process : fs::directory_iterator("/proc", ec)) {
+    const std::string pid = process.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    for (const auto& fd : fs::directory_iterator(process.path() / "fd", ec)) {
+      if (fs::read_symlink(fd.path(), ec).string() != target) continue;
+      std::ifstream cmdline(process.path() / "cmdline");
+      std::string command((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+      std::replace(command.begin(), command.end(), '\0', ' ');
+      while (!command.empty() && command.back() == ' ') command.pop_back();
+      return "pid " + pid + " (" + command + ")";
+    }
+  }
+  return "";
+}
+
+std::string port_holder(int port) {
+  const std::string inode = listening_inode(port);
+  if (inode.empty()) return "";
+  const std::string owner = socket_owner(inode);
+  return owner.empty() ? "a process this user cannot see" : owner;
+}
+
+void json_reply(httplib::Response& response, const Reply& reply) {
+  response.status = reply.status;
+  response.set_header("Cache-Control", "no-store");
+  response.set_content(reply.body, "application/json; charset=utf-8");
+}
+
+bool loopback(const std::string& host) { return host == "127.0.0.1" || host == "localhost" || host == "::1"; }
+
+}  // namespace
+
+std::optional<std::string> database_problem(const fs::path& db_path) {
+  const std::string name = db_path.filename().string();
+  std::error_code ec;
+  if (fs::is_directory(db_path, ec)) return name + " is a folder, not a database";
+  if (!fs::exists(db_path, ec))
+    return "no such database: " + name + " (yet: attnlab run or attnlab queue add --db " + name + " makes it)";
+  if (fs::file_size(db_path, ec) == 0 && !ec)
+    return name + " is empty: not an attnlab database (yet: attnlab run or attnlab queue add --db " + name + " fills it)";
+  return std::nullopt;
+}
+
+Server::Server(std::string db_path, const fs::path& web_folder) : db_path_(std::move(db_path)) {
+  if (!fs::is_regular_file(web_folder / "index.html"))
     throw std::runtime_error("serve: no page in " + web_folder.string() + " (a broken install?)");
+  // SO_REUSEADDR only: cpp-httplib's default SO_REUSEPORT lets a second server listen on a busy port
+  http_.set_socket_options([](socket_t socket) {
+    int yes = 1;
+    setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
+  http_.new_task_queue = [] { return new httplib::ThreadPool(kWorkers); };
+  http_.set_read_timeout(kReadTimeoutSeconds, 0);
+  http_.set_keep_alive_timeout(kReadTimeoutSeconds);
+  add_endpoints();
+  // static files from the web folder only: cpp-httplib refuses a path that climbs out of it ("..")
+  if (!http_.set_mount_point("/", web_folder.string()))
+    throw std::runtime_error("serve: cannot serve " + web_folder.string());
+  add_refusals();
+}
+
+void Server::add_endpoints() {
   for (const auto& endpoint : endpoints()) {
     const auto answer = endpoint.answer;
     const std::string path = endpoint.path;
     http_.Get(path, [this, answer, path](const httplib::Request& request, httplib::Response& response) {
       Reply reply;
-      try {
-        // a handle per request, read-only: a missing, locked or newer file is a 503 with the
-        // reason, and nothing the server does can write
-        store::Database db(db_path_, store::Database::Open::read_only);
-        reply = answer(db, Params(request.params.begin(), request.params.end()));
-      } catch (const std::exception& e) {
-        reply = error_reply(503, e.what());
+      if (const auto problem = database_problem(db_path_)) {
+        reply = error_reply(503, *problem);
+      } else {
+        try {
+          // a handle per request, read-only: a locked or newer file is a 503 with the reason, and
+          // nothing the server does can write
+          store::Database db(db_path_, store::Database::Open::read_only);
+          reply = answer(db, Params(request.params.begin(), request.params.end()));
+        } catch (const std::exception& e) {
+          reply = error_reply(503, e.what());
+        }
       }
-      response.status = reply.status;
-      response.set_header("Cache-Control", "no-store");
-      response.set_content(reply.body, "application/json; charset=utf-8");
+      // the page needs the file's name, a browser (or whoever reads it) not where it lives
+      if (reply.status != 200) reply.body = replace_all(reply.body, db_path_, fs::path(db_path_).filename().string());
+      json_reply(response, reply);
       if (on_answer_) on_answer_(path);
     });
   }
-  // static files from the web folder only: cpp-httplib refuses a path that climbs out of it ("..")
-  if (!http_.set_mount_point("/", web_folder.string()))
-    throw std::runtime_error("serve: cannot serve " + web_folder.string());
+  http_.Get(R"(/api/.*)", [](const httplib::Request& request, httplib::Response& response) {
+    std::string known;
+    for (const auto& endpoint : endpoints()) known += (known.empty() ? "" : ", ") + std::string(endpoint.path);
+    json_reply(response, error_reply(404, "no endpoint " + request.path + " (known: " + known + ")"));
+  });
 }
 
-int Server::bind(const std::string& host, int port) {
+void Server::add_refusals() {
+  // before any route or file: a path with control bytes (a %00 would cut the file name short and
+  // serve index.html under another type), and a Host this server was not asked to be
+  http_.set_pre_routing_handler([this](const httplib::Request& request, httplib::Response& response) {
+    const bool control = std::any_of(request.path.begin(), request.path.end(),
+                                     [](unsigned char c) { return c < 0x20 || c == 0x7f; });
+    if (control) {
+      json_reply(response, error_reply(400, "a path with control characters"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (!host_allowed(request.get_header_value("Host"))) {
+      json_reply(response, error_reply(421, "this server answers as " + allowed_hosts_.front() + ":" +
+                                                std::to_string(port_) + ", not as '" + request.get_header_value("Host") +
+                                                "' (attnlab serve --allow-host NAME adds a name)"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  const auto only_get = [](const httplib::Request& request, httplib::Response& response) {
+    response.set_header("Allow", "GET, HEAD");
+    json_reply(response, error_reply(405, request.method + " " + request.path + ": only GET (and HEAD) are answered"));
+  };
+  http_.Post(R"(.*)", only_get);
+  http_.Put(R"(.*)", only_get);
+  http_.Patch(R"(.*)", only_get);
+  http_.Delete(R"(.*)", only_get);
+  http_.Options(R"(.*)", only_get);
+  // a file that is not there: JSON like every other refusal
+  http_.set_error_handler([](const httplib::Request& request, httplib::Response& response) {
+    if (response.body.empty() && response.status == 404)
+      json_reply(response, error_reply(404, "nothing at " + request.path));
+  });
+}
+
+bool Server::host_allowed(const std::string& host_header) const {
+  std::string host = lower(host_header);
+  if (host.empty()) return false;
+  // "name:port", "[::1]:port", or a bare name (port 80 only)
+  std::string port = "80";
+  if (const auto colon = host.rfind(':'); colon != std::string::npos && host.find(']', colon) == std::string::npos) {
+    port = host.substr(colon + 1);
+    host = host.substr(0, colon);
+  }
+  if (host.size() > 1 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return port == std::to_string(port_) && std::find(allowed_hosts_.begin(), allowed_hosts_.end(), host) != allowed_hosts_.end();
+}
+
+int Server::bind(const std::string& host, int port, const std::vector<std::string>& extra_hosts) {
+  if (port < 0 || port > 65535)
+    throw std::runtime_error("serve: --port " + std::to_string(port) + " is not a port (0 to 65535; 0: any free one)");
   const int bound = port == 0 ? http_.bind_to_any_port(host) : (http_.bind_to_port(host, port) ? port : -1);
-  if (bound < 0) throw std::runtime_error("serve: cannot listen on " + host + ":" + std::to_string(port));
+  if (bound < 0) {
+    const std::string holder = port == 0 ? "" : port_holder(port);
+    throw std::runtime_error("serve: cannot listen on " + host + ":" + std::to_string(port) +
+                             (holder.empty() ? "" : ": the port is in use by " + holder));
+  }
+  port_ = bound;
+  allowed_hosts_ = {lower(host)};
+  const bool any = host == "0.0.0.0" || host == "::";
+  if (loopback(host) || any)
+    for (const char* name : {"127.0.0.1", "localhost", "::1"})
+      if (lower(host) != name) allowed_hosts_.push_back(name);
+  if (char name[256]; any && gethostname(name, sizeof name) == 0) allowed_hosts_.push_back(lower(name));
+  for (const auto& extra : extra_hosts) allowed_hosts_.push_back(lower(extra));
   return bound;
 }
 

@@ -1,0 +1,246 @@
+// attnlab serve against what a hostile or careless client does (issue 31's defects, each over HTTP
+// or a real socket): a busy port, a port out of range, idle and dripping connections, a foreign
+// Host header, methods but GET, paths and parameters that only look right, and databases that are
+// not there, empty or a folder. Each of these was answered wrongly before (runner/serve/server.hpp
+// says what the server now refuses).
+#include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <sys/time.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "results_support.hpp"
+#include "serve/server.hpp"
+
+namespace attnlab::results::testing {
+namespace {
+
+// A TCP connection to 127.0.0.1:port that sends what it is told.
+class RawClient {
+ public:
+  explicit RawClient(int port) : socket_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<std::uint16_t>(port));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = ::connect(socket_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+    timeval wait{10, 0};  // a server that never answers fails the test, not hangs it
+    setsockopt(socket_, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
+  }
+  ~RawClient() { ::close(socket_); }
+  RawClient(const RawClient&) = delete;
+  RawClient& operator=(const RawClient&) = delete;
+
+  bool connected() const { return connected_; }
+  bool send(const std::string& bytes) { return ::send(socket_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size()); }
+  // Everything the server sends until it closes the connection.
+  std::string reply() {
+    std::string out;
+    char buffer[4096];
+    for (ssize_t n; (n = ::recv(socket_, buffer, sizeof buffer, 0)) > 0;) out.append(buffer, static_cast<std::size_t>(n));
+    return out;
+  }
+
+ private:
+  int socket_;
+  bool connected_ = false;
+};
+
+class ServeDefects : public ResultsTest {
+ protected:
+  // `attnlab serve ARGS` that should end by itself: one that goes on serving is stopped after 10 s
+  // (status 124), so the test fails rather than hangs
+  Output serve_cli(const std::vector<std::string>& args) const {
+    std::string command = "timeout 10 '" + std::string(ATTNLAB_BINARY) + "' serve";
+    for (const auto& a : args) command += " '" + a + "'";
+    command += " > '" + file("serve.out") + "' 2> '" + file("serve.err") + "'";
+    const int rc = std::system(command.c_str());
+    return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, slurp(file("serve.out")), slurp(file("serve.err"))};
+  }
+
+  void SetUp() override {
+    ResultsTest::SetUp();
+    store::Database db(file("s.db"));
+    FakeJob job;
+    add_job(db, job);
+  }
+  void TearDown() override {
+    if (server_) {
+      server_->stop();
+      listening_.join();
+    }
+    ResultsTest::TearDown();
+  }
+  void start(const std::string& db_name = "s.db") {
+    server_ = std::make_unique<serve::Server>(file(db_name), ATTNLAB_WEB_DIR);
+    port_ = server_->bind("127.0.0.1", 0);
+    listening_ = std::thread([this] { server_->listen(); });
+  }
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(10, 0);
+    return c;
+  }
+  // The status and body of one request written by hand (HTTP/1.0: the server closes after it).
+  std::pair<int, std::string> raw(const std::string& request) const {
+    RawClient c(port_);
+    EXPECT_TRUE(c.connected());
+    c.send(request);
+    const std::string reply = c.reply();
+    const int status = reply.size() > 12 ? std::atoi(reply.substr(9, 3).c_str()) : 0;
+    const auto body = reply.find("\r\n\r\n");
+    return {status, body == std::string::npos ? "" : reply.substr(body + 4)};
+  }
+
+  std::unique_ptr<serve::Server> server_;
+  std::thread listening_;
+  int port_ = 0;
+};
+
+TEST_F(ServeDefects, ASecondServerOnABusyPortFailsNamingThePortAndItsHolder) {
+  start();
+  const auto second = serve_cli({"--db", file("s.db"), "--port", std::to_string(port_)});
+  EXPECT_EQ(second.status, 2) << second.out;
+  const std::string said = "attnlab: error: serve: cannot listen on 127.0.0.1:" + std::to_string(port_) +
+                           ": the port is in use by pid " + std::to_string(getpid()) + " (";
+  EXPECT_EQ(second.err.rfind(said, 0), 0u) << second.err;  // then this test binary's command line
+  EXPECT_EQ(second.err.find('\n'), second.err.size() - 1) << second.err;
+  EXPECT_EQ(second.out.find("http://"), std::string::npos) << second.out;
+}
+
+TEST_F(ServeDefects, APortOutOfRangeIsOneLineAndExit2) {
+  for (const char* port : {"80000", "-1"}) {
+    const auto o = serve_cli({"--db", file("s.db"), "--port", port});
+    EXPECT_EQ(o.status, 2) << port;
+    EXPECT_EQ(o.err, std::string("attnlab: error: serve: --port ") + port + " is not a port (0 to 65535; 0: any free one)\n");
+    EXPECT_EQ(o.out.find("http://"), std::string::npos) << o.out;
+  }
+}
+
+// 8 connections that send nothing and 10 that drip a header line every 3 s: a plain request is
+// answered within a second, while they hang on and after the server has cut them.
+TEST_F(ServeDefects, IdleAndDrippingClientsDoNotStallOthers) {
+  start();
+  std::vector<std::unique_ptr<RawClient>> idle, dripping;
+  for (int i = 0; i < 8; ++i) idle.push_back(std::make_unique<RawClient>(port_));
+  for (int i = 0; i < 10; ++i) {
+    dripping.push_back(std::make_unique<RawClient>(port_));
+    dripping.back()->send("GET /api/queue HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port_) + "\r\n");
+  }
+  std::atomic<bool> done{false};
+  std::thread drip([&] {
+    for (int round = 0; round < 3 && !done; ++round) {
+      std::this_thread::sleep_for(std::chrono::seconds(3));
+      for (auto& c : dripping) c->send("X-Slow: " + std::to_string(round) + "\r\n");
+    }
+  });
+  auto timed_get = [&] {
+    const auto start = std::chrono::steady_clock::now();
+    const auto reply = client().Get("/api/queue");
+    EXPECT_TRUE(reply);
+    if (reply) EXPECT_EQ(reply->status, 200);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  EXPECT_LT(timed_get(), 1.0) << "with 18 slow clients connected";
+  std::this_thread::sleep_for(std::chrono::milliseconds(3500));  // past a drip and the read timeout
+  EXPECT_LT(timed_get(), 1.0) << "after the first drip";
+  for (auto& c : idle) EXPECT_EQ(c->reply(), "");  // cut by the server, not answered
+  done = true;
+  drip.join();
+}
+
+TEST_F(ServeDefects, AForeignHostIsRefusedAndTheServedNamesAnswer) {
+  start();
+  const std::string port = std::to_string(port_);
+  const auto [status, body] = raw("GET /api/queue HTTP/1.0\r\nHost: attacker.example:" + port + "\r\n\r\n");
+  EXPECT_EQ(status, 421);
+  EXPECT_NE(body.find("not as 'attacker.example:" + port + "'"), std::string::npos) << body;
+  EXPECT_EQ(raw("GET /api/queue HTTP/1.0\r\nHost: 127.0.0.1:9\r\n\r\n").first, 421);  // another port
+  EXPECT_EQ(raw("GET /api/queue HTTP/1.0\r\n\r\n").first, 421);                     // no Host at all
+  for (const std::string host : {"127.0.0.1", "localhost", "LOCALHOST", "[::1]"})
+    EXPECT_EQ(raw("GET /api/queue HTTP/1.0\r\nHost: " + host + ":" + port + "\r\n\r\n").first, 200) << host;
+}
+
+TEST_F(ServeDefects, OnlyGetAndHeadAreAnsweredAndEveryRefusalIsJson) {
+  start();
+  auto c = client();
+  for (const auto& reply : {c.Post("/api/results", "x", "text/plain"), c.Put("/api/results", "x", "text/plain"),
+                            c.Delete("/api/results"), c.Post("/", "x", "text/plain")}) {
+    ASSERT_TRUE(reply);
+    EXPECT_EQ(reply->status, 405);
+    EXPECT_EQ(reply->get_header_value("Allow"), "GET, HEAD");
+    EXPECT_TRUE(nlohmann::json::parse(reply->body).contains("error")) << reply->body;
+  }
+  const auto unknown = c.Get("/api/unknown");
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->status, 404);
+  EXPECT_EQ(unknown->get_header_value("Content-Type"), "application/json; charset=utf-8");
+  EXPECT_NE(nlohmann::json::parse(unknown->body)["error"].get<std::string>().find("no endpoint /api/unknown (known: /api/queue"),
+            std::string::npos)
+      << unknown->body;
+  const auto nul = c.Get("/index.html%00.js");
+  ASSERT_TRUE(nul);
+  EXPECT_EQ(nul->status, 400);
+  EXPECT_EQ(nul->body.find("<html"), std::string::npos);
+  const auto page = c.Get("/index.html");
+  ASSERT_TRUE(page);
+  EXPECT_EQ(page->get_header_value("Content-Type"), "text/html");
+}
+
+TEST_F(ServeDefects, ParametersMeanExactlyWhatTheySay) {
+  start();
+  auto c = client();
+  const auto abc = c.Get("/api/results?jobs=abc");
+  ASSERT_TRUE(abc);
+  EXPECT_EQ(abc->status, 400);
+  EXPECT_NE(abc->body.find("parameter 'jobs': 'abc' is not a flag (1, true, 0 or false)"), std::string::npos) << abc->body;
+  EXPECT_EQ(c.Get("/api/results?jobs=1")->status, 200);
+  EXPECT_EQ(c.Get("/api/results?jobs=false")->status, 200);
+  for (const char* id : {"%20%201", "+1", "1x", "99999999999999999999"}) {
+    const auto reply = c.Get(std::string("/api/run?id=") + id);
+    ASSERT_TRUE(reply) << id;
+    EXPECT_EQ(reply->status, 400) << id << ": " << reply->body;
+  }
+  EXPECT_EQ(c.Get("/api/run?id=1")->status, 200);
+}
+
+TEST_F(ServeDefects, BadDatabasesAreSaidPlainlyAtStartupAndOnThePageWithoutTheirFolder) {
+  start("missing.db");
+  const auto missing = client().Get("/api/queue");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 503);
+  EXPECT_EQ(nlohmann::json::parse(missing->body)["error"],
+            "no such database: missing.db (yet: attnlab run or attnlab queue add --db missing.db makes it)");
+  std::ofstream(file("missing.db")).flush();  // now an empty file
+  const auto empty = client().Get("/api/queue");
+  ASSERT_TRUE(empty);
+  EXPECT_NE(empty->body.find("missing.db is empty: not an attnlab database"), std::string::npos) << empty->body;
+  std::ofstream(file("missing.db")) << "not SQLite at all, but long enough to be read as a header: 0123456789abcdef";
+  const auto garbage = client().Get("/api/queue");
+  ASSERT_TRUE(garbage);
+  EXPECT_EQ(garbage->status, 503);
+  EXPECT_EQ(garbage->body.find(dir_.string()), std::string::npos) << garbage->body;  // no absolute path
+
+  const auto empty_start = serve_cli({"--db", file("missing.db"), "--port", "80000"});
+  EXPECT_NE(empty_start.out.find("; the page says so until it can be read\n"), std::string::npos) << empty_start.out;
+  fs::create_directory(file("folder.db"));
+  const auto folder = serve_cli({"--db", file("folder.db"), "--port", "0"});
+  EXPECT_EQ(folder.status, 2);
+  EXPECT_EQ(folder.err, "attnlab: error: serve: --db " + file("folder.db") + " is a folder, not a database\n");
+  fs::remove(file("missing.db"));
+  const auto absent = serve_cli({"--db", file("missing.db"), "--port", "80000"});
+  EXPECT_EQ(absent.out, "serve: no such database: missing.db (yet: attnlab run or attnlab queue add --db missing.db makes "
+                        "it); the page says so until it is one\n");
+}
+
+}  // namespace
+}  // namespace attnlab::results::testing
