@@ -202,8 +202,55 @@ TEST_F(ServeApi, BenchAndApproxRowsComeBackWhole) {
   EXPECT_EQ(approx[0]["param"], "landmarks");
 }
 
+// A second experiment, a learning-rate sweep: listed with its description and jobs, its results
+// alone on asking (or as the latest), its runs given the swept key as a column, and its curves
+// labelled by what differs among them (lr and seed), never by what they share.
+TEST_F(ServeApi, ExperimentsAndLabelsSayWhatDiffers) {
+  {
+    store::Database db(file("s.db"));
+    for (const std::string lr : {"0.001", "0.0001"})
+      for (std::int64_t seed = 1; seed <= 2; ++seed) {
+        FakeJob f;
+        f.experiment = "lr", f.experiment_text = "[experiment]\ndescription = \"Performer's learning rate\"\n";
+        f.method = "performer", f.seed = seed, f.params = {{"train.lr", lr}, {"model.dim", "64"}};
+        f.results = {{"test_acc", 0.3}};
+        f.curve = make_curve("val", "loss", 3, 100, [&](std::int64_t s) { return 1.0 / static_cast<double>(s + seed); });
+        add_job(db, f);
+      }
+  }
+  const json experiments = get(serve::experiments_json, {});
+  ASSERT_EQ(experiments.size(), 2u) << experiments;
+  EXPECT_EQ(experiments[0]["name"], "sweep");
+  EXPECT_EQ(experiments[0]["jobs"], 12);
+  EXPECT_EQ(experiments[1]["name"], "lr");
+  EXPECT_EQ(experiments[1]["description"], "Performer's learning rate");
+  EXPECT_EQ(experiments[1]["states"], json({{"done", 4}}));
+
+  for (const char* which : {"lr", "latest"}) {
+    const json rows = get(serve::results_json, {{"experiment", which}});
+    ASSERT_EQ(rows.size(), 2u) << which << ": " << rows;  // performer at each lr
+    EXPECT_EQ(rows[0]["method"], "performer");
+  }
+  EXPECT_EQ(get(serve::results_json, {{"experiment", "*"}}).size(), 6u);
+
+  const json runs = get(serve::runs_json, {{"where", "experiment = lr"}});
+  ASSERT_EQ(runs.size(), 4u);
+  EXPECT_EQ(runs[0]["params"], json({{"train.lr", "0.001"}}));  // model.dim is the same for all: no column
+  EXPECT_EQ(get(serve::runs_json, {{"where", "experiment = lr"}, {"columns", "model.dim"}})[0]["params"],
+            json({{"model.dim", "64"}}));
+
+  const json curves = get(serve::curves_json, {{"where", "experiment = lr"}});
+  std::vector<std::string> labels;
+  for (const auto& run : curves["runs"]) labels.push_back(run["short_label"]);
+  EXPECT_EQ(labels, (std::vector<std::string>{"performer listops lr=0.001 seed 1", "performer listops lr=0.001 seed 2",
+                                              "performer listops lr=0.0001 seed 1", "performer listops lr=0.0001 seed 2"}));
+  const json means = get(serve::curves_json, {{"where", "experiment = lr"}, {"mean", "1"}})["means"];
+  ASSERT_EQ(means.size(), 2u);
+  EXPECT_EQ(means[0]["short_label"], "performer listops lr=0.001 (2 runs, mean ± std)");
+}
+
 TEST_F(ServeApi, EveryEndpointRefusesAnUnknownParameter) {
-  ASSERT_EQ(serve::endpoints().size(), 9u);
+  ASSERT_EQ(serve::endpoints().size(), 10u);
   for (const auto& endpoint : serve::endpoints()) {
     const auto refused = get(endpoint.answer, {{"sql", "DROP TABLE jobs"}}, 400);
     EXPECT_EQ(refused["error"].get<std::string>().rfind("unknown parameter 'sql' (known: ", 0), 0u) << endpoint.path;

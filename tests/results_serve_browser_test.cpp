@@ -33,6 +33,9 @@ class Browser : public ResultsTest {
         f.curve = make_curve("val", "acc", 5, 100, [&](std::int64_t s) { return 0.001 * static_cast<double>(s * seed); });
         add_job(db, f);
       }
+    FakeJob failed;  // three attempts, each failed with the same error before any curve point
+    failed.method = "performer", failed.outcome = "failed";
+    failed_run_ = *db.latest_run_of_job(add_job(db, failed).first);
     FakeJob running;
     running.method = "skyformer", running.outcome = "running", running.params = {{"train.steps", "1000"}};
     running.curve = make_curve("train", "loss", 3, 100, [](std::int64_t s) { return 2.0 - 0.001 * static_cast<double>(s); });
@@ -88,7 +91,7 @@ class Browser : public ResultsTest {
   std::unique_ptr<serve::Server> server_;
   std::thread listening_;
   int port_ = 0;
-  std::int64_t running_job_ = 0, running_run_ = 0;
+  std::int64_t running_job_ = 0, running_run_ = 0, failed_run_ = 0;
 };
 
 TEST_F(Browser, TheFrontPageShowsTheQueueTheResultsAndNamesAsText) {
@@ -97,7 +100,7 @@ TEST_F(Browser, TheFrontPageShowsTheQueueTheResultsAndNamesAsText) {
   ASSERT_NE(page.find("data-view=\"\""), std::string::npos) << page;
   // the counts: header then values, every state in order
   const std::string counts = std::regex_replace(text_of(page, "counts"), std::regex("\\s+"), " ");
-  EXPECT_NE(counts.find("queued running submitted done failed diverged oom blocked cancelled 0 1 0 4 0 0 0 0 0"),
+  EXPECT_NE(counts.find("queued running submitted done failed diverged oom blocked cancelled 0 1 0 4 1 0 0 0 0"),
             std::string::npos)
       << counts;
   // the running job with its step of train.steps
@@ -109,6 +112,28 @@ TEST_F(Browser, TheFrontPageShowsTheQueueTheResultsAndNamesAsText) {
   EXPECT_NE(results.find("softmax"), std::string::npos) << results;
   EXPECT_NE(page.find("&lt;script&gt;alert(1)&lt;/script&gt;"), std::string::npos);
   EXPECT_EQ(page.find("<script>alert(1)"), std::string::npos);
+  // the failed job: its error once, with its three attempts
+  const std::string failed = std::regex_replace(text_of(page, "failed"), std::regex("\\s+"), " ");
+  EXPECT_TRUE(std::regex_search(failed, std::regex("performer listops 1 3 3 attempts \\( run [0-9]+ , run [0-9]+ , run [0-9]+ \\) "
+                                                  "failed: synthetic failure")))
+      << failed;
+  EXPECT_EQ(failed.find("synthetic failure"), failed.rfind("synthetic failure")) << failed;
+}
+
+// A failed run: its page says so, a chart it is selected into leaves it out and names it, and an
+// empty study page says what to run.
+TEST_F(Browser, AFailedRunIsSaidAndNeverBlocksAChart) {
+  start_server();
+  const std::string run = dom("#/run/" + std::to_string(failed_run_), 2000);
+  EXPECT_NE(run.find("this run ended failed before it wrote a curve point: synthetic failure"), std::string::npos) << run;
+  const std::string curves = dom("#/curves?run=1," + std::to_string(failed_run_) + "&metric=acc", 2000);
+  EXPECT_EQ(curves.find("id=\"error\""), std::string::npos) << curves;
+  EXPECT_TRUE(std::regex_search(curves, std::regex("<canvas [^>]*width=\"[1-9]"))) << curves;
+  EXPECT_NE(curves.find("left out: run " + std::to_string(failed_run_) + " (performer/listops seed 1, failed): no val/acc points"),
+            std::string::npos)
+      << curves;
+  const std::string approx = dom("#/approx", 2000);
+  EXPECT_NE(approx.find("No approximation results in this database yet."), std::string::npos) << approx;
 }
 
 TEST_F(Browser, TheRunCurvesAndBenchPagesDrawTheirCharts) {
@@ -144,12 +169,84 @@ TEST_F(Browser, AJobThatFinishesWhileThePageIsOpenShowsWithoutAReload) {
   const std::string page = dom("#/", 12000);
   EXPECT_GT(polls.load(), 2);
   const std::string counts = std::regex_replace(text_of(page, "counts"), std::regex("\\s+"), " ");
-  EXPECT_NE(counts.find(" 0 0 0 5 0 0 0 0 0"), std::string::npos) << counts;  // running 0, done 5
+  EXPECT_NE(counts.find(" 0 0 0 5 1 0 0 0 0"), std::string::npos) << counts;  // running 0, done 5
   EXPECT_EQ(text_of(page, "running").find("skyformer"), std::string::npos);
   EXPECT_NE(text_of(page, "results").find("skyformer"), std::string::npos);  // its result is in the table
   std::smatch updates;
   ASSERT_TRUE(std::regex_search(page, updates, std::regex("data-updates=\"([0-9]+)\""))) << page;
   EXPECT_GT(std::stoi(updates[1]), 2);
+}
+
+// The page after a week: three experiments (the latest a learning-rate sweep with a failed run),
+// shown one at a time with its description, runs labelled and given columns by what differs, and
+// times and sizes in their units.
+class BrowserWeek : public Browser {
+ protected:
+  void SetUp() override {
+    ResultsTest::SetUp();
+    if (std::string(CHROMIUM).empty())
+      GTEST_SKIP() << "chromium was not found when the build was configured (apt-get install chromium)";
+    store::Database db(file("s.db"));
+    auto described = [](const std::string& name, const std::string& what) {
+      FakeJob f;
+      f.experiment = name;
+      f.experiment_text = "[experiment]\nname = \"" + name + "\"\ndescription = \"" + what + "\"\n";
+      return f;
+    };
+    for (std::int64_t seed = 1; seed <= 2; ++seed) {
+      FakeJob quick = described("quickstart", "softmax on shallow ListOps");
+      quick.seed = seed, quick.results = {{"test_acc", 0.33}, {"peak_memory_bytes", 3.0 * (1 << 20)}};
+      add_job(db, quick);
+    }
+    FakeJob kl = described("kl-small", "GMM-RKS beside softmax");
+    kl.method = "gmm_rks", kl.results = {{"test_acc", 0.31}};
+    add_job(db, kl);
+    for (const std::string lr : {"0.001", "0.0001"})
+      for (std::int64_t seed = 1; seed <= 2; ++seed) {
+        FakeJob sweep = described("lr-sweep", "Performer at two learning rates");
+        sweep.method = "performer", sweep.seed = seed, sweep.params = {{"train.lr", lr}};
+        sweep.results = {{"test_acc", lr == "0.001" ? 0.36 : 0.30}, {"peak_memory_bytes", 5.5 * (1 << 20)}};
+        sweep.curve = make_curve("val", "loss", 4, 100, [&](std::int64_t s) { return 2.0 - 0.001 * static_cast<double>(s * seed); });
+        sweep.curve.push_back({300, "val", "acc", 0.3, 150.0});
+        add_job(db, sweep);
+      }
+    FakeJob failed = described("lr-sweep", "Performer at two learning rates");
+    failed.method = "performer", failed.seed = 3, failed.params = {{"train.lr", "0.01"}}, failed.outcome = "failed";
+    add_job(db, failed);
+  }
+};
+
+TEST_F(BrowserWeek, TheFrontPageShowsTheLatestExperimentWithItsDescription) {
+  start_server();
+  const std::string page = dom("#/", 3000);
+  EXPECT_NE(page.find("Performer at two learning rates"), std::string::npos) << page;
+  const std::string picker = page.substr(page.find("id=\"experiment\""), 600);
+  for (const char* name : {"lr-sweep (5 jobs)", "kl-small (1 job)", "quickstart (2 jobs)", "(every experiment)"})
+    EXPECT_NE(picker.find(name), std::string::npos) << name << ": " << picker;
+  const std::string results = text_of(page, "results");
+  EXPECT_NE(results.find("performer"), std::string::npos) << results;
+  EXPECT_EQ(results.find("gmm_rks"), std::string::npos) << results;  // another experiment's
+  const std::string every = dom("#/?experiment=*&metric=test_acc,peak_memory_bytes", 3000);
+  const std::string all = text_of(every, "results");
+  EXPECT_NE(all.find("gmm_rks"), std::string::npos) << all;
+  EXPECT_NE(all.find("3.0 MiB"), std::string::npos) << all;  // bytes in their unit, never raw
+  EXPECT_EQ(all.find("3145728"), std::string::npos) << all;
+}
+
+TEST_F(BrowserWeek, RunsShowTheKeysThatDifferAndCurvesDrawSideBySideSmoothed) {
+  start_server();
+  const std::string runs = dom("#/runs?where=experiment%20%3D%20lr-sweep", 3000);
+  const std::string table = std::regex_replace(text_of(runs, "runs"), std::regex("\\s+"), " ");
+  EXPECT_NE(table.find(" lr "), std::string::npos) << table;  // the sweep's key as a column
+  EXPECT_NE(table.find("0.0001"), std::string::npos) << table;
+  const std::regex canvas("<canvas [^>]*width=\"[1-9]");
+  const std::string curves = dom("#/curves?where=experiment%20%3D%20lr-sweep&metric=loss,acc&smooth=0.6&y=log", 3000);
+  EXPECT_EQ(curves.find("id=\"error\""), std::string::npos) << curves;
+  const auto drawn = std::distance(std::sregex_iterator(curves.begin(), curves.end(), canvas), std::sregex_iterator());
+  EXPECT_EQ(drawn, 2) << curves;  // loss and accuracy, side by side
+  EXPECT_NE(curves.find("left out: run "), std::string::npos) << curves;  // the failed run, named
+  EXPECT_NE(curves.find(">CSV<"), std::string::npos);
+  EXPECT_NE(curves.find(">JSON<"), std::string::npos);
 }
 
 }  // namespace

@@ -80,7 +80,7 @@ TEST_F(Serve, BadParametersAreA400WithTheReason) {
   EXPECT_NE(bad_key.body.find("no_such_key"), std::string::npos) << bad_key.body;
   const auto unknown = serve::results_json(db, {{"sql", "DROP TABLE jobs"}});
   EXPECT_EQ(unknown.status, 400);
-  EXPECT_EQ(unknown.body, R"j({"error":"unknown parameter 'sql' (known: where, group_by, metric, jobs)"})j");
+  EXPECT_EQ(unknown.body, R"j({"error":"unknown parameter 'sql' (known: where, group_by, metric, jobs, experiment)"})j");
 }
 
 TEST_F(Serve, TheQueueHasEveryStateTheRunningJobsAndEachFailedAttemptsError) {

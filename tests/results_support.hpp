@@ -30,6 +30,7 @@ struct FakeJob {
   std::string dataset = "listops";
   std::int64_t seed = 1;
   std::string experiment = "sweep";
+  std::string experiment_text;  // its file's text (default: "text of NAME")
   // done | diverged | oom | failed (three failed attempts) | queued (never claimed) | running
   std::string outcome = "done";
   std::vector<std::pair<std::string, double>> results;            // the counting run's results
@@ -40,9 +41,9 @@ struct FakeJob {
 // Adds the job (its experiment by name), plays its attempts, returns {job id, counting run id}
 // (run id 0 when it never ended).
 inline std::pair<std::int64_t, std::int64_t> add_job(store::Database& db, const FakeJob& f) {
-  auto experiment = db.find_experiment(f.experiment, "text of " + f.experiment);
-  const std::int64_t experiment_id =
-      experiment ? *experiment : db.add_experiment(f.experiment, "", "text of " + f.experiment);
+  const std::string text = f.experiment_text.empty() ? "text of " + f.experiment : f.experiment_text;
+  auto experiment = db.find_experiment(f.experiment, text);
+  const std::int64_t experiment_id = experiment ? *experiment : db.add_experiment(f.experiment, "", text);
   store::JobSpec spec;
   spec.experiment_id = experiment_id;
   spec.method = f.method;

@@ -229,6 +229,15 @@ TEST_F(ScriptedExperiment, BadScriptsAreOneLineBeforeAnythingIsQueued) {
             std::string::npos)
       << error;
 
+  // checked at the job's length: Linformer's E of 64 columns cannot take 96 tokens
+  fs::copy_file(scripted_method("projection"), path("short.pt"));
+  std::ofstream(path("long.toml")) << "[methods.short]\nscript = \"short.pt\"\n[datasets.listops]\nmax_len = 96\n";
+  error = error_of(path("long.toml"));
+  EXPECT_NE(error.find("long.toml: [methods.short] " + fs::canonical(path("short.pt")).string() +
+                       ": forward raised RuntimeError: The size of tensor a (64) must match the size of tensor b (96)"),
+            std::string::npos)
+      << error;
+
   error = error_of(write("mine", "softmax.pt", "[methods.mine.datasets.listops]\nscript = \"other.pt\"\n"));
   EXPECT_NE(error.find("[methods.mine.datasets.listops] script: a scripted method's file is set in [methods.mine] only"),
             std::string::npos)

@@ -59,17 +59,22 @@ void check_datasets(const std::string& path, const Experiment& experiment, const
   }
 }
 
-// Each scripted method once per model shape (heads, head size): the file loads, its forward has
-// attnlab's signature, runs on two sequences (one padded) without raising and returns q's shape.
+// Each scripted method once per shape (heads, head size, the dataset's max_len where it has one):
+// the file loads, its forward has attnlab's signature, runs on two sequences (one padded) without
+// raising and returns q's shape. At the job's length, so that a script sized for shorter sequences
+// (a Linformer E of 64 columns on 96 tokens) is refused here, not in every job.
 void check_scripts(const std::string& path, const Experiment& experiment, const PluginRegistry& registry) {
   std::set<std::string> checked;
   for (const auto& job : experiment.jobs) {
     const auto& method = *registry.find(PluginKind::attention, job.method);
     if (!method.scripted()) continue;
     const ModelConfig model = model_config_from(job.model);
-    if (!checked.insert(job.method + " " + std::to_string(model.heads) + " " + std::to_string(model.head_dim)).second) continue;
+    const std::int64_t length = job.dataset_params.has("max_len") ? job.dataset_params.integer("max_len") : 32;
+    const std::string shape =
+        std::to_string(model.heads) + " " + std::to_string(model.head_dim) + " " + std::to_string(length);
+    if (!checked.insert(job.method + " " + shape).second) continue;
     try {
-      check_scripted_attention(job.method_params.string("script"), {model.heads, model.head_dim, 32});
+      check_scripted_attention(job.method_params.string("script"), {model.heads, model.head_dim, length});
     } catch (const std::exception& e) {
       throw ConfigError(path + ": [methods." + job.method + "] " + e.what() + "; nothing queued");
     }

@@ -232,7 +232,7 @@ std::shared_ptr<AttentionMethod> load_scripted_attention(const std::string& path
 void check_scripted_attention(const std::string& path, const AttentionShape& shape) {
   auto method = load_scripted_attention(path);
   method->eval();
-  const std::int64_t n = std::min<std::int64_t>(32, shape.max_len), real = std::max<std::int64_t>(1, n * 5 / 8);
+  const std::int64_t n = std::min<std::int64_t>(2048, shape.max_len), real = std::max<std::int64_t>(1, n * 5 / 8);
   auto generator = at::make_generator<at::CPUGeneratorImpl>(0);
   if (method->stochastic()) method->redraw(generator);
   auto draw = [&] { return at::randn({2, shape.heads, n, shape.head_dim}, generator); };

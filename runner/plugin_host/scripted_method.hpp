@@ -28,7 +28,8 @@ std::string error_line(const std::exception& error);
 std::shared_ptr<AttentionMethod> load_scripted_attention(const std::string& path);
 
 // Loads it and runs its forward once in eval mode on two sequences of `shape`'s heads and head
-// size (32 tokens, the second padded after 20, or max_len if shorter), redrawn first when it draws:
+// size and max_len tokens (at most 2048; the second sequence padded after 5/8 of them), redrawn
+// first when it draws:
 // a ScriptError for anything load_scripted_attention refuses, a forward that raises (the script's
 // own message) or an output of another shape than q's. What `run`, `queue add`, `slurm submit`,
 // `check` and `bench` ask of a scripted method before anything is stored or measured.

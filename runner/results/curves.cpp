@@ -37,7 +37,8 @@ std::string default_title(const std::string& split, const std::string& name, Cur
 }  // namespace
 
 std::vector<RunCurve> read_run_curves(store::Database& db, const std::vector<std::int64_t>& run_ids,
-                                      const std::string& split, const std::string& name) {
+                                      const std::string& split, const std::string& name, std::vector<std::string>* left_out) {
+  std::string last_empty;
   std::vector<RunCurve> runs;
   std::set<std::int64_t> seen;
   for (const std::int64_t id : run_ids) {
@@ -54,12 +55,17 @@ std::vector<RunCurve> read_run_curves(store::Database& db, const std::vector<std
     for (const auto& p : db.curve(id, split, name)) run.points.push_back({p.step, p.wall_seconds, p.value});
     if (run.points.empty()) {
       const std::string has = curves_of(db, id);
-      throw std::runtime_error("run " + std::to_string(id) + " (" + run.method + "/" + run.dataset + " seed " +
-                               std::to_string(run.seed) + ", " + to_string(run.status) + ") has no " + split + "/" + name +
-                               " points; " + (has.empty() ? "it has no curve points at all" : "it has " + has));
+      const std::string who = "run " + std::to_string(id) + " (" + run.method + "/" + run.dataset + " seed " +
+                              std::to_string(run.seed) + ", " + to_string(run.status) + ")";
+      last_empty = who + " has no " + split + "/" + name + " points; " +
+                   (has.empty() ? "it has no curve points at all" : "it has " + has);
+      if (!left_out) throw std::runtime_error(last_empty);
+      left_out->push_back(who + ": no " + split + "/" + name + " points");
+      continue;
     }
     runs.push_back(std::move(run));
   }
+  if (runs.empty() && !last_empty.empty()) throw std::runtime_error(last_empty);
   return runs;
 }
 

@@ -31,8 +31,12 @@ struct RunCurve {
 // The runs' curves of (split, name), in the order of `run_ids` (each id once). Throws
 // std::runtime_error, one line: a run id the database does not have, or a run without points for
 // (split, name) (the line names the curves it has).
+// With `left_out`, a run without points for (split, name) (one that failed before its first
+// validation, say) is skipped and said there ("run 7 (performer/listops seed 1, failed): no val/acc
+// points"), unless every run is such a one; without it, such a run is an error.
 std::vector<RunCurve> read_run_curves(store::Database& db, const std::vector<std::int64_t>& run_ids,
-                                      const std::string& split, const std::string& name);
+                                      const std::string& split, const std::string& name,
+                                      std::vector<std::string>* left_out = nullptr);
 
 struct MeanCurvePoint {
   std::int64_t step = 0;

@@ -36,7 +36,7 @@ CurvesAnswer curves_for(store::Database& db, const CurvesQuery& query) {
   if (ids.empty() && query.where.empty()) throw std::runtime_error("name the runs (RUN... or --where EXPR)");
   if (!query.where.empty())
     for (const auto id : counting_runs(db, query.where, answer.jobs_without_run)) ids.push_back(id);
-  answer.runs = read_run_curves(db, ids, query.split, query.name);
+  answer.runs = read_run_curves(db, ids, query.split, query.name, query.leave_out_empty ? &answer.left_out : nullptr);
   if (!query.group_by.empty()) {
     group_curves(db, answer.runs, query.group_by);
   } else {

@@ -17,12 +17,14 @@ struct CurvesQuery {
   std::string split = "val", name = "loss";
   std::vector<std::string> group_by;  // empty: by method and dataset, plus a sweep's varying keys
   bool mean = false;                  // also the mean over seeds of each group
+  bool leave_out_empty = false;       // a run without points is left out (CurvesAnswer::left_out), not an error
 };
 
 struct CurvesAnswer {
   std::vector<RunCurve> runs;
   std::vector<MeanCurve> means;           // filled when query.mean
   std::size_t jobs_without_run = 0;       // selected by `where`, but with no run that counts yet
+  std::vector<std::string> left_out;      // with leave_out_empty: each run left out, and why
 };
 
 // Throws std::runtime_error, one line: no runs named, a run id the database lacks, a filter that

@@ -23,6 +23,7 @@ using Params = std::multimap<std::string, std::string>;  // a query string's nam
 Reply error_reply(int status, const std::string& what);
 
 Reply queue_json(store::Database& db, const Params& params);    // GET /api/queue
+Reply experiments_json(store::Database& db, const Params& params);  // GET /api/experiments
 Reply results_json(store::Database& db, const Params& params);  // GET /api/results
 Reply table_json(store::Database& db, const Params& params);    // GET /api/table
 Reply compare_json(store::Database& db, const Params& params);  // GET /api/compare

@@ -26,12 +26,27 @@ json grid_json(const results::Grid& shown, const results::Grid& data, const std:
           {"notes", notes}};
 }
 
+// experiment=NAME adds "experiment = 'NAME'" to the filters; experiment=latest names the
+// experiment enqueued last (none yet: no filter); absent or "*": every experiment.
+std::vector<std::string> with_experiment(store::Database& db, const Params& params, std::vector<std::string> where) {
+  std::string name = text(params, "experiment", "*");
+  if (name == "latest") {
+    const auto all = db.experiments();
+    name = all.empty() ? "*" : all.back().name;
+  }
+  if (name == "*" || name.empty()) return where;
+  std::string quoted = "'";
+  for (char c : name) quoted += c == '\'' ? std::string("''") : std::string(1, c);
+  where.push_back("experiment = " + quoted + "'");
+  return where;
+}
+
 }  // namespace
 
 Reply results_json(store::Database& db, const Params& params) {
-  return answer_with(db, params, {"where", "group_by", "metric", "jobs"}, [&] {
+  return answer_with(db, params, {"where", "group_by", "metric", "jobs", "experiment"}, [&] {
     results::ResultsQuery query;
-    query.where = values(params, "where");
+    query.where = with_experiment(db, params, values(params, "where"));
     query.group_by = words(params, "group_by");
     query.metrics = words(params, "metric");
     query.per_job = flag(params, "jobs");

@@ -2,11 +2,13 @@
 // configuration, environment, plugins, attempts, results and every curve), and curves of several
 // runs or their mean over seeds (what `attnlab curves` selects and averages).
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "attnlab/query.hpp"
 #include "results/curves_query.hpp"
 #include "results/formats.hpp"
+#include "results/sweep.hpp"
 #include "serve/params.hpp"
 
 namespace attnlab::serve {
@@ -28,10 +30,81 @@ json summary_json(const store::RunSummary& run) {
           {"finished_at", run.finished_at}, {"results", results_object(run.results)}};
 }
 
+// A label per run that tells the runs shown apart and says nothing they share: method and
+// dataset, the values of `keys` (the grouping keys, else a sweep's) that differ among them, then
+// the seed where two still read the same, then the run.
+std::vector<std::string> distinguishing_labels(store::Database& db, const std::vector<results::RunCurve>& runs,
+                                               const std::vector<std::string>& keys) {
+  std::map<std::int64_t, std::vector<std::string>> values;  // by job: one per key
+  if (!keys.empty()) {
+    store::Selection selection;
+    selection.group_by = keys;
+    for (auto& row : store::select_jobs(db, selection)) values[row.job_id] = std::move(row.group);
+  }
+  for (const auto& run : runs) values[run.job_id].resize(keys.size());  // a job the selection missed: ""
+  std::vector<std::string> labels;
+  for (const auto& run : runs) labels.push_back(run.method + " " + run.dataset);
+  for (std::size_t k = 0; k < keys.size(); ++k) {
+    std::set<std::string> seen;
+    for (const auto& run : runs) seen.insert(values[run.job_id].at(k));
+    if (seen.size() < 2) continue;
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      const std::string& value = values[runs[i].job_id].at(k);
+      labels[i] += " " + results::key_value_label(keys[k], value.empty() ? "-" : value);
+    }
+  }
+  const auto shared = [&](std::size_t i) { return std::count(labels.begin(), labels.end(), labels[i]) > 1; };
+  std::vector<bool> add_seed(runs.size());
+  for (std::size_t i = 0; i < runs.size(); ++i) add_seed[i] = shared(i);
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    if (add_seed[i]) labels[i] += " seed " + std::to_string(runs[i].seed);
+  std::vector<bool> add_run(runs.size());
+  for (std::size_t i = 0; i < runs.size(); ++i) add_run[i] = shared(i);
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    if (add_run[i]) labels[i] += " (run " + std::to_string(runs[i].run_id) + ")";
+  return labels;
+}
+
+// The grouping keys a curves answer's labels draw from: the ones asked for, else a sweep's.
+std::vector<std::string> label_keys(store::Database& db, const results::CurvesQuery& query,
+                                    const std::vector<results::RunCurve>& runs) {
+  std::vector<std::string> keys;
+  for (const auto& key : query.group_by)
+    if (key != "method" && key != "dataset" && key != "seed") keys.push_back(key);
+  if (!query.group_by.empty()) return keys;
+  std::vector<std::int64_t> jobs;
+  for (const auto& run : runs) jobs.push_back(run.job_id);
+  return store::keys_varying_within_groups(db, jobs);
+}
+
 }  // namespace
 
+// The config keys whose values differ among these jobs (method, dataset and seed aside, which the
+// table shows anyway): the columns a runs table needs to tell its rows apart.
+std::vector<std::string> differing_keys(store::Database& db, const std::vector<std::int64_t>& jobs) {
+  std::vector<std::string> keys;
+  if (jobs.size() < 2) return keys;
+  for (const auto& key : store::config_keys(db))
+    if (!store::is_builtin_key(key) && store::config_values(db, jobs, key).size() > 1) keys.push_back(key);
+  return keys;
+}
+
+// Each run's values of `keys`, by job: {key: value}, "" where the job lacks the key.
+std::map<std::int64_t, json> key_values(store::Database& db, const std::vector<std::string>& keys) {
+  std::map<std::int64_t, json> out;
+  if (keys.empty()) return out;
+  store::Selection selection;
+  selection.group_by = keys;
+  for (const auto& row : store::select_jobs(db, selection)) {
+    json values = json::object();
+    for (std::size_t k = 0; k < keys.size(); ++k) values[keys[k]] = row.group[k];
+    out[row.job_id] = std::move(values);
+  }
+  return out;
+}
+
 Reply runs_json(store::Database& db, const Params& params) {
-  return answer_with(db, params, {"where", "status"}, [&] {
+  return answer_with(db, params, {"where", "status", "columns"}, [&] {
     const auto where = values(params, "where");
     std::set<std::int64_t> jobs;
     if (!where.empty()) {
@@ -47,12 +120,27 @@ Reply runs_json(store::Database& db, const Params& params) {
         throw BadRequest(std::string("parameter 'status': ") + e.what());
       }
     }
-    json runs = json::array();
-    for (const auto& run : db.run_summaries()) {
+    std::vector<store::RunSummary> shown;
+    for (auto& run : db.run_summaries()) {
       if (!where.empty() && !jobs.count(run.job_id)) continue;
       if (!statuses.empty() && std::find(statuses.begin(), statuses.end(), store::to_string(run.status)) == statuses.end())
         continue;
-      runs.push_back(summary_json(run));
+      shown.push_back(std::move(run));
+    }
+    // columns=KEY,...: those config keys' values per run ("params"); by default the keys that differ
+    std::vector<std::string> columns = words(params, "columns");
+    if (!params.count("columns")) {
+      std::set<std::int64_t> shown_jobs;
+      for (const auto& run : shown) shown_jobs.insert(run.job_id);
+      columns = differing_keys(db, std::vector<std::int64_t>(shown_jobs.begin(), shown_jobs.end()));
+    }
+    const auto values_by_job = key_values(db, columns);
+    json runs = json::array();
+    for (const auto& run : shown) {
+      json row = summary_json(run);
+      const auto it = values_by_job.find(run.job_id);
+      row["params"] = it == values_by_job.end() ? json::object() : it->second;
+      runs.push_back(std::move(row));
     }
     return dump(runs);
   });
@@ -110,25 +198,39 @@ Reply curves_json(store::Database& db, const Params& params) {
     query.name = text(params, "metric", query.name);
     query.group_by = words(params, "group_by");
     query.mean = flag(params, "mean");
+    query.leave_out_empty = true;  // a failed run never blocks the chart: it is left out, and named
     const auto answer = results::curves_for(db, query);
+    const auto keys = label_keys(db, query, answer.runs);
+    const auto short_labels = distinguishing_labels(db, answer.runs, keys);
     json runs = json::array();
-    for (const auto& run : answer.runs) {
+    for (std::size_t i = 0; i < answer.runs.size(); ++i) {
+      const auto& run = answer.runs[i];
       json points = json::array();
       for (const auto& p : run.points) points.push_back({p.step, p.wall_seconds, p.value});
       runs.push_back({{"run", run.run_id}, {"job", run.job_id}, {"method", run.method}, {"dataset", run.dataset},
                       {"seed", run.seed}, {"group", run.group}, {"status", store::to_string(run.status)},
-                      {"label", results::legend(run)}, {"points", points}});
+                      {"label", results::legend(run)}, {"short_label", short_labels[i]}, {"points", points}});
     }
     json means = json::array();
     for (const auto& mean : answer.means) {
       json points = json::array();
       for (const auto& p : mean.points) points.push_back({p.step, p.wall_seconds, p.mean, p.std, p.min, p.max, p.n});
+      // a mean's label: its first run's, without the seed and run that set its runs apart
+      std::string short_label = mean.method + " " + mean.dataset;
+      for (std::size_t i = 0; i < answer.runs.size(); ++i)
+        if (answer.runs[i].run_id == mean.run_ids.front()) {
+          short_label = short_labels[i].substr(0, short_labels[i].find(" seed "));
+          short_label = short_label.substr(0, short_label.find(" (run "));
+        }
       means.push_back({{"method", mean.method}, {"dataset", mean.dataset}, {"group", mean.group},
                        {"runs", mean.run_ids}, {"seeds", mean.seeds}, {"label", results::legend(mean)},
+                       {"short_label", short_label + " (" + std::to_string(mean.run_ids.size()) +
+                                           (mean.run_ids.size() == 1 ? " run)" : " runs, mean ± std)")},
                        {"points", points}});
     }
     return dump({{"split", query.split}, {"metric", query.name}, {"label", results::curve_label(query.split, query.name)},
-                 {"runs", runs}, {"means", means}, {"jobs_without_run", answer.jobs_without_run}});
+                 {"runs", runs}, {"means", means}, {"jobs_without_run", answer.jobs_without_run},
+                 {"left_out", answer.left_out}});
   });
 }
 

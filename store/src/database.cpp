@@ -181,6 +181,13 @@ std::optional<std::int64_t> Database::find_experiment(const std::string& name, c
   return st.column_int64(0);
 }
 
+std::vector<ExperimentFile> Database::experiments() {
+  sql::Statement st(db_, path_, "SELECT id, name, COALESCE(source_path, ''), config_text FROM experiments ORDER BY id");
+  std::vector<ExperimentFile> out;
+  while (st.step()) out.push_back({st.column_int64(0), st.column_text(1), st.column_text(2), st.column_text(3)});
+  return out;
+}
+
 std::vector<ExperimentFile> Database::experiments_of_jobs(const std::vector<std::int64_t>& job_ids) {
   std::string ids = "[";  // one bound JSON array, read by json_each: no id is spliced into the SQL
   for (std::size_t i = 0; i < job_ids.size(); ++i) ids += (i ? "," : "") + std::to_string(job_ids[i]);

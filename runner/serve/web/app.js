@@ -6,6 +6,7 @@
 "use strict";
 
 const POLL_MS = 2000;
+const ENDED_BADLY = ["failed", "diverged", "oom", "lost", "interrupted"];
 
 // ---- small DOM helpers: strings always become text nodes ----
 function el(tag, attrs = {}, ...children) {
@@ -50,6 +51,24 @@ function bytes(n) {
   return n.toFixed(i ? 1 : 0) + " " + units[i];
 }
 
+// A time in the unit that reads best: "850 ms", "12.3 s", "4m05s"
+function seconds(value) {
+  if (value === null || value === undefined) return "-";
+  if (Math.abs(value) < 1) return +(value * 1000).toPrecision(3) + " ms";
+  if (Math.abs(value) < 60) return +value.toPrecision(3) + " s";
+  return duration(value);
+}
+
+// A cell in the unit its column names (peak_memory_bytes_mean in MiB, train_seconds in s), never
+// raw bytes; counts (_n) stay counts. Sorting still reads the number.
+function cellText(column, value) {
+  if (typeof value === "number" && typeof column === "string" && !/_n$/.test(column)) {
+    if (/bytes/.test(column)) return bytes(value);
+    if (/seconds/.test(column)) return seconds(value);
+  }
+  return fmt(value);
+}
+
 // "0.3612", "-0.02", "0.3500 ± 0.0100 (3)†", "1.8 GiB": right-aligned like numbers
 const NUMBER_TEXT = /^[-+]?[0-9][0-9.,e+-]*( ± [0-9.e+-]+)?( \([0-9]+\))?( [KMGT]?i?B)?[†‡]*$/;
 
@@ -65,10 +84,10 @@ function table(header, rows, {id, sortable = true} = {}) {
     if (!rows.length) body.insertRow().appendChild(el("td", {colspan: header.length || 1, class: "note"}, "none"));
     for (const row of rows) {
       const tr = body.insertRow();
-      for (const value of row) {
+      for (const [column, value] of row.entries()) {
         const td = tr.insertCell();
         if (value instanceof Node) td.append(value);
-        else td.textContent = fmt(value);
+        else td.textContent = cellText(header[column], value);
         if (typeof value === "string" && value.length > 60) td.className = "wrap";  // an error, a path
         if (typeof value === "number" || (typeof value === "string" && NUMBER_TEXT.test(value))) td.className = "number";
       }
@@ -94,6 +113,24 @@ function table(header, rows, {id, sortable = true} = {}) {
   return t;
 }
 
+// A job's attempts with the same status and error, once each: [{runs: [ids], status, error}], in order
+function sameErrors(attempts) {
+  const out = [];
+  for (const a of attempts) {
+    const last = out[out.length - 1];
+    if (last && last.status === a.status && last.error === a.error) last.runs.push(a.run);
+    else out.push({runs: [a.run], status: a.status, error: a.error});
+  }
+  return out;
+}
+
+// "datasets.listops.max_depth" -> "max_depth" as a column's name, the whole key where two would
+// read the same
+function shortKeys(keys) {
+  const last = keys.map(k => k.split(".").pop());
+  return keys.map((k, i) => (last.indexOf(last[i]) !== last.lastIndexOf(last[i]) ? k : last[i]));
+}
+
 const link = (href, text) => el("a", {href}, text);
 const runLink = id => link("#/run/" + id, "run " + id);
 const notes = lines => (lines || []).map(n => el("p", {class: "note"}, n));
@@ -111,7 +148,12 @@ function chart({title, xLabel, yLabel, series, xLog = false, yLog = false}) {
   const xs = series.flatMap(s => s.points.map(p => p.x)).filter(x => Number.isFinite(x));
   const datasets = [];
   series.forEach((s, i) => {
-    const color = PALETTE[i % PALETTE.length];
+    const color = s.color || PALETTE[i % PALETTE.length];
+    if (s.faint) {  // the raw line behind its smoothed one: faint, and not in the legend
+      datasets.push({label: s.label + " (raw)", data: s.points, borderColor: color + "40", backgroundColor: color + "40",
+                     borderWidth: 1, pointRadius: 0, fill: false, band: true});
+      return;
+    }
     if (s.band) {
       datasets.push({label: s.label + " +std", data: s.band.map(p => ({x: p.x, y: p.hi})), borderWidth: 0, pointRadius: 0, band: true, fill: false});
       datasets.push({label: s.label + " −std", data: s.band.map(p => ({x: p.x, y: p.lo})), borderWidth: 0, pointRadius: 0, band: true,
@@ -155,12 +197,95 @@ function query(params, names) {
   return s ? "?" + s : "";
 }
 
-// A form whose fields write the address (so a reload keeps them); `fields`: [name, label, kind, choices]
-function filterForm(route, params, fields) {
+// The curves a view draws side by side: metric=loss,acc (default: loss)
+const metricsOf = params => (params.get("metric") || "loss").split(",").map(m => m.trim()).filter(m => m);
+
+// `params` with `name` set to `value`
+function withValue(params, name, value) {
+  const out = new URLSearchParams(params);
+  out.set(name, value);
+  return out;
+}
+
+// TensorBoard's smoothing: an exponential moving average with weight `w`, debiased for its start
+// (the first points are not pulled toward 0); a NaN stays a NaN and does not poison what follows.
+function ema(points, w) {
+  let last = 0, n = 0;
+  return points.map(p => {
+    if (!Number.isFinite(p.y)) return {x: p.x, y: p.y};
+    last = last * w + (1 - w) * p.y;
+    ++n;
+    return {x: p.x, y: last / (1 - Math.pow(w, n))};
+  });
+}
+
+// One answer of /api/curves as chart series: each run (or mean over seeds, with its band) labelled
+// by what tells it from the others; smoothed, the raw line stays faint behind.
+function curveSeries(curves, x, smooth) {
+  const base = curves.means.length
+    ? curves.means.map(m => ({label: m.short_label || m.label, run: m.runs.join(" "), points: m.points.map(p => ({x: p[x], y: p[2]})),
+                              band: m.runs.length > 1 ? m.points.map(p => ({x: p[x], lo: p[2] - p[3], hi: p[2] + p[3]})) : null}))
+    : curves.runs.map(r => ({label: r.short_label || r.label, run: String(r.run), points: r.points.map(p => ({x: p[x], y: p[2]}))}));
+  if (!(smooth > 0)) return base;
+  return base.flatMap((s, i) => {
+    const color = PALETTE[i % PALETTE.length];
+    return [{...s, color, faint: true}, {...s, color, points: ema(s.points, smooth), band: null, smoothed: smooth}];
+  });
+}
+
+// A link that saves `make()`'s text as a file, made when clicked (what is shown at that moment)
+function downloadLink(text, name, type, make) {
+  return el("a", {href: "#", download: name, onclick: event => {
+    event.currentTarget.href = URL.createObjectURL(new Blob([make()], {type}));
+  }}, text);
+}
+
+function curvesCsv(shown) {
+  const quote = v => (/[",\n]/.test(String(v)) ? '"' + String(v).replace(/"/g, '""') + '"' : String(v));
+  const lines = ["split,metric,series,runs,smoothed,x,y"];
+  for (const {curves, series} of shown)
+    for (const s of series)
+      for (const p of s.points)
+        lines.push([curves.split, curves.metric, s.label, s.run, s.faint ? "raw" : s.smoothed ? s.smoothed : "", p.x, p.y].map(quote).join(","));
+  return lines.join("\n") + "\n";
+}
+
+// `params` with `name` set to `value` when the address does not set it
+function withDefault(params, name, value) {
+  const out = new URLSearchParams(params);
+  if (!out.has(name)) out.set(name, value);
+  return out;
+}
+
+// The experiments as a picker that writes the address (#/?experiment=NAME; "*": all of them), the
+// one shown by default the latest, with its description and its jobs per state.
+function experimentPicker(experiments, params) {
+  if (!experiments.length) return null;
+  const chosen = params.get("experiment") || experiments[experiments.length - 1].name;
+  const select = el("select", {id: "experiment", onchange: () => {
+    const q = new URLSearchParams(params);
+    q.set("experiment", select.value);
+    location.hash = "#/?" + q;
+  }}, el("option", {value: "*", selected: chosen === "*" ? "" : null}, "(every experiment)"),
+      experiments.slice().reverse().map(e => el("option", {value: e.name, selected: e.name === chosen ? "" : null},
+                                                 `${e.name} (${e.jobs} job${e.jobs === 1 ? "" : "s"})`)));
+  const shown = experiments.find(e => e.name === chosen);
+  const states = shown ? Object.entries(shown.states).map(([state, n]) => `${n} ${state}`).join(", ") : "";
+  return el("div", {class: "experiment"},
+            el("label", {}, "experiment ", select),
+            shown ? el("p", {class: "description", id: "experiment-description"},
+                       (shown.description || "(no description in its file)") + (shown.file ? " · " + shown.file : "") + " · " + states)
+                  : null);
+}
+
+// A form whose fields write the address (so a reload keeps them); `fields`: [name, label, kind,
+// choices]; `keep`: parameters of the address the form does not show but carries on.
+function filterForm(route, params, fields, keep = []) {
   const inputs = {};
   const form = el("form", {onsubmit: event => {
     event.preventDefault();
     const q = new URLSearchParams();
+    for (const name of keep) if (params.has(name)) q.set(name, params.get(name));
     for (const [name, input] of Object.entries(inputs)) {
       const v = input.type === "checkbox" ? (input.checked ? "1" : "") : input.value.trim();
       if (v) q.set(name, v);
@@ -182,14 +307,17 @@ function filterForm(route, params, fields) {
 const views = {
   "": {
     live: true,
-    controls: params => [filterForm("", params, [["where", "results where"], ["group_by", "group by"], ["metric", "metrics"]])],
-    urls: params => ["api/queue", "api/results" + query(params, ["where", "group_by", "metric"])],
-    content: ([queue, results]) => {
+    controls: params => [filterForm("", params, [["where", "results where"], ["group_by", "group by"], ["metric", "metrics"]], ["experiment"])],
+    urls: params => ["api/queue", "api/experiments",
+                     "api/results" + query(withDefault(params, "experiment", "latest"), ["where", "group_by", "metric", "experiment"])],
+    content: ([queue, experiments, results], params) => {
       const running = queue.running.map(r => [runLink(r.run), r.method, r.dataset, r.seed, r.device,
                                               r.step === null ? "-" : r.step + (r.steps ? " / " + r.steps : ""),
                                               r.eta_seconds === null ? "-" : duration(r.eta_seconds), ago(r.heartbeat_at), r.host]);
-      const failed = queue.failed.map(f => [f.job, f.method, f.dataset, f.seed,
-                                            el("div", {class: "wrap"}, f.attempts.map(a => el("div", {}, runLink(a.run), " (" + a.status + "): " + (a.error || "-"))))]);
+      const failed = queue.failed.map(f => [f.job, f.method, f.dataset, f.seed, f.attempts.length,
+                                            el("div", {class: "wrap"}, sameErrors(f.attempts).map(({runs, status, error}) =>
+                                              el("div", {}, runs.length > 1 ? runs.length + " attempts (" : "", runs.flatMap((r, i) => [i ? ", " : "", runLink(r)]),
+                                                 runs.length > 1 ? ")" : "", " " + status + ": " + (error || "-"))))]);
       const header = results.length ? Object.keys(results[0]) : [];
       return [
         el("h2", {id: "queue"}, "Queue"),
@@ -197,8 +325,9 @@ const views = {
         el("h3", {}, "Running"),
         table(["run", "method", "dataset", "seed", "device", "step", "ETA", "last heartbeat", "host"], running, {id: "running"}),
         el("h3", {}, "Failed"),
-        table(["job", "method", "dataset", "seed", "attempts"], failed, {id: "failed"}),
+        table(["job", "method", "dataset", "seed", "attempts", "error"], failed, {id: "failed"}),
         el("h2", {}, "Results"),
+        experimentPicker(experiments, params),
         el("div", {class: "controls-slot"}),
         el("p", {class: "note"}, "per group: jobs, outcomes, and each metric's mean, std, n, min and max over seeds; click a column to sort"),
         table(header, results.map(r => header.map(k => r[k])), {id: "results"}),
@@ -217,17 +346,21 @@ const views = {
 
   runs: {
     live: true,
-    controls: params => [el("h2", {}, "Runs"), filterForm("runs", params, [["where", "where"], ["status", "status (done,failed,...)"]])],
-    urls: params => ["api/runs" + query(params, ["where", "status"])],
+    controls: params => [el("h2", {}, "Runs"), filterForm("runs", params, [["where", "where"], ["status", "status (done,failed,...)"],
+                                                                            ["columns", "config keys as columns (default: those that differ)"]])],
+    urls: params => ["api/runs" + query(params, ["where", "status", "columns"])],
     content: ([runs]) => {
       const names = [...new Set(runs.flatMap(r => Object.keys(r.results)))].sort();
+      const keys = [...new Set(runs.flatMap(r => Object.keys(r.params || {})))];
       const boxes = runs.map(r => el("input", {type: "checkbox", value: r.run}));
       const overlay = el("button", {onclick: () => {
         const ids = boxes.filter(b => b.checked).map(b => b.value);
         if (ids.length) location.hash = "#/curves?run=" + ids.join(",");
       }}, "overlay the checked runs' curves");
-      return [overlay, table(["", "run", "experiment", "method", "dataset", "seed", "attempt", "status", "device", "started", "finished", ...names],
-                             runs.map((r, i) => [boxes[i], runLink(r.run), r.experiment, r.method, r.dataset, r.seed, r.attempt,
+      return [overlay, table(["", "run", "experiment", "method", "dataset", "seed", ...shortKeys(keys), "attempt", "status", "device",
+                              "started", "finished", ...names],
+                             runs.map((r, i) => [boxes[i], runLink(r.run), r.experiment, r.method, r.dataset, r.seed,
+                                                 ...keys.map(k => (r.params || {})[k] || "-"), r.attempt,
                                                  el("span", {class: "state-" + r.status}, r.status), r.device, r.started_at,
                                                  r.finished_at || "-", ...names.map(n => r.results[n] ?? null)]), {id: "runs"})];
     },
@@ -246,14 +379,16 @@ const views = {
                                       .map(c => ({label: c.label, points: c.points.map(p => ({x: p[x], y: p[2]}))}));
         if (series.length) drawn.push(chart({title, xLabel: x ? "wall-clock seconds since the run started" : "step", yLabel: title, series}));
       }
-      const results = Object.entries(run.results).map(([name, v]) => [name, name.endsWith("_bytes") ? bytes(v) : v]);
+      const results = Object.entries(run.results).map(([name, v]) => [name, cellText(name, v)]);
       const env = run.environment;
       return [
         el("h2", {}, `run ${run.run}: ${run.method} on ${run.dataset}, seed ${run.seed}`),
         el("p", {}, el("span", {class: "state-" + run.status, id: "run-status"}, run.status), ` · attempt ${run.attempt} · experiment ${run.experiment} · job ${run.job}`,
            run.error ? el("span", {class: "error"}, " · " + run.error) : null),
         drawn.length ? el("div", {class: "charts"}, drawn)
-                     : el("p", {class: "note"}, "no curve points yet: a run writes them at each validation, and every 10 s between"),
+                     : ENDED_BADLY.includes(run.status)
+                       ? el("p", {class: "error", id: "no-curve"}, `this run ended ${run.status} before it wrote a curve point` + (run.error ? ": " + run.error : ""))
+                       : el("p", {class: "note", id: "no-curve"}, "no curve points yet: a run writes them at each validation, and every 10 s between"),
         el("h3", {}, "Results"),
         table(["result", "value"], results, {id: "run-results"}),
         el("h3", {}, "Environment"),
@@ -275,19 +410,28 @@ const views = {
     live: true,
     controls: params => [el("h2", {}, "Curves"),
                          filterForm("curves", params, [["where", "where"], ["run", "runs (1,2,...)"], ["split", "split (val)"],
-                                                       ["metric", "curve (loss, acc, ...)"], ["group_by", "group by"],
-                                                       ["mean", "mean ± std over seeds", "checkbox"], ["x", "x axis", "select", ["step", "time"]]])],
-    urls: params => (params.get("where") || params.get("run") ? ["api/curves" + query(params, ["where", "run", "split", "metric", "group_by", "mean"])] : []),
-    content: ([curves], params) => {
-      if (!curves) return [el("p", {}, "Name runs (where, or run ids) to draw their curves.")];
+                                                       ["metric", "curves (loss,acc,lr: side by side)"], ["group_by", "group by"],
+                                                       ["mean", "mean ± std over seeds", "checkbox"], ["x", "x axis", "select", ["step", "time"]],
+                                                       ["y", "y axis", "select", ["linear", "log"]], ["smooth", "smoothing (0 to 0.99)"]])],
+    urls: params => (params.get("where") || params.get("run")
+      ? metricsOf(params).map(m => "api/curves" + query(withValue(params, "metric", m), ["where", "run", "split", "metric", "group_by", "mean"]))
+      : []),
+    content: (answers, params) => {
+      if (!answers.length) return [el("p", {}, "Name runs (where, or run ids) to draw their curves.")];
       const x = params.get("x") === "time" ? 1 : 0;
       const xLabel = x ? "wall-clock seconds since the run started" : "step";
-      const series = curves.means.length
-        ? curves.means.map(m => ({label: m.label, points: m.points.map(p => ({x: p[x], y: p[2]})),
-                                  band: m.runs.length > 1 ? m.points.map(p => ({x: p[x], lo: p[2] - p[3], hi: p[2] + p[3]})) : null}))
-        : curves.runs.map(r => ({label: r.label, points: r.points.map(p => ({x: p[x], y: p[2]}))}));
-      return [chart({title: curves.label, xLabel, yLabel: curves.label, series}),
-              curves.jobs_without_run ? el("p", {class: "note"}, curves.jobs_without_run + " matching job(s) with no run that counts yet left out") : null];
+      const smooth = Math.min(0.99, Math.max(0, Number(params.get("smooth")) || 0));
+      const shown = answers.map(curves => ({curves, series: curveSeries(curves, x, smooth)}));
+      const first = answers[0];
+      return [el("div", {class: "charts"}, shown.map(({curves, series}) =>
+                chart({title: curves.label, xLabel, yLabel: curves.label, series, yLog: params.get("y") === "log"}))),
+              el("p", {class: "downloads"}, "what is shown: ",
+                 downloadLink("CSV", "curves.csv", "text/csv", () => curvesCsv(shown)), " ",
+                 downloadLink("JSON", "curves.json", "application/json", () => JSON.stringify(shown.map(({curves, series}) =>
+                   ({split: curves.split, metric: curves.metric, series: series.filter(s => !s.faint)})), null, 1)),
+                 " · ", link(location.hash, "link to this view")),
+              first.jobs_without_run ? el("p", {class: "note"}, first.jobs_without_run + " matching job(s) with no run that counts yet left out") : null,
+              [...new Set(answers.flatMap(a => a.left_out || []))].map(why => el("p", {class: "note left-out"}, "left out: " + why))];
     },
   },
 
@@ -306,6 +450,10 @@ const views = {
     controls: params => [el("h2", {}, "attnlab bench: time and memory against length")],
     urls: () => ["api/bench"],
     content: ([rows]) => {
+      if (!rows.length)
+        return [el("p", {class: "note", id: "empty"}, "No bench results in this database yet. Measure some: ",
+                   el("code", {}, "attnlab bench --db THIS.db --methods softmax,skyformer --lengths 1024,2048,4096"),
+                   " (each method's training step, time and peak memory, in a fresh process per length).")];
       const done = rows.filter(r => r.status === "done");
       const key = r => `${r.method} (${r.device}, ${r.precision}${r.part === "attention" ? ", attention only" : ""}, batch ${r.batch_size})`;
       const groups = new Map();
@@ -334,6 +482,10 @@ const views = {
     controls: () => [el("h2", {}, "attnlab approx: error against exact attention, against d")],
     urls: () => ["api/approx"],
     content: ([rows]) => {
+      if (!rows.length)
+        return [el("p", {class: "note", id: "empty"}, "No approximation results in this database yet. Measure some: ",
+                   el("code", {}, "attnlab approx --db THIS.db --methods skyformer,nystromformer --dataset listops"),
+                   " (each method's spectral-norm error against exact attention, against d).")];
       const groups = new Map();
       for (const r of rows) {
         const label = `${r.method} vs ${r.reference}, n=${r.seq_len}`;

@@ -263,6 +263,9 @@ class Database {
                               const std::string& config_text);
   // The oldest experiment with this name and text (an experiment file enqueued again), if any.
   std::optional<std::int64_t> find_experiment(const std::string& name, const std::string& config_text);
+  // Every experiment as enqueued (name, file, text), by id: the same name enqueued with another
+  // text is a row of its own.
+  std::vector<ExperimentFile> experiments();
   // The experiments (as enqueued: name, file, text) that own any of these jobs, by id.
   std::vector<ExperimentFile> experiments_of_jobs(const std::vector<std::int64_t>& job_ids);
   // Inserts the job, or finds the existing one with the same config_hash.
