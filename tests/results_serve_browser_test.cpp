@@ -25,6 +25,12 @@ class Browser : public ResultsTest {
     if (std::string(CHROMIUM).empty())
       GTEST_SKIP() << "chromium was not found when the build was configured (apt-get install chromium)";
     store::Database db(file("s.db"));
+    fill(db);
+  }
+
+  // Two methods of two seeds with validation accuracy (one named with markup), a failed job, a
+  // running one, and bench rows.
+  virtual void fill(store::Database& db) {
     for (const std::string method : {"softmax", "<script>alert(1)</script>"})
       for (std::int64_t seed = 1; seed <= 2; ++seed) {
         FakeJob f;
@@ -182,11 +188,7 @@ TEST_F(Browser, AJobThatFinishesWhileThePageIsOpenShowsWithoutAReload) {
 // times and sizes in their units.
 class BrowserWeek : public Browser {
  protected:
-  void SetUp() override {
-    ResultsTest::SetUp();
-    if (std::string(CHROMIUM).empty())
-      GTEST_SKIP() << "chromium was not found when the build was configured (apt-get install chromium)";
-    store::Database db(file("s.db"));
+  void fill(store::Database& db) override {
     auto described = [](const std::string& name, const std::string& what) {
       FakeJob f;
       f.experiment = name;

@@ -2,6 +2,7 @@
 // configuration, environment, plugins, attempts, results and every curve), and curves of several
 // runs or their mean over seeds (what `attnlab curves` selects and averages).
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -30,11 +31,10 @@ json summary_json(const store::RunSummary& run) {
           {"finished_at", run.finished_at}, {"results", results_object(run.results)}};
 }
 
-// A label per run that tells the runs shown apart and says nothing they share: method and
-// dataset, the values of `keys` (the grouping keys, else a sweep's) that differ among them, then
-// the seed where two still read the same, then the run.
-std::vector<std::string> distinguishing_labels(store::Database& db, const std::vector<results::RunCurve>& runs,
-                                               const std::vector<std::string>& keys) {
+// A label per run that says what tells the runs shown apart and nothing they share: method and
+// dataset, then the values of `keys` (the grouping keys, else a sweep's) that differ among them.
+std::vector<std::string> differing_labels(store::Database& db, const std::vector<results::RunCurve>& runs,
+                                          const std::vector<std::string>& keys) {
   std::map<std::int64_t, std::vector<std::string>> values;  // by job: one per key
   if (!keys.empty()) {
     store::Selection selection;
@@ -46,22 +46,26 @@ std::vector<std::string> distinguishing_labels(store::Database& db, const std::v
   for (const auto& run : runs) labels.push_back(run.method + " " + run.dataset);
   for (std::size_t k = 0; k < keys.size(); ++k) {
     std::set<std::string> seen;
-    for (const auto& run : runs) seen.insert(values[run.job_id].at(k));
+    for (const auto& run : runs) seen.insert(values[run.job_id][k]);
     if (seen.size() < 2) continue;
     for (std::size_t i = 0; i < runs.size(); ++i) {
-      const std::string& value = values[runs[i].job_id].at(k);
+      const std::string& value = values[runs[i].job_id][k];
       labels[i] += " " + results::key_value_label(keys[k], value.empty() ? "-" : value);
     }
   }
-  const auto shared = [&](std::size_t i) { return std::count(labels.begin(), labels.end(), labels[i]) > 1; };
-  std::vector<bool> add_seed(runs.size());
-  for (std::size_t i = 0; i < runs.size(); ++i) add_seed[i] = shared(i);
-  for (std::size_t i = 0; i < runs.size(); ++i)
-    if (add_seed[i]) labels[i] += " seed " + std::to_string(runs[i].seed);
-  std::vector<bool> add_run(runs.size());
-  for (std::size_t i = 0; i < runs.size(); ++i) add_run[i] = shared(i);
-  for (std::size_t i = 0; i < runs.size(); ++i)
-    if (add_run[i]) labels[i] += " (run " + std::to_string(runs[i].run_id) + ")";
+  return labels;
+}
+
+// `labels` made unique: the seed added where two still read the same, then the run.
+std::vector<std::string> told_apart(const std::vector<results::RunCurve>& runs, std::vector<std::string> labels) {
+  const auto add_where_shared = [&](const std::function<std::string(const results::RunCurve&)>& suffix) {
+    std::vector<bool> shared(runs.size());
+    for (std::size_t i = 0; i < runs.size(); ++i) shared[i] = std::count(labels.begin(), labels.end(), labels[i]) > 1;
+    for (std::size_t i = 0; i < runs.size(); ++i)
+      if (shared[i]) labels[i] += suffix(runs[i]);
+  };
+  add_where_shared([](const results::RunCurve& run) { return " seed " + std::to_string(run.seed); });
+  add_where_shared([](const results::RunCurve& run) { return " (run " + std::to_string(run.run_id) + ")"; });
   return labels;
 }
 
@@ -201,7 +205,8 @@ Reply curves_json(store::Database& db, const Params& params) {
     query.leave_out_empty = true;  // a failed run never blocks the chart: it is left out, and named
     const auto answer = results::curves_for(db, query);
     const auto keys = label_keys(db, query, answer.runs);
-    const auto short_labels = distinguishing_labels(db, answer.runs, keys);
+    const auto group_labels = differing_labels(db, answer.runs, keys);
+    const auto short_labels = told_apart(answer.runs, group_labels);
     json runs = json::array();
     for (std::size_t i = 0; i < answer.runs.size(); ++i) {
       const auto& run = answer.runs[i];
@@ -215,13 +220,10 @@ Reply curves_json(store::Database& db, const Params& params) {
     for (const auto& mean : answer.means) {
       json points = json::array();
       for (const auto& p : mean.points) points.push_back({p.step, p.wall_seconds, p.mean, p.std, p.min, p.max, p.n});
-      // a mean's label: its first run's, without the seed and run that set its runs apart
+      // a mean's label: its runs' group label (theirs differ by seed and run only)
       std::string short_label = mean.method + " " + mean.dataset;
       for (std::size_t i = 0; i < answer.runs.size(); ++i)
-        if (answer.runs[i].run_id == mean.run_ids.front()) {
-          short_label = short_labels[i].substr(0, short_labels[i].find(" seed "));
-          short_label = short_label.substr(0, short_label.find(" (run "));
-        }
+        if (answer.runs[i].run_id == mean.run_ids.front()) short_label = group_labels[i];
       means.push_back({{"method", mean.method}, {"dataset", mean.dataset}, {"group", mean.group},
                        {"runs", mean.run_ids}, {"seeds", mean.seeds}, {"label", results::legend(mean)},
                        {"short_label", short_label + " (" + std::to_string(mean.run_ids.size()) +
