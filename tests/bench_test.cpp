@@ -228,13 +228,38 @@ TEST_F(Bench, TraceWritesOneStepOfEachMeasurementAsAChromeTrace) {
       complete += event.value("ph", "") == "X";
       const std::string name = event.value("name", "");
       backward |= name.find("Backward") != std::string::npos;
-      adamw |= name == "aten::addcdiv_";  // AdamW's update of each parameter
+      adamw |= name == "aten::_fused_adamw_" || name == "aten::addcdiv_";  // AdamW's update: fused (2.x), per tensor (1.13)
       forward |= name == "aten::layer_norm";
     }
     EXPECT_EQ(complete, trace.size()) << file;
     EXPECT_TRUE(forward && backward && adamw) << file << ": forward " << forward << ", backward " << backward
                                               << ", AdamW " << adamw;
   }
+}
+
+// --ops counts one more step's ops as the profiler records them: the same number as the traced
+// step's events (softmax's step runs the same ops every time), stored with the host's time a step,
+// and printed with both.
+TEST_F(Bench, OpsCountsAStepsOpsAsTheProfilerRecordsThem) {
+  std::string out;
+  ASSERT_EQ(attnlab(tiny() + " --ops --trace " + path("traces"), out), 0) << out;
+  for (const char* length : {"32", "64"}) {
+    std::ifstream in(path("traces") + "/softmax-" + length + "-step-fp32.json");
+    ASSERT_TRUE(in) << length;
+    const auto events = nlohmann::json::parse(in).size();
+    EXPECT_EQ(query(path("b.db"), std::string("SELECT ops_per_step FROM bench_results WHERE seq_len = ") + length),
+              std::to_string(events));
+    EXPECT_EQ(query(path("b.db"), std::string("SELECT host_seconds_median > 0 AND host_seconds_median <= "
+                                              "step_seconds_median * 1.0001 FROM bench_results WHERE seq_len = ") + length),
+              "1");
+    const auto cells = words(line_starting(out, "softmax  " + std::string(length) + " "));
+    ASSERT_EQ(cells.size(), 12u) << out;  // "376.0 MiB" is two words
+    EXPECT_EQ(cells[10], std::to_string(events)) << out;  // host (s), ops, ops vs softmax last
+  }
+  EXPECT_NE(out.find("host (s)  ops"), std::string::npos) << out;
+  ASSERT_EQ(attnlab(tiny(), out), 0) << out;  // without --ops: not counted, not shown
+  EXPECT_EQ(query(path("b.db"), "SELECT count(*) FROM bench_results WHERE ops_per_step IS NULL"), "2");
+  EXPECT_EQ(out.find("ops vs softmax"), std::string::npos) << out;
 }
 
 // The first process of the children of `parent`, or 0.

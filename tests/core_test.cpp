@@ -10,7 +10,6 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
-#include <torch/nn/utils/clip_grad.h>
 
 #include "attnlab/torch_compat.hpp"
 #include "attnlab/train/config.hpp"
@@ -76,45 +75,6 @@ TEST(Schedule, WarmupThenDecays) {
   EXPECT_DOUBLE_EQ(learning_rate_at(c, 39), std::sqrt(10.0 / 40.0));
   c.decay = "constant";
   EXPECT_DOUBLE_EQ(learning_rate_at(c, 100), 1.0);
-}
-
-// ‖g‖ over all gradients (3² + 4² + 12² = 13²); scaled by max_norm / (‖g‖ + 1e-6) when over it,
-// left alone when under, a parameter without a gradient skipped; and the same numbers, to the bit,
-// as LibTorch's clip_grad_norm_ (which reads ‖g‖ back to the host).
-TEST(Gradients, ClippedToTheirJointNormAsLibTorchClips) {
-  auto make = [] {
-    std::vector<at::Tensor> params{at::zeros({2}).requires_grad_(true), at::zeros({1}).requires_grad_(true),
-                                   at::zeros({3}).requires_grad_(true)};
-    params[0].mutable_grad() = at::tensor({3.0f, 0.0f});
-    params[1].mutable_grad() = at::tensor({4.0f});
-    params[2].mutable_grad() = at::Tensor();
-    return params;
-  };
-  auto params = make();
-  params[2].mutable_grad() = at::tensor({0.0f, 12.0f, 0.0f});
-  clip_gradient_norm(params, 6.5);
-  const double scale = 6.5 / (13.0 + 1e-6);
-  EXPECT_NEAR(params[0].grad()[0].item<double>(), 3.0 * scale, 1e-6);
-  EXPECT_NEAR(params[1].grad()[0].item<double>(), 4.0 * scale, 1e-6);
-  EXPECT_NEAR(params[2].grad()[1].item<double>(), 12.0 * scale, 1e-6);
-
-  auto under = make();  // ‖g‖ = 5 < 6.5: unchanged, and the parameter without a gradient has none
-  clip_gradient_norm(under, 6.5);
-  EXPECT_TRUE(at::equal(under[0].grad(), at::tensor({3.0f, 0.0f})));
-  EXPECT_FALSE(under[2].grad().defined());
-
-  auto generator = at::make_generator<at::CPUGeneratorImpl>(3);
-  std::vector<at::Tensor> ours, theirs;
-  for (const std::int64_t size : {5, 17, 64}) {
-    const auto grad = at::randn({size}, generator) * 3;
-    ours.push_back(at::zeros({size}).requires_grad_(true));
-    theirs.push_back(at::zeros({size}).requires_grad_(true));
-    ours.back().mutable_grad() = grad.clone();
-    theirs.back().mutable_grad() = grad.clone();
-  }
-  clip_gradient_norm(ours, 1.0);
-  torch::nn::utils::clip_grad_norm_(theirs, 1.0);
-  for (std::size_t i = 0; i < ours.size(); ++i) EXPECT_TRUE(at::equal(ours[i].grad(), theirs[i].grad())) << i;
 }
 
 TEST(Metrics, MajorityRate) {

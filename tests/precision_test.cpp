@@ -26,10 +26,9 @@ TEST(LossScaler, ScalesUnscalesExactlyAndSkipsNonFiniteSteps) {
   LossScaler scaler(true, 8.0, /*growth_interval=*/3);
   EXPECT_DOUBLE_EQ(scaler.scale(at::scalar_tensor(2.0)).item<double>(), 16.0);
 
-  auto p = at::zeros({2}).requires_grad_(true);
-  p.mutable_grad() = at::tensor({16.0f, 32.0f});
-  EXPECT_TRUE(scaler.unscale({p}));
-  EXPECT_TRUE(at::equal(p.grad(), at::tensor({2.0f, 4.0f})));  // a power of two: exact
+  auto grad = at::tensor({16.0f, 32.0f});
+  EXPECT_TRUE(scaler.unscale({grad}));
+  EXPECT_TRUE(at::equal(grad, at::tensor({2.0f, 4.0f})));  // a power of two: exact
   scaler.update(true);
   scaler.update(true);
   EXPECT_EQ(scaler.current_scale(), 8.0);
@@ -38,19 +37,17 @@ TEST(LossScaler, ScalesUnscalesExactlyAndSkipsNonFiniteSteps) {
   EXPECT_EQ(scaler.current_scale(), 16.0);
   EXPECT_EQ(scaler.clean_steps(), 0);
 
-  p.mutable_grad() = at::tensor({1.0f, INFINITY});
-  EXPECT_FALSE(scaler.unscale({p}));
+  EXPECT_FALSE(scaler.unscale({at::tensor({2.0f}), at::tensor({1.0f, INFINITY})}));
   scaler.update(false);
-  p.mutable_grad() = at::tensor({NAN, 1.0f});
-  EXPECT_FALSE(scaler.unscale({p}));
+  EXPECT_FALSE(scaler.unscale({at::tensor({NAN, 1.0f})}));
   scaler.update(false);
   EXPECT_EQ(scaler.current_scale(), 4.0);
   EXPECT_EQ(scaler.skipped_steps(), 2);
 
   LossScaler off(false);
-  p.mutable_grad() = at::tensor({16.0f, INFINITY});
-  EXPECT_TRUE(off.unscale({p}));  // nothing checked, nothing touched
-  EXPECT_TRUE(at::equal(p.grad().slice(0, 0, 1), at::tensor({16.0f})));
+  grad = at::tensor({16.0f, INFINITY});
+  EXPECT_TRUE(off.unscale({grad}));  // nothing checked, nothing touched
+  EXPECT_TRUE(at::equal(grad.slice(0, 0, 1), at::tensor({16.0f})));
   EXPECT_DOUBLE_EQ(off.scale(at::scalar_tensor(2.0)).item<double>(), 2.0);
 }
 

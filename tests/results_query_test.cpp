@@ -389,7 +389,7 @@ TEST_F(Query, EveryReadmeQueryRuns) {
   EXPECT_GE(statements, blocks);
 }
 
-// A version 4 file (version 5 only adds views; 6 rebuilds the tables it reads; 7 and 8 add the spectrum and gradient tables, dropped here) with finished jobs: readers refuse it in one line,
+// A version 4 file (version 5 only adds views; 6 rebuilds the tables it reads; 7 and 8 add the spectrum and gradient tables, dropped here, as 10's and 11's columns) with finished jobs: readers refuse it in one line,
 // `db migrate` (Open::migrate) adds the views, and they see the jobs that were there.
 TEST_F(Query, Version4FilesGetTheViewsByMigration) {
   {
@@ -400,19 +400,21 @@ TEST_F(Query, Version4FilesGetTheViewsByMigration) {
                            "DROP VIEW job_results; DROP VIEW seed_stats; DROP VIEW run_curves; DROP VIEW job_outcomes; "
                            "DROP TABLE spectrum_results; DROP TABLE spectrum_summaries; DROP TABLE gradient_stats; "
                            "ALTER TABLE approx_results DROP COLUMN device_name; "
-                           "ALTER TABLE approx_results DROP COLUMN threads; PRAGMA user_version = 4",
+                           "ALTER TABLE approx_results DROP COLUMN threads; "
+                           "ALTER TABLE bench_results DROP COLUMN host_seconds_median; "
+                           "ALTER TABLE bench_results DROP COLUMN ops_per_step; PRAGMA user_version = 4",
                            nullptr, nullptr, &err),
               SQLITE_OK)
         << (err ? err : "");
   }
   const auto refused = attnlab({"results", "--db", file("old.db")});
   EXPECT_EQ(refused.status, 2);
-  EXPECT_NE(refused.err.find("database schema version 4 is older than this attnlab needs (10): run `attnlab db migrate"),
+  EXPECT_NE(refused.err.find("database schema version 4 is older than this attnlab needs (11): run `attnlab db migrate"),
             std::string::npos)
       << refused.err;
   const auto migrated = attnlab({"db", "migrate", "--db", file("old.db")});
   ASSERT_EQ(migrated.status, 0) << migrated.err;
-  EXPECT_EQ(migrated.out, file("old.db") + ": schema version 4 -> 10\n");
+  EXPECT_EQ(migrated.out, file("old.db") + ": schema version 4 -> 11\n");
   Database db(file("old.db"), Database::Open::existing);
   EXPECT_EQ(column(db, "SELECT n || ' ' || failed FROM seed_stats WHERE method = 'softmax' AND dataset = 'listops' "
                        "AND metric = 'test_acc'"),

@@ -722,9 +722,11 @@ TEST_F(Queue, MigratesAVersion6FileAddingTheStudyTables) {
     INSERT INTO results VALUES (20, 'test_acc', 0.5);
     INSERT INTO variance_examples VALUES (20, 'test', 0, 10, 0.5, 1, 2, 2);
   )sql");
-  // runs and jobs gain columns in version 9, approx_results in 10 (ALTER TABLE rewrites their CREATE text)
+  // runs and jobs gain columns in version 9, approx_results in 10, bench_results in 11 (ALTER TABLE
+  // rewrites their CREATE text)
   const std::string before = raw_query_one(
-      path, "SELECT group_concat(sql, ';') FROM sqlite_master WHERE name NOT IN ('runs', 'jobs', 'approx_results')");
+      path, "SELECT group_concat(sql, ';') FROM sqlite_master WHERE name NOT IN ('runs', 'jobs', 'approx_results', "
+            "'bench_results')");
   Database db(path);
   EXPECT_EQ(db.migrated_from(), 6);
   EXPECT_EQ(db.schema_version(), Database::kSchemaVersion);
@@ -739,12 +741,15 @@ TEST_F(Queue, MigratesAVersion6FileAddingTheStudyTables) {
                                                       "'git_revision', 'threads')"),
               "5")
         << table;
+  // version 11: a bench step's host time and ops
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT count(*) FROM pragma_table_info('bench_results') WHERE name IN "
+                                   "('host_seconds_median', 'ops_per_step')"), "2");
   EXPECT_EQ(query_one(store::sqlite_handle(db), "PRAGMA integrity_check"), "ok");
   EXPECT_TRUE(query(store::sqlite_handle(db), "PRAGMA foreign_key_check").empty());
   // every version 6 object as it was, the three new tables after them
   EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT group_concat(sql, ';') FROM sqlite_master WHERE name NOT LIKE 'spectrum%' "
                                    "AND name NOT LIKE 'sqlite_autoindex_spectrum%' AND name NOT LIKE '%gradient_stats%' "
-                                   "AND name NOT IN ('runs', 'jobs', 'approx_results')"),
+                                   "AND name NOT IN ('runs', 'jobs', 'approx_results', 'bench_results')"),
             before);
   EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT count(*) FROM sqlite_master WHERE name = 'gradient_stats'"), "1");
   EXPECT_EQ(query(store::sqlite_handle(db), "SELECT name FROM sqlite_master WHERE name LIKE 'spectrum%' ORDER BY name"),

@@ -16,7 +16,6 @@
 #include <c10/core/InferenceMode.h>
 #include <toml++/toml.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
-#include <torch/optim/adamw.h>
 #include <torch/utils.h>
 
 #include "attnlab/precision.hpp"
@@ -33,6 +32,7 @@
 #include "cli/text_table.hpp"
 #include "results/bench_measured.hpp"
 #include "attnlab/store/studies.hpp"
+#include "studies/op_count.hpp"
 
 namespace attnlab {
 namespace {
@@ -91,10 +91,12 @@ bool comparable(const store::BenchResult& a, const store::BenchResult& b) {
          model_section(a.config_toml) == model_section(b.config_toml);
 }
 
-// `warmup` untimed calls, then `steps` timed ones, each waited for on the device; the memory peak
-// over the timed ones; then, with a `trace` path, one call under LibTorch's profiler, written there.
+double seconds_between(Clock::time_point from, Clock::time_point to) { return std::chrono::duration<double>(to - from).count(); }
+
+// `warmup` untimed calls, then `steps` timed ones, each waited for on the device (and timed also
+// until it returned: the host's part); the memory peak over the timed ones; then the probes' calls.
 StepTimes time_calls(const std::function<void()>& call, std::int64_t warmup, std::int64_t steps, const c10::Device& device,
-                     const std::string& trace) {
+                     const StepProbes& probes) {
   for (std::int64_t i = 0; i < warmup; ++i) call();
   compat::synchronize(device);
   compat::reset_peak_memory(device);
@@ -102,12 +104,20 @@ StepTimes time_calls(const std::function<void()>& call, std::int64_t warmup, std
   for (std::int64_t i = 0; i < steps; ++i) {
     const auto start = Clock::now();
     call();
+    const auto issued = Clock::now();
     compat::synchronize(device);
-    out.seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+    out.host_seconds.push_back(seconds_between(start, issued));
+    out.seconds.push_back(seconds_between(start, Clock::now()));
   }
   out.peak_memory_bytes = compat::peak_memory_bytes(device);
-  if (!trace.empty()) {
-    torch::autograd::profiler::RecordProfile profile(trace);
+  if (probes.count_ops) {
+    OpCounter counter;
+    call();
+    compat::synchronize(device);
+    out.ops = counter.count();
+  }
+  if (!probes.trace.empty()) {
+    torch::autograd::profiler::RecordProfile profile(probes.trace);
     call();
     compat::synchronize(device);
   }
@@ -190,7 +200,7 @@ BenchCase parse_bench_config(const std::string& text, const std::string& where, 
 }
 
 StepTimes time_training_steps(const BenchCase& c, const PluginRegistry& registry, const std::string& device_text,
-                              const std::string& cache_dir, const std::string& trace) {
+                              const std::string& cache_dir, const StepProbes& probes) {
   const c10::Device device = compat::parse_device(device_text);
   const auto* method = registry.find(PluginKind::attention, c.method);
   if (!method) throw std::runtime_error("no attention plugin named '" + c.method + "'");
@@ -209,7 +219,7 @@ StepTimes time_training_steps(const BenchCase& c, const PluginRegistry& registry
   model->to(device);
   model->train();
   AttentionDraws draws(model->attention_methods(), static_cast<std::uint64_t>(c.seed) ^ kAttentionStream);
-  torch::optim::AdamW optimizer(model->parameters(), adamw_options(train));
+  FusedAdamW optimizer(model->parameters(), adamw_options(train));
 
   // One batch of random token ids, every position real, and random labels; drawn on the CPU so that
   // the same seed gives the same batch on any device.
@@ -220,22 +230,21 @@ StepTimes time_training_steps(const BenchCase& c, const PluginRegistry& registry
 
   std::int64_t steps_taken = 0;
   LossScaler scaler(precision == Precision::fp16);
-  const auto parameters = model->parameters();
   // One training step as the trainer takes it: forward (autocast at the precision), loss, backward,
   // unscaling, clipping, AdamW.
   auto step = [&] {
     optimizer.zero_grad();
     const auto logits = forward_logits(model, tokens, lengths, device, precision);
     scaler.scale(at::cross_entropy_loss(logits, labels)).backward();
-    apply_gradients(optimizer, parameters, train.clip_norm, scaler);
+    apply_gradients(optimizer, train.clip_norm, scaler);
     draws.after_step(++steps_taken);  // the redraws a real run pays for
   };
 
-  return time_calls(step, c.warmup, c.steps, device, trace);
+  return time_calls(step, c.warmup, c.steps, device, probes);
 }
 
 StepTimes time_attention_forward(const BenchCase& c, const PluginRegistry& registry, const std::string& device_text,
-                                 const std::string& trace) {
+                                 const StepProbes& probes) {
   const c10::Device device = compat::parse_device(device_text);
   const auto* method = registry.find(PluginKind::attention, c.method);
   if (!method) throw std::runtime_error("no attention plugin named '" + c.method + "'");
@@ -262,7 +271,7 @@ StepTimes time_attention_forward(const BenchCase& c, const PluginRegistry& regis
     AutocastScope autocast(device, precision);
     attention->forward(q, k, v, key_valid);
   };
-  return time_calls(forward, c.warmup, c.steps, device, trace);
+  return time_calls(forward, c.warmup, c.steps, device, probes);
 }
 
 double softmax_attention_flops(const store::BenchResult& row) {
@@ -280,7 +289,7 @@ double softmax_attention_flops(const store::BenchResult& row) {
 
 store::BenchResult run_bench_case(const BenchCase& c, const std::string& config_toml, const PluginRegistry& registry,
                                   const std::string& device_text, int threads, const std::string& cache_dir,
-                                  const std::string& trace_dir) {
+                                  bool count_ops, const std::string& trace_dir) {
   store::BenchResult r;
   r.method = c.method;
   r.dataset = c.dataset;
@@ -296,11 +305,13 @@ store::BenchResult run_bench_case(const BenchCase& c, const std::string& config_
     r.threads = compat::configure_threads(threads);
     device = compat::parse_device(device_text);
     stamp_provenance(r, *device);  // cuda -> cuda:0
-    const std::string trace = trace_dir.empty() ? "" : trace_file(trace_dir, c);
-    const StepTimes t = c.attention_only ? time_attention_forward(c, registry, device_text, trace)
-                                         : time_training_steps(c, registry, device_text, cache_dir, trace);
+    const StepProbes probes{count_ops, trace_dir.empty() ? "" : trace_file(trace_dir, c)};
+    const StepTimes t = c.attention_only ? time_attention_forward(c, registry, device_text, probes)
+                                         : time_training_steps(c, registry, device_text, cache_dir, probes);
     r.steps_timed = static_cast<std::int64_t>(t.seconds.size());
     r.step_seconds_median = median(t.seconds);
+    r.host_seconds_median = median(t.host_seconds);
+    r.ops_per_step = t.ops;
     r.step_seconds_min = *std::min_element(t.seconds.begin(), t.seconds.end());
     r.step_seconds_max = *std::max_element(t.seconds.begin(), t.seconds.end());
     r.peak_memory_bytes = static_cast<double>(t.peak_memory_bytes);
@@ -318,7 +329,7 @@ store::BenchResult run_bench_case(const BenchCase& c, const std::string& config_
   return r;
 }
 
-std::string bench_table(const std::vector<store::BenchResult>& rows, bool context) {
+std::string bench_table(const std::vector<store::BenchResult>& rows, bool context, bool ops) {
   std::vector<std::string> header;
   if (context) header = {"when", "method", "dataset", "length", "batch", "device", "threads"};
   else header = {"method", "length"};
@@ -331,6 +342,8 @@ std::string bench_table(const std::vector<store::BenchResult>& rows, bool contex
   if (mixed) header.push_back("precision");
   if (parts) header.push_back("part");
   for (const char* h : {"status", "step (s)", "min-max (s)", "time vs softmax", "peak mem", "mem vs softmax"}) header.push_back(h);
+  if (ops)
+    for (const char* h : {"host (s)", "ops", "ops vs softmax"}) header.push_back(h);
   if (parts) header.push_back("softmax TFLOP/s");
   TextTable table(header);
 
@@ -365,6 +378,14 @@ std::string bench_table(const std::vector<store::BenchResult>& rows, bool contex
     row.push_back(ratio_text(ratios ? r.step_seconds_median / reference->step_seconds_median : nan));
     row.push_back(done && r.peak_memory_bytes > 0 ? format_bytes(r.peak_memory_bytes) : "-");
     row.push_back(ratio_text(ratios ? r.peak_memory_bytes / reference->peak_memory_bytes : nan));
+    if (ops) {
+      const bool counted = done && r.ops_per_step > 0;
+      row.push_back(done ? seconds_text(r.host_seconds_median) : "-");
+      row.push_back(counted ? std::to_string(r.ops_per_step) : "-");
+      row.push_back(ratio_text(counted && reference && reference->ops_per_step > 0
+                                   ? static_cast<double>(r.ops_per_step) / static_cast<double>(reference->ops_per_step)
+                                   : nan));
+    }
     if (parts) {
       const bool counted = done && r.method == "softmax" && measured[i].part == "attention" && r.step_seconds_median > 0;
       char tflops[32];

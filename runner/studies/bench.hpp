@@ -44,21 +44,29 @@ std::string bench_config_toml(const BenchCase& c, const PluginRegistry& registry
 BenchCase parse_bench_config(const std::string& toml, const std::string& where, const PluginRegistry& registry);
 
 struct StepTimes {
-  std::vector<double> seconds;          // one per timed step
+  std::vector<double> seconds;          // one per timed step, waited for on the device
+  std::vector<double> host_seconds;     // the same steps until the host had issued them (the CPU: the step)
   std::int64_t peak_memory_bytes = 0;   // CUDA allocator peak over the timed steps; CPU: this process's peak RSS
+  std::int64_t ops = 0;                 // ops of one more step (StepProbes::count_ops), else 0
+};
+
+// What a measurement looks at beside its timed steps, each in one more step of its own after them
+// (counting and tracing slow every op down).
+struct StepProbes {
+  bool count_ops = false;  // the ops one step runs (OpCounter, studies/op_count.hpp)
+  std::string trace;       // a Chrome trace of one step under LibTorch's profiler, written to this path
 };
 
 // Builds the model for the dataset's task at max_len = seq_len, then runs warm-up and timed training
-// steps on seeded random tokens (every token real) and labels. Throws on failure (out of memory
-// included). `device`: cpu, cuda, cuda:N. With a `trace` path: one more step after the timed ones,
-// under LibTorch's profiler, written there as a Chrome trace (every op the host ran, with its
-// duration: what a host-bound step spends its time on).
+// steps on seeded random tokens (every token real) and labels; then the probes' steps. Throws on
+// failure (out of memory included). `device`: cpu, cuda, cuda:N. The trace holds every op the host
+// ran, with its duration: what a host-bound step spends its time on.
 StepTimes time_training_steps(const BenchCase& c, const PluginRegistry& registry, const std::string& device,
-                              const std::string& cache_dir, const std::string& trace = "");
+                              const std::string& cache_dir, const StepProbes& probes = {});
 // With c.attention_only: warm-up and timed forward passes of one attention module (inference mode,
 // autocast at [train] precision) on seeded q, k, v [batch, heads, seq_len, head_dim], every key real.
 StepTimes time_attention_forward(const BenchCase& c, const PluginRegistry& registry, const std::string& device,
-                                 const std::string& trace = "");
+                                 const StepProbes& probes = {});
 
 // Softmax attention's matmul FLOPs for one forward of a stored bench row: 4·B·H·N²·Dh (QKᵀ and PV,
 // two FLOPs a multiply-add; the softmax itself not counted, as throughput figures usually do).
@@ -66,10 +74,11 @@ double softmax_attention_flops(const store::BenchResult& row);
 
 // time_training_steps with the environment around it, as a row to store: status done, or oom /
 // failed with the first line of the error. Never throws for a failed measurement.
-// With a `trace_dir`, the traced step goes to <trace_dir>/<method>-<length>-<step|attention>-<precision>.json.
+// With `count_ops`, the row's ops_per_step; with a `trace_dir`, the traced step goes to
+// <trace_dir>/<method>-<length>-<step|attention>-<precision>.json.
 store::BenchResult run_bench_case(const BenchCase& c, const std::string& config_toml, const PluginRegistry& registry,
                                   const std::string& device, int threads, const std::string& cache_dir,
-                                  const std::string& trace_dir = "");
+                                  bool count_ops = false, const std::string& trace_dir = "");
 
 double median(std::vector<double> values);  // NaN when empty; mean of the middle two for an even count
 
@@ -85,6 +94,7 @@ struct BenchOneOptions {
   std::string cache_dir;
   std::vector<std::string> plugin_dirs;
   std::string stored_ids;  // file the ids are appended to
+  bool count_ops = false;  // the ops of one more step per measurement (run_bench_case)
   std::string trace_dir;   // a Chrome trace of one more step per measurement (run_bench_case)
 
   static boost::program_options::options_description options();
@@ -96,8 +106,9 @@ struct BenchOneOptions {
 // peak memory, its ratio to softmax; a precision column once a row is not fp32, and once a row is an
 // attention-only measurement a "part" column and softmax's TFLOP/s (softmax_attention_flops / time). The ratios compare a row with the softmax row measured with the
 // same settings (dataset, length, batch, device, threads, LibTorch, model) nearest to it in `rows`.
-// `context` adds when, dataset, batch, device and threads (for --show). Errors of rows that are not
+// `context` adds when, dataset, batch, device and threads (for --show); `ops` the ops a step runs,
+// their ratio to softmax's, and the host's time a step (bench --ops). Errors of rows that are not
 // done follow the table, one line each.
-std::string bench_table(const std::vector<store::BenchResult>& rows, bool context);
+std::string bench_table(const std::vector<store::BenchResult>& rows, bool context, bool ops = false);
 
 }  // namespace attnlab

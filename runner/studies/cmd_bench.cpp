@@ -135,12 +135,12 @@ std::string lengths_text(const std::vector<Planned>& group) {
 }
 
 
-int show(const std::string& db_path) {
+int show(const std::string& db_path, bool ops) {
   existing_database(db_path);
   store::Database db(db_path, store::Database::Open::read_only);
   const auto rows = store::bench_results(db);
   if (rows.empty()) return std::cout << db_path << ": no bench results yet\n", 0;
-  std::cout << bench_table(rows, /*context=*/true);
+  std::cout << bench_table(rows, /*context=*/true, ops);
   return 0;
 }
 
@@ -166,6 +166,9 @@ po::options_description bench_options() {
       ("trace", po::value<std::string>()->default_value(""),
        "a folder: after each measurement's timed steps, one more under LibTorch's profiler, written there as a Chrome "
        "trace (METHOD-LENGTH-step|attention-PRECISION.json: every op the host ran, with its duration)")
+      ("ops", "also count the ops one step runs (one more step each, as LibTorch's profiler counts them: every op, "
+              "nested ones included) and print them with the host's time a step (until the step is issued, before "
+              "waiting for the device); with --show, those columns")
       ("show", "print the stored bench results and stop")
       ("help,h", "this help");
   add_device_option(options);
@@ -318,6 +321,7 @@ std::vector<store::BenchResult> measure_in_processes(const std::vector<Planned>&
     child.cache_dir = vm["cache-dir"].as<std::string>();
     child.plugin_dirs = plugin_folders(vm);
     child.stored_ids = ids_file;
+    child.count_ops = vm.count("ops") > 0;
     child.trace_dir = trace_dir;
     std::filesystem::remove(ids_file);
     std::vector<std::string> argv = {self_exe, "bench-one"};
@@ -352,7 +356,7 @@ int cmd_bench(const Args& raw_args, const std::string& self_exe) {
   const auto vm = parse_command_line("bench", args, options);
   if (vm.count("help")) return std::cout << options, 0;
   const std::string db_path = vm["db"].as<std::string>();
-  if (vm.count("show")) return show(db_path);
+  if (vm.count("show")) return show(db_path, vm.count("ops") > 0);
 
   const auto lengths = split_positive_integers(vm["lengths"].as<std::string>(), "bench: --lengths");
   if (vm["batch-size"].as<std::int64_t>() < 1) throw BenchUsageError("bench: --batch-size must be at least 1");
@@ -387,7 +391,7 @@ int cmd_bench(const Args& raw_args, const std::string& self_exe) {
             << " timed step(s), database " << db_path << std::endl;  // flushed: the bench processes share stdout
   const auto measured = measure_in_processes(planned, db, vm, device, self_exe);
 
-  if (!measured.empty()) std::cout << "\n" << bench_table(measured, /*context=*/false);
+  if (!measured.empty()) std::cout << "\n" << bench_table(measured, /*context=*/false, /*ops=*/vm.count("ops") > 0);
   if (stop_signal()) {
     std::cerr << "attnlab: bench stopped by signal " << stop_signal() << "\n";
     return 128 + stop_signal();
@@ -401,6 +405,7 @@ po::options_description BenchOneOptions::options() {
       ("db", po::value<std::string>()->required(), "results database")
       ("config-toml", po::value<std::vector<std::string>>()->required(), "a resolved configuration (TOML text), one per measurement")
       ("stored-ids", po::value<std::string>()->default_value(""), "file each stored row's id is appended to")
+      ("ops", "count the ops of one more step per measurement")
       ("trace", po::value<std::string>()->default_value(""), "folder of a Chrome trace of one more step per measurement");
   add_plugins_option(options);
   add_device_option(options);
@@ -418,6 +423,7 @@ BenchOneOptions BenchOneOptions::from(const po::variables_map& vm) {
   o.cache_dir = vm["cache-dir"].as<std::string>();
   o.plugin_dirs = plugin_folders(vm);
   o.stored_ids = vm["stored-ids"].as<std::string>();
+  o.count_ops = vm.count("ops") > 0;
   o.trace_dir = vm["trace"].as<std::string>();
   return o;
 }
@@ -428,6 +434,7 @@ std::vector<std::string> BenchOneOptions::to_args() const {
   if (!cache_dir.empty()) args.insert(args.end(), {"--cache-dir", cache_dir});
   for (const auto& folder : plugin_dirs) args.insert(args.end(), {"--plugins", folder});
   if (!stored_ids.empty()) args.insert(args.end(), {"--stored-ids", stored_ids});
+  if (count_ops) args.push_back("--ops");
   if (!trace_dir.empty()) args.insert(args.end(), {"--trace", trace_dir});
   return args;
 }
@@ -437,7 +444,7 @@ int cmd_bench_one(const Args& args) {
   const auto registry = load_plugins(o.plugin_dirs, /*report_refused=*/false);
   for (const auto& text : o.config_tomls) {
     const BenchCase c = parse_bench_config(text, "bench configuration", registry);
-    const store::BenchResult r = run_bench_case(c, text, registry, o.device, o.threads, o.cache_dir, o.trace_dir);
+    const store::BenchResult r = run_bench_case(c, text, registry, o.device, o.threads, o.cache_dir, o.count_ops, o.trace_dir);
     // The database is opened after measuring: nothing of it counts in the peak.
     const std::int64_t id = [&] {
       store::Database db(o.db_path);
@@ -445,8 +452,10 @@ int cmd_bench_one(const Args& args) {
     }();
     if (!o.stored_ids.empty()) std::ofstream(o.stored_ids, std::ios::app) << id << "\n";
     if (r.status == "done")
-      std::printf("  %lld tokens: done: step %.3g s (min %.3g, max %.3g), peak %s\n", static_cast<long long>(r.seq_len),
-                  r.step_seconds_median, r.step_seconds_min, r.step_seconds_max, format_bytes(r.peak_memory_bytes).c_str());
+      std::printf("  %lld tokens: done: step %.3g s (min %.3g, max %.3g, host %.3g), peak %s%s\n",
+                  static_cast<long long>(r.seq_len), r.step_seconds_median, r.step_seconds_min, r.step_seconds_max,
+                  r.host_seconds_median, format_bytes(r.peak_memory_bytes).c_str(),
+                  r.ops_per_step > 0 ? (", " + std::to_string(r.ops_per_step) + " ops").c_str() : "");
     else
       std::printf("  %lld tokens: %s: %s\n", static_cast<long long>(r.seq_len), r.status.c_str(), r.error.c_str());
     std::fflush(stdout);

@@ -10,6 +10,7 @@
 #include "schema_v8.hpp"
 #include "schema_v9.hpp"
 #include "schema_v10.hpp"
+#include "schema_v11.hpp"
 #include "sqlite.hpp"
 
 namespace attnlab::store {
@@ -32,6 +33,7 @@ constexpr Migration kMigrations[] = {
     {8, kSchemaV8},
     {9, kSchemaV9},
     {10, kSchemaV10},
+    {11, kSchemaV11},
 };
 
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == Database::kSchemaVersion,

@@ -22,7 +22,8 @@ void require_run(sqlite3* db, const std::string& path, std::int64_t run_id) {
 
 const std::string kBenchSelect =
     with_provenance("SELECT method, dataset, seq_len, batch_size, steps_timed, step_seconds_median, step_seconds_min, "
-                    "step_seconds_max, peak_memory_bytes, status, error, config_toml, created_at, id") +
+                    "step_seconds_max, peak_memory_bytes, status, error, config_toml, created_at, id, "
+                    "host_seconds_median, ops_per_step") +
     " FROM bench_results";
 
 BenchResult bench_row(sql::Statement& st) {
@@ -41,7 +42,9 @@ BenchResult bench_row(sql::Statement& st) {
   r.config_toml = st.column_text(11);
   r.created_at = st.column_text(12);
   r.id = st.column_int64(13);
-  read_provenance(st, 14, r);
+  r.host_seconds_median = st.column_double(14);
+  r.ops_per_step = st.column_int64(15);
+  read_provenance(st, 16, r);
   return r;
 }
 
@@ -52,13 +55,17 @@ std::int64_t add_bench_result(Database& db, const BenchResult& r) {
   sql::Transaction tx(handle, db.path());
   const std::string insert =
       with_provenance("INSERT INTO bench_results (method, dataset, seq_len, batch_size, steps_timed, step_seconds_median, "
-                      "step_seconds_min, step_seconds_max, peak_memory_bytes, status, error, config_toml") +
-      ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)";
+                      "step_seconds_min, step_seconds_max, peak_memory_bytes, status, error, config_toml, "
+                      "host_seconds_median, ops_per_step") +
+      ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)";
   sql::Statement st(handle, db.path(), insert.c_str());
   st.bind(1, r.method).bind(2, r.dataset).bind(3, r.seq_len).bind(4, r.batch_size).bind(5, r.steps_timed)
       .bind(6, r.step_seconds_median).bind(7, r.step_seconds_min).bind(8, r.step_seconds_max)
-      .bind(9, r.peak_memory_bytes).bind(10, r.status).bind_text_or_null(11, r.error).bind(12, r.config_toml);
-  bind_provenance(st, 13, r);
+      .bind(9, r.peak_memory_bytes).bind(10, r.status).bind_text_or_null(11, r.error).bind(12, r.config_toml)
+      .bind(13, r.host_seconds_median);
+  if (r.ops_per_step > 0) st.bind(14, r.ops_per_step);
+  else st.bind_null(14);
+  bind_provenance(st, 15, r);
   st.run();
   const std::int64_t id = sqlite3_last_insert_rowid(handle);
   tx.commit();

@@ -3,7 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/InferenceMode.h>
-#include <torch/optim/adamw.h>
+#include "attnlab/train/optimizer.hpp"
 #include <torch/utils.h>
 
 #include "attnlab/train/data_loader.hpp"
@@ -31,10 +31,7 @@ at::Tensor features(EncoderClassifier& model, const Batch& batch, std::uint64_t 
 
 std::vector<double> taus(EncoderClassifier& model, const std::vector<Batch>& batches, const TrainJob& job) {
   const auto& tc = job.train;
-  torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(tc.lr)
-                                                         .betas(std::make_tuple(tc.beta1, tc.beta2))
-                                                         .eps(tc.eps)
-                                                         .weight_decay(tc.weight_decay));
+  FusedAdamW optimizer(model->parameters(), adamw_options(tc));
   std::vector<double> out;
   for (std::size_t i = 0; i < batches.size(); ++i) {
     const auto& batch = batches[i];
@@ -42,13 +39,12 @@ std::vector<double> taus(EncoderClassifier& model, const std::vector<Batch>& bat
     const auto w_before = flat_parameters(model);
     const auto f_before = features(model, batch, draw_seed);
 
-    for (auto& group : optimizer.param_groups())
-      static_cast<torch::optim::AdamWOptions&>(group.options()).lr(learning_rate_at(tc, static_cast<std::int64_t>(i)));
+    optimizer.set_lr(learning_rate_at(tc, static_cast<std::int64_t>(i)));
     torch::manual_seed(draw_seed);  // the same dropout masks in both models
     optimizer.zero_grad();
     auto loss = at::cross_entropy_loss(model->forward(batch.tokens, batch.lengths), batch.labels);
     loss.backward();
-    if (tc.clip_norm > 0) clip_gradient_norm(model->parameters(), tc.clip_norm);
+    if (tc.clip_norm > 0) optimizer.clip_grad_norm(tc.clip_norm);
     optimizer.step();
 
     const auto f_after = features(model, batch, draw_seed);

@@ -4,12 +4,10 @@
 
 namespace attnlab {
 
-bool LossScaler::unscale(const std::vector<at::Tensor>& parameters) const {
+bool LossScaler::unscale(const std::vector<at::Tensor>& gradients) const {
   if (!enabled_) return true;
   at::Tensor finite;
-  for (const auto& p : parameters) {
-    auto grad = p.grad();
-    if (!grad.defined()) continue;
+  for (auto grad : gradients) {
     grad.mul_(1.0 / scale_);
     auto all_finite = grad.isfinite().all();
     finite = finite.defined() ? finite.logical_and_(all_finite) : all_finite;

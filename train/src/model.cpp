@@ -23,33 +23,33 @@ EncoderBlockImpl::EncoderBlockImpl(const ModelConfig& c, std::shared_ptr<Attenti
 }
 
 namespace {
-// [B, N, 3*H*Dh] -> q, k, v [B, H, N, Dh]. unbind, not three selects: its backward writes the
-// three gradients into one tensor instead of zero-filling a full-size tensor per select.
-std::array<at::Tensor, 3> split_heads(const at::Tensor& qkv, std::int64_t heads, std::int64_t head_dim) {
-  auto parts = qkv.view({qkv.size(0), qkv.size(1), 3, heads, head_dim}).unbind(2);
-  return {parts[0].transpose(1, 2), parts[1].transpose(1, 2), parts[2].transpose(1, 2)};
+// [B·N, 3·H·Dh] -> q, k, v [B, H, N, Dh]: one permuted view, unbound (its backward writes the three
+// gradients into one tensor instead of zero-filling a full-size tensor per part).
+std::array<at::Tensor, 3> split_heads(const at::Tensor& qkv, std::int64_t b, std::int64_t heads, std::int64_t head_dim) {
+  auto parts = qkv.view({b, -1, 3, heads, head_dim}).permute({2, 0, 3, 1, 4}).unbind(0);
+  return {parts[0], parts[1], parts[2]};
+}
+// [B, H, N, Dh] -> [B·N, H·Dh]
+at::Tensor merge_heads(const at::Tensor& heads) {
+  return heads.transpose(1, 2).reshape({-1, heads.size(1) * heads.size(3)});
 }
 }  // namespace
 
-std::array<at::Tensor, 3> EncoderBlockImpl::project_qkv(const at::Tensor& x) {
-  return split_heads(qkv_->forward(pre_norm_ ? norm1_->forward(x) : x), heads_, head_dim_);
+std::array<at::Tensor, 3> EncoderBlockImpl::project_qkv(const at::Tensor& x, std::int64_t batch) {
+  return split_heads(qkv_->forward(pre_norm_ ? norm1_->forward(x) : x), batch, heads_, head_dim_);
 }
 
 std::array<at::Tensor, 2> EncoderBlockImpl::attention_outputs(const at::Tensor& x, const at::Tensor& key_valid) {
   // attend() as forward() calls it (project_qkv applies the pre-norm), without the dropout
-  const auto b = x.size(0), n = x.size(1);
-  const auto qkv = project_qkv(x);
+  const auto qkv = project_qkv(x, key_valid.size(0));
   auto heads = attention_->forward(qkv[0], qkv[1], qkv[2], key_valid);
-  auto projected = out_->forward(heads.transpose(1, 2).reshape({b, n, heads_ * head_dim_}));
-  return {heads, projected};
+  return {heads, out_->forward(merge_heads(heads)).view({key_valid.size(0), key_valid.size(1), -1})};
 }
 
 at::Tensor EncoderBlockImpl::attend(const at::Tensor& x, const at::Tensor& key_valid) {
-  const auto b = x.size(0), n = x.size(1);
-  const auto qkv = split_heads(qkv_->forward(x), heads_, head_dim_);
-  auto a = attention_->forward(qkv[0], qkv[1], qkv[2], key_valid);
-  a = a.transpose(1, 2).reshape({b, n, heads_ * head_dim_});
-  return inverted_dropout(out_->forward(a), dropout_p_, is_training());
+  const auto qkv = split_heads(qkv_->forward(x), key_valid.size(0), heads_, head_dim_);
+  const auto heads = attention_->forward(qkv[0], qkv[1], qkv[2], key_valid);
+  return inverted_dropout(out_->forward(merge_heads(heads)), dropout_p_, is_training());
 }
 
 at::Tensor EncoderBlockImpl::feed_forward(const at::Tensor& x) {
@@ -119,26 +119,33 @@ std::pair<at::Tensor, at::Tensor> EncoderClassifierImpl::embed(const at::Tensor&
   return {inverted_dropout(x, config_.dropout, is_training()), valid};
 }
 
+// The blocks run on the rows of all the sequences at once, [B·N', dim]: each linear layer is one
+// matrix product (on [B, N', dim] LibTorch's C++ linear is a batched matmul and an add).
+at::Tensor EncoderClassifierImpl::rows_before(const at::Tensor& x, const at::Tensor& valid, std::int64_t layer) {
+  auto rows = x.view({-1, config_.dim});
+  for (std::int64_t i = 0; i < layer; ++i) rows = blocks_.at(i)->forward(rows, valid);
+  return rows;
+}
+
 EncoderClassifierImpl::LayerInputs EncoderClassifierImpl::layer_inputs(const at::Tensor& tokens, const at::Tensor& lengths,
                                                                       std::int64_t layer) {
   auto [x, valid] = embed(tokens, lengths);
-  for (std::int64_t i = 0; i < layer; ++i) x = blocks_.at(i)->forward(x, valid);
-  auto qkv = blocks_.at(layer)->project_qkv(x);
+  auto qkv = blocks_.at(layer)->project_qkv(rows_before(x, valid, layer), x.size(0));
   return {qkv[0], qkv[1], qkv[2], valid};
 }
 
 EncoderClassifierImpl::LayerOutputs EncoderClassifierImpl::layer_outputs(const at::Tensor& tokens, const at::Tensor& lengths,
                                                                         std::int64_t layer) {
   auto [x, valid] = embed(tokens, lengths);
-  for (std::int64_t i = 0; i < layer; ++i) x = blocks_.at(i)->forward(x, valid);
-  auto outputs = blocks_.at(layer)->attention_outputs(x, valid);
+  auto outputs = blocks_.at(layer)->attention_outputs(rows_before(x, valid, layer), valid);
   return {outputs[0], outputs[1], valid};
 }
 
 at::Tensor EncoderClassifierImpl::encode(const at::Tensor& tokens, const at::Tensor& lengths) {
   auto [x, valid] = embed(tokens, lengths);
-  for (auto& block : blocks_) x = block->forward(x, valid);
-  if (final_norm_) x = final_norm_->forward(x);
+  auto rows = rows_before(x, valid, layers());
+  if (final_norm_) rows = final_norm_->forward(rows);
+  x = rows.view(x.sizes());
   // cls: the prepended token; first: the sequence's own first position (KL-Transformer App. E.2)
   if (cls_.defined() || config_.pooling == "first") return x.select(1, 0);
   // mean over real tokens only

@@ -11,10 +11,10 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 #include <torch/nn/module.h>
-#include <torch/optim/optimizer.h>
 
 #include "attnlab/train/data_loader.hpp"
 #include "attnlab/train/loss_scaler.hpp"
+#include "attnlab/train/optimizer.hpp"
 #include "attnlab/train/trainer.hpp"
 
 namespace attnlab::resume {
@@ -48,7 +48,7 @@ JobKey job_key(const TrainJob& job, std::int64_t train_examples);
 // The objects whose state the checkpoint also holds, built for the job as a fresh run builds them.
 struct Parts {
   torch::nn::Module& model;
-  torch::optim::Optimizer& optimizer;
+  FusedAdamW& optimizer;
   AttentionDraws& draws;
   BatchIterator& batches;
   c10::Device device;

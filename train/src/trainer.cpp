@@ -10,7 +10,6 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/InferenceMode.h>
-#include <torch/optim/adamw.h>
 #include <torch/serialize/output-archive.h>
 #include <torch/utils.h>
 
@@ -87,24 +86,10 @@ at::Tensor forward_logits(EncoderClassifier& model, const at::Tensor& tokens, co
   return logits.to(at::kFloat);  // the same tensor when it is fp32 already
 }
 
-void clip_gradient_norm(const std::vector<at::Tensor>& parameters, double max_norm) {
-  std::vector<at::Tensor> grads, norms;
-  for (const auto& p : parameters)
-    if (p.grad().defined()) {
-      grads.push_back(p.grad());
-      norms.push_back(p.grad().norm(2));
-    }
-  if (grads.empty()) return;
-  const auto total = norms.size() == 1 ? norms[0] : at::stack(norms).norm(2);
-  const auto coefficient = (max_norm / (total + 1e-6)).clamp_max(1.0);
-  for (auto& g : grads) g.mul_(coefficient);
-}
-
-bool apply_gradients(torch::optim::Optimizer& optimizer, const std::vector<at::Tensor>& parameters, double clip_norm,
-                     LossScaler& scaler) {
-  const bool finite = scaler.unscale(parameters);
+bool apply_gradients(FusedAdamW& optimizer, double clip_norm, LossScaler& scaler) {
+  const bool finite = scaler.unscale(optimizer.gradients());
   if (finite) {
-    if (clip_norm > 0) clip_gradient_norm(parameters, clip_norm);
+    if (clip_norm > 0) optimizer.clip_grad_norm(clip_norm);
     optimizer.step();
   }
   scaler.update(finite);
@@ -277,7 +262,6 @@ class TrainLoop {
         optimizer_(model_->parameters(), adamw_options(job.train)),
         train_batches_(data.train, job.train.batch_size, job.device, /*shuffle=*/true, job.seed ^ kDataStream),
         scaler_(precision_ == Precision::fp16),
-        parameters_(model_->parameters()),
         parts_{*model_, optimizer_, draws_, train_batches_, job.device, scaler_} {
     if (job.resume_from.empty()) {
       loop_.instability_ratio = instability_ratio_;
@@ -311,7 +295,7 @@ class TrainLoop {
   // One optimiser step over grad_accum micro-batches; the curve's sums stay on the device.
   void step() {
     lr_ = learning_rate_at(tc_, loop_.steps_done);
-    for (auto& group : optimizer_.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr_);
+    optimizer_.set_lr(lr_);
     optimizer_.zero_grad();
     for (std::int64_t micro = 0; micro < tc_.grad_accum; ++micro) {
       train_batches_.next(batch_);
@@ -323,7 +307,7 @@ class TrainLoop {
       loop_.seen += batch_.labels.size(0);
       ++loop_.micro_batches;
     }
-    apply_gradients(optimizer_, parameters_, tc_.clip_norm, scaler_);
+    apply_gradients(optimizer_, tc_.clip_norm, scaler_);
     ++loop_.steps_done;
     draws_.after_step(loop_.steps_done);
   }
@@ -488,10 +472,9 @@ class TrainLoop {
   const std::optional<double> instability_ratio_;
   EncoderClassifier model_;
   AttentionDraws draws_;
-  torch::optim::AdamW optimizer_;
+  FusedAdamW optimizer_;
   BatchIterator train_batches_;
   LossScaler scaler_;
-  const std::vector<at::Tensor> parameters_;
   const resume::Parts parts_;
   resume::LoopState loop_;  // everything the loop carries between steps, as a resume checkpoint holds it
   RunOutcome outcome_;

@@ -42,6 +42,21 @@ int configure_threads(int requested);
 #include <ATen/core/Tensor.h>
 
 namespace attnlab::compat {
+// The optimiser's part of a step as a few ops over all the parameters at once where LibTorch has
+// the kernels (2.x: foreach and fused ops, CPU and CUDA), op by op where it has not (1.13).
+//
+// Every gradient scaled by min(1, max_norm / (‖g‖ + 1e-6)), ‖g‖ the 2-norm of all of them together,
+// as torch.nn.utils.clip_grad_norm_ does, on their device: nothing is read back.
+void clip_grad_norm(c10::ArrayRef<at::Tensor> grads, double max_norm);
+// Whether fused_adamw runs with this LibTorch (its CPU kernel came with 2.4).
+bool fused_adamw_available();
+// One AdamW step of every parameter (torch.optim.AdamW's formula, `steps` each parameter's count
+// as a [] float tensor on its device, incremented first), the learning rate read from `lr` ([] float
+// on the device). Throws std::logic_error where !fused_adamw_available().
+void fused_adamw(c10::ArrayRef<at::Tensor> parameters, c10::ArrayRef<at::Tensor> grads, c10::ArrayRef<at::Tensor> exp_avgs,
+                 c10::ArrayRef<at::Tensor> exp_avg_sqs, c10::ArrayRef<at::Tensor> steps, const at::Tensor& lr, double beta1,
+                 double beta2, double weight_decay, double eps);
+
 // softmax(q kᵀ / √Dh + mask) v over [B, H, N, Dh] with key_valid [B, N] (true = real token), dropout
 // on the probabilities while training. LibTorch ≥ 2 runs at::scaled_dot_product_attention, which
 // picks a fused kernel where it has one for the inputs (the CPU's flash kernel for float and bf16

@@ -228,7 +228,7 @@ struct RunSummary {
 
 class Database {
  public:
-  static constexpr int kSchemaVersion = 10;
+  static constexpr int kSchemaVersion = 11;
   static constexpr std::uintmax_t kReadersCheckBytes = 64ull << 20;
 
   enum class Open {

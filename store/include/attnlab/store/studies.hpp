@@ -3,6 +3,7 @@
 // functions that store and read them, over a Database (attnlab/store.hpp). Each store is one
 // transaction; each row carries its Provenance.
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,6 +22,10 @@ struct BenchResult : Provenance {
   double step_seconds_median = 0;  // forward + backward + optimiser step
   double step_seconds_min = 0;
   double step_seconds_max = 0;
+  // The host's part of a step (schema 11): from the step's start until the host has issued all of
+  // it, before waiting for the device; on the CPU the step itself. NaN in rows stored before.
+  double host_seconds_median = std::numeric_limits<double>::quiet_NaN();
+  std::int64_t ops_per_step = 0;   // ops one step runs, nested ones included (bench --ops); 0: not counted
   double peak_memory_bytes = 0;    // CUDA allocator peak, or the peak RSS of a fresh process (CPU)
   std::string status;              // done | oom | failed
   std::string error;

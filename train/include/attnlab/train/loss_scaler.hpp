@@ -20,9 +20,9 @@ class LossScaler {
   bool enabled() const { return enabled_; }
   // What to call backward() on.
   at::Tensor scale(const at::Tensor& loss) const { return enabled_ ? loss * scale_ : loss; }
-  // Divides every defined gradient of `parameters` by the scale and returns whether all are finite
-  // (one host synchronisation). Disabled: true, touching nothing.
-  bool unscale(const std::vector<at::Tensor>& parameters) const;
+  // Divides the gradients by the scale and returns whether all are finite (one host
+  // synchronisation). Disabled: true, touching nothing.
+  bool unscale(const std::vector<at::Tensor>& gradients) const;
   // After a step: skipped (halve the scale) or taken (count towards growth).
   void update(bool finite);
 

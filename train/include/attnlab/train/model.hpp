@@ -28,12 +28,13 @@ using AttentionMaker = std::function<std::shared_ptr<AttentionMethod>(const Atte
 class EncoderBlockImpl : public torch::nn::Module {
  public:
   EncoderBlockImpl(const ModelConfig& config, std::shared_ptr<AttentionMethod> attention);
-  // x: [B, N, dim]; key_valid: [B, N] bool.
+  // x: [B·N, dim], the rows of B sequences of N; key_valid: [B, N] bool.
   at::Tensor forward(const at::Tensor& x, const at::Tensor& key_valid);
   const std::shared_ptr<AttentionMethod>& attention() const { return attention_; }
-  // The q, k, v [B, H, N, Dh] this block hands its attention for input x (after the pre-norm).
-  std::array<at::Tensor, 3> project_qkv(const at::Tensor& x);
-  // What this block's attention sublayer makes of input x, for studies (attnlab spectrum): the
+  // The q, k, v [B, H, N, Dh] this block hands its attention for input rows x [B·N, dim] (after
+  // the pre-norm).
+  std::array<at::Tensor, 3> project_qkv(const at::Tensor& x, std::int64_t batch);
+  // What this block's attention sublayer makes of input rows x, for studies (attnlab spectrum): the
   // heads' outputs [B, H, N, Dh], and their concatenation through the output projection
   // [B, N, dim] (before dropout and the residual). Not used by forward().
   std::array<at::Tensor, 2> attention_outputs(const at::Tensor& x, const at::Tensor& key_valid);
@@ -80,6 +81,9 @@ class EncoderClassifierImpl : public torch::nn::Module {
   std::pair<at::Tensor, at::Tensor> embed(const at::Tensor& tokens, const at::Tensor& lengths);
 
  private:
+  // x [B, N', dim] through the first `layer` blocks, as rows [B·N', dim].
+  at::Tensor rows_before(const at::Tensor& x, const at::Tensor& valid, std::int64_t layer);
+
   ModelConfig config_;
   TaskInfo task_;
   torch::nn::Embedding tokens_{nullptr};  // ordinary ids

@@ -18,7 +18,6 @@
 #include <ATen/core/Generator.h>
 #include <c10/core/Device.h>
 #include <torch/optim/adamw.h>
-#include <torch/optim/optimizer.h>
 
 #include "attnlab/attention.hpp"
 #include "attnlab/precision.hpp"
@@ -27,6 +26,7 @@
 #include "attnlab/train/measurements.hpp"
 #include "attnlab/dataset.hpp"
 #include "attnlab/train/model.hpp"
+#include "attnlab/train/optimizer.hpp"
 #include "attnlab/train/variance.hpp"
 
 namespace attnlab {
@@ -154,17 +154,12 @@ Precision apply_precision_settings(const TrainConfig& train, const c10::Device& 
 // The model's logits in fp32, its forward pass autocast at `precision` (AutocastScope).
 at::Tensor forward_logits(EncoderClassifier& model, const at::Tensor& tokens, const at::Tensor& lengths,
                           const c10::Device& device, Precision precision);
-// The gradients scaled by min(1, max_norm / (‖g‖ + 1e-6)), ‖g‖ the 2-norm of all of them together,
-// as torch.nn.utils.clip_grad_norm_ computes it, on their device. LibTorch's C++ clip_grad_norm_
-// returns ‖g‖ as a double: a synchronisation every step, which this does not make.
-void clip_gradient_norm(const std::vector<at::Tensor>& parameters, double max_norm);
-// After the backward pass: fp16's gradients unscaled, clipped to `clip_norm` (0: not), the
-// optimiser's step, the loss scale updated. A step whose gradients hold an inf or NaN is skipped
-// (returns false); without loss scaling every step is taken.
-bool apply_gradients(torch::optim::Optimizer& optimizer, const std::vector<at::Tensor>& parameters, double clip_norm,
-                     LossScaler& scaler);
+// After the backward pass: fp16's gradients unscaled, clipped to `clip_norm` (0: not; on the device,
+// FusedAdamW::clip_grad_norm), the optimiser's step, the loss scale updated. A step whose gradients
+// hold an inf or NaN is skipped (returns false); without loss scaling every step is taken.
+bool apply_gradients(FusedAdamW& optimizer, double clip_norm, LossScaler& scaler);
 
-// [train] lr, beta1, beta2, eps and weight_decay as AdamW's options (the trainer's optimiser).
+// [train] lr, beta1, beta2, eps and weight_decay as AdamW's options (the trainer's optimiser, FusedAdamW).
 torch::optim::AdamWOptions adamw_options(const TrainConfig& train);
 
 // Learning rate at `step` (0-based): linear warm-up to lr, then constant, linear, sqrt or cosine decay.
