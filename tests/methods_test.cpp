@@ -165,6 +165,54 @@ TEST(Pinv, InitialValueFollowsTheEquation) {
   EXPECT_LT(max_diff(linalg::iterative_pinv(a, 0, linalg::NormScope::global), global), 1e-15);
 }
 
+// The iteration as autograd differentiates it, op by op: the reference of the written-out backward.
+at::Tensor autograd_pinv(const at::Tensor& a, int iterations, linalg::NormScope scope) {
+  const auto m = a.size(-1);
+  const auto abs = a.abs();
+  const auto norm_1 = abs.sum(-2).amax(-1), norm_inf = abs.sum(-1).amax(-1);
+  const auto scale = scope == linalg::NormScope::global ? norm_1.amax() * norm_inf.amax()
+                                                        : (norm_1 * norm_inf).unsqueeze(-1).unsqueeze(-1);
+  auto z = a.transpose(-2, -1) / scale;
+  const auto eye = at::eye(m, a.options());
+  for (int j = 0; j < iterations; ++j) {
+    const auto p = at::matmul(a, z);
+    z = at::matmul(z, 13.0 / 4 * eye - 0.25 * at::matmul(p, 15 * eye - at::matmul(p, 7 * eye - p)));
+  }
+  return z;
+}
+
+// dL/dA through the iteration and Z_0's norms, as autograd gives it: general and symmetric
+// matrices, either scope, and rows repeated (ties in ‖A‖₁'s and ‖A‖∞'s maxima, as a landmark
+// drawn twice makes) and a batch whose largest norms tie.
+TEST(Pinv, WrittenOutBackwardIsAutogradsThroughTheIteration) {
+  auto g = generator(21);
+  const auto general = at::randn({2, 3, 6, 6}, g, at::kDouble) + 3 * at::eye(6, at::kDouble);
+  auto tied = spd(4, 6, 20, 22);
+  tied.select(-2, 4).copy_(tied.select(-2, 1));  // rows 1 and 4 the same, so columns too after symmetrising
+  tied = (tied + tied.transpose(-2, -1)) / 2;
+  tied[3].copy_(tied[0]);  // two matrices with the batch's largest norms
+  const auto weights = at::randn({6, 6}, g, at::kDouble);
+  for (const auto& [name, a] : {std::pair<const char*, at::Tensor>{"general", general}, {"symmetric, tied", tied}})
+    for (const auto scope : {linalg::NormScope::per_matrix, linalg::NormScope::global})
+      for (const int iterations : {0, 1, 6}) {
+        const auto ours = a.clone().requires_grad_(true), theirs = a.clone().requires_grad_(true);
+        const auto z = linalg::iterative_pinv(ours, iterations, scope);
+        (z * weights).sum().backward();
+        (autograd_pinv(theirs, iterations, scope) * weights).sum().backward();
+        const std::string what = std::string(name) + (scope == linalg::NormScope::global ? ", global" : ", per matrix") +
+                                 ", " + std::to_string(iterations) + " iterations";
+        EXPECT_TRUE(at::allclose(z, autograd_pinv(a, iterations, scope), 1e-12, 1e-13)) << what;
+        EXPECT_TRUE(at::allclose(ours.grad(), theirs.grad(), 1e-9, 1e-11))
+            << what << ": " << max_diff(ours.grad(), theirs.grad());
+      }
+  // the tape's symmetric backward (no transposes) on a symmetric matrix: the same to rounding
+  const auto a = tied.slice(0, 0, 2).reshape({2, 6, 6});
+  linalg::PinvTape tape;
+  tape.forward(a, 6, linalg::NormScope::per_matrix, /*keep=*/true);
+  const auto grad = weights.expand({2, 6, 6}).contiguous();
+  EXPECT_TRUE(at::allclose(tape.backward(grad, /*symmetric=*/true), tape.backward(grad), 1e-9, 1e-11));
+}
+
 TEST(Pinv, GlobalInitCouplesTheBatchPerMatrixDoesNot) {
   // two well-conditioned matrices of very different scales, inverted together
   auto a = spd(2, 8, 5, 6);
@@ -218,6 +266,34 @@ TEST(Skyformer, MatchesTheNystromFormulaWithRidgeAndNormalisation) {
       EXPECT_TRUE(at::allclose(got[b][h].slice(0, 0, len), want, 1e-9, 1e-11)) << b << " " << h;
     }
   }
+}
+
+// The fused node (the default) computes what the composed ops compute, and its written-out
+// gradient is autograd's of them: every sampling, either initial scope, a landmark drawn twice (m
+// above the rows there are), and a sequence without a real token.
+TEST(Skyformer, FusedBackwardIsAutogradsOfTheComposedOps) {
+  const auto x = make_batch({12, 7, 0}, 2, 12, 8, 31);
+  auto g = generator(32);
+  auto weights = at::randn({3, 2, 12, 8}, g, at::kDouble) * x.valid.unsqueeze(1).unsqueeze(-1).to(at::kDouble);
+  for (const char* sampling : {"qk_halves", "union", "all"})
+    for (const char* init : {"per_head", "global"})
+      for (const std::int64_t landmarks : {std::int64_t{5}, std::int64_t{40}}) {
+        at::Tensor out[2], grads[2][3];
+        for (int i = 0; i < 2; ++i) {
+          auto sky = make("skyformer", {{"sampling", std::string(sampling)}, {"init", std::string(init)},
+                                        {"landmarks", landmarks}, {"backward", std::string(i == 0 ? "fused" : "autograd")}});
+          std::vector<at::Tensor> in = {x.q.clone().requires_grad_(true), x.k.clone().requires_grad_(true),
+                                        x.v.clone().requires_grad_(true)};
+          out[i] = run(*sky, in[0], in[1], in[2], x.valid);
+          (out[i] * weights).sum().backward();
+          for (int j = 0; j < 3; ++j) grads[i][j] = in[j].grad();
+        }
+        const std::string what = std::string(sampling) + ", " + init + ", " + std::to_string(landmarks) + " landmarks";
+        EXPECT_LT(testing::real_rows_diff(out[0], out[1], x.valid), 1e-12) << what;
+        for (int j = 0; j < 3; ++j)
+          EXPECT_TRUE(at::allclose(grads[0][j], grads[1][j], 1e-8, 1e-10))
+              << what << ", d" << "qkv"[j] << ": " << max_diff(grads[0][j], grads[1][j]);
+      }
 }
 
 TEST(Skyformer, LandmarksComeOnlyFromValidRows) {

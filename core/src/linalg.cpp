@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include <ATen/ATen.h>
+#include <torch/csrc/autograd/custom_function.h>
 
 #include "attnlab/precision.hpp"
 
@@ -13,37 +14,137 @@ namespace attnlab::linalg {
 // All three run in fp32 inside autocast (attnlab/precision.hpp): the iteration cubes its residual,
 // so bf16's 8 bits would be its floor, and κ's squared distance by expansion cancels catastrophically.
 
-at::Tensor iterative_pinv(const at::Tensor& a_in, int iterations, NormScope scope) {
+namespace {
+
+// Z_0 = Aᵀ / s, s = ‖A‖₁ ‖A‖∞ ([b, 1, 1] per matrix, [] over the whole batch).
+struct InitialValue {
+  at::Tensor col, row;   // Σ_i |A_ij| and Σ_j |A_ij|: [b, m]
+  at::Tensor n1, ni;     // ‖A‖₁ and ‖A‖∞ of each matrix: [b]
+  at::Tensor scale;
+};
+
+InitialValue initial_value(const at::Tensor& a3, NormScope scope) {
+  InitialValue init;
+  const auto abs = a3.abs();
+  init.col = abs.sum(1);
+  init.row = abs.sum(2);
+  init.n1 = init.col.amax(-1);
+  init.ni = init.row.amax(-1);
+  init.scale = scope == NormScope::global ? init.n1.amax() * init.ni.amax() : (init.n1 * init.ni).view({-1, 1, 1});
+  return init;
+}
+
+// amax's gradient as autograd gives it: shared equally by the entries that reach the maximum.
+at::Tensor amax_grad(const at::Tensor& grad, const at::Tensor& values, const at::Tensor& maximum) {
+  const auto at_max = values.eq(maximum.unsqueeze(-1)).to(values.scalar_type());
+  return at_max.mul_((grad / at_max.sum(-1)).unsqueeze(-1));
+}
+
+// dL/dA through Z_0 = Aᵀ / s (s's dependence on A included, as autograd differentiates it).
+at::Tensor initial_value_backward(const at::Tensor& a3, const at::Tensor& z0, const InitialValue& init, NormScope scope,
+                                  const at::Tensor& grad_z0) {
+  auto grad_a = grad_z0.transpose(1, 2) / init.scale;
+  auto grad_scale = (grad_z0 * z0).sum({1, 2}).div_(init.scale.view({-1})).neg_();  // [b]: −⟨G, Z_0⟩ / s
+  at::Tensor grad_n1, grad_ni;
+  if (scope == NormScope::global) {
+    const auto s1 = init.n1.amax(), si = init.ni.amax(), total = grad_scale.sum();
+    grad_n1 = amax_grad((total * si).unsqueeze(0), init.n1.unsqueeze(0), s1.unsqueeze(0)).squeeze(0);
+    grad_ni = amax_grad((total * s1).unsqueeze(0), init.ni.unsqueeze(0), si.unsqueeze(0)).squeeze(0);
+  } else {
+    grad_n1 = grad_scale * init.ni;
+    grad_ni = grad_scale * init.n1;
+  }
+  // |A|'s gradient: column j's share of ‖A‖₁ plus row i's of ‖A‖∞, times sign(A)
+  auto grad_abs = amax_grad(grad_n1, init.col, init.n1).unsqueeze(1) + amax_grad(grad_ni, init.row, init.ni).unsqueeze(2);
+  return grad_a.add_(grad_abs.mul_(a3.sign()));
+}
+
+}  // namespace
+
+// Razavi et al. (2014), as eq. 10 of the Nyströmformer supplement:
+//   Z_{j+1} = ¼ Z_j (13 I − A Z_j (15 I − A Z_j (7 I − A Z_j)))
+// with the ¼ folded into the outer bracket: P = A Z_j, U = 7I − P, V = 15I − P U,
+// T = 13/4 I − ¼ P V, Z_{j+1} = Z_j T.
+at::Tensor PinvTape::forward(const at::Tensor& a_in, int iterations, NormScope scope, bool keep) {
+  TORCH_CHECK(a_in.dim() >= 2 && a_in.size(-1) == a_in.size(-2), "iterative_pinv: expected [..., m, m], got ", a_in.sizes());
+  TORCH_CHECK(iterations >= 0, "iterative_pinv: iterations must be >= 0");
   FullPrecision full;
   const auto a = full_precision(a_in);
-  TORCH_CHECK(a.dim() >= 2 && a.size(-1) == a.size(-2), "iterative_pinv: expected [..., m, m], got ", a.sizes());
-  TORCH_CHECK(iterations >= 0, "iterative_pinv: iterations must be >= 0");
   const auto m = a.size(-1);
   if (a.numel() == 0) return a.transpose(-2, -1).clone();
-  const auto a3 = a.reshape({-1, m, m});
-
-  // Z_0 = Aᵀ / (‖A‖₁ ‖A‖∞): as ‖A‖₂² ≤ ‖A‖₁ ‖A‖∞, the non-zero eigenvalues of A Z_0 = A Aᵀ / (‖A‖₁ ‖A‖∞)
-  // lie in (0, 1], where the iteration converges to A⁺.
-  const auto abs = a3.abs();
-  auto norm_1 = abs.sum(1).amax(-1);    // [b] largest column sum
-  auto norm_inf = abs.sum(2).amax(-1);  // [b] largest row sum
-  at::Tensor scale = scope == NormScope::global ? norm_1.amax() * norm_inf.amax()  // one for the whole batch
-                                                : (norm_1 * norm_inf).view({-1, 1, 1});
-  auto z = a3.transpose(1, 2) / scale;
-
-  // Razavi et al. (2014), as eq. 10 of the Nyströmformer supplement:
-  //   Z_{j+1} = ¼ Z_j (13 I − A Z_j (15 I − A Z_j (7 I − A Z_j)))
-  // with the ¼ folded into the outer bracket: Z_{j+1} = Z_j (13/4 I − ¼ A Z_j (15 I − A Z_j (7 I − A Z_j))).
+  const auto a3 = a.dim() == 3 ? a : a.reshape({-1, m, m});
+  const auto init = initial_value(a3, scope);
+  auto z = a3.transpose(1, 2) / init.scale;
+  scope_ = scope;
+  tensors_.clear();
+  if (keep) tensors_ = {a3, z, init.col, init.row, init.n1, init.ni, init.scale};
+  // c I as tensors of A's type (a scalar operand costs an op of its own to become one), the two
+  // that baddbmm adds to a product already of the batch's shape
   const auto eye = at::eye(m, a.options());
-  const auto eye_7 = eye * 7.0, eye_15 = eye * 15.0, eye_13_4 = eye * (13.0 / 4.0);
+  auto times_eye = [&](double c) { return eye * at::scalar_tensor(c, a.options()); };
+  const auto batch = a3.sizes();
+  const auto eye_7 = times_eye(7.0), eye_15 = times_eye(15.0).expand(batch), eye_13_4 = times_eye(13.0 / 4.0).expand(batch);
   for (int j = 0; j < iterations; ++j) {
-    const auto az = at::bmm(a3, z);
-    auto t = at::sub(eye_7, az);                  // 7I − AZ
-    t = at::baddbmm(eye_15, az, t, 1.0, -1.0);    // 15I − AZ (7I − AZ)
-    t = at::baddbmm(eye_13_4, az, t, 1.0, -0.25); // 13/4 I − ¼ AZ (15I − AZ (7I − AZ))
-    z = at::bmm(z, t);
+    auto p = at::bmm(a3, z);
+    auto u = at::sub(eye_7, p);
+    auto v = at::baddbmm(eye_15, p, u, 1.0, -1.0);
+    auto t = at::baddbmm(eye_13_4, p, v, 1.0, -0.25);
+    auto next = at::bmm(z, t);
+    if (keep) tensors_.insert(tensors_.end(), {z, p, u, v, t});
+    z = std::move(next);
   }
-  return z.reshape(a.sizes());
+  return z.view(a.sizes());
+}
+
+// Reverse through the steps (G = dL/dZ_{j+1}): dT = Z_jᵀ G, then through T's Horner form
+// dP = −¼ dT Vᵀ − dV Uᵀ + Pᵀ dV with dV = −¼ Pᵀ dT; dA += dP Z_jᵀ; dZ_j = G Tᵀ + Aᵀ dP. Eight
+// products a step, as autograd's; one node instead of its sixty ops.
+at::Tensor PinvTape::backward(const at::Tensor& grad_z, bool symmetric) const {
+  TORCH_CHECK(tensors_.size() >= kInitTensors, "PinvTape::backward: the forward kept nothing");
+  NoAutocast one_type;  // the tape's type throughout, wherever the backward runs
+  auto t_of = [&](const at::Tensor& x) { return symmetric ? x : x.transpose(1, 2); };
+  const auto& a3 = tensors_[0];
+  auto g = grad_z.dim() == 3 ? grad_z : grad_z.reshape(a3.sizes());
+  at::Tensor grad_a;  // Σ_j dP_j Z_jᵀ, begun by the last step's product
+  const auto a_t = t_of(a3);
+  const auto quarter = at::scalar_tensor(-0.25, a3.options());
+  for (auto i = tensors_.size(); i > kInitTensors; i -= kStepTensors) {
+    const auto &z = tensors_[i - 5], &p = tensors_[i - 4], &u = tensors_[i - 3], &v = tensors_[i - 2], &t = tensors_[i - 1];
+    const auto p_t = t_of(p), z_t = t_of(z);
+    const auto grad_t = at::bmm(z_t, g).mul_(quarter);  // −¼ dT: a power of two, so exactly as −¼ applied later
+    const auto grad_v = at::bmm(p_t, grad_t);
+    auto grad_p = at::bmm(grad_t, t_of(v));
+    grad_p.baddbmm_(grad_v, t_of(u), 1.0, -1.0).baddbmm_(p_t, grad_v);
+    grad_a = grad_a.defined() ? grad_a.baddbmm_(grad_p, z_t) : at::bmm(grad_p, z_t);
+    g = at::bmm(g, t_of(t)).baddbmm_(a_t, grad_p);
+  }
+  const InitialValue init{tensors_[2], tensors_[3], tensors_[4], tensors_[5], tensors_[6]};
+  const auto grad_z0 = initial_value_backward(a3, tensors_[1], init, scope_, g);
+  return (grad_a.defined() ? grad_a.add_(grad_z0) : grad_z0).view(grad_z.sizes());
+}
+
+namespace {
+
+struct PinvFunction : public torch::autograd::Function<PinvFunction> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& a, std::int64_t iterations,
+                            std::int64_t scope) {
+    PinvTape tape;
+    auto z = tape.forward(a, static_cast<int>(iterations), static_cast<NormScope>(scope), /*keep=*/true);
+    ctx->save_for_backward(tape.tensors());
+    ctx->saved_data["scope"] = scope;
+    return z;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::variable_list grads) {
+    const PinvTape tape(ctx->get_saved_variables(), static_cast<NormScope>(ctx->saved_data["scope"].toInt()));
+    return {tape.backward(grads[0]), at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor iterative_pinv(const at::Tensor& a, int iterations, NormScope scope) {
+  if (!a.requires_grad() || !at::GradMode::is_enabled()) return PinvTape().forward(a, iterations, scope, /*keep=*/false);
+  return PinvFunction::apply(a, iterations, static_cast<std::int64_t>(scope));
 }
 
 at::Tensor exact_pinv(const at::Tensor& a, bool hermitian, double rcond) {

@@ -20,8 +20,10 @@ void clip_grad_norm(c10::ArrayRef<at::Tensor> grads, double max_norm) {
 #ifdef ATTNLAB_FUSED_STEP
   const auto norms = at::_foreach_norm(grads);
   auto total = norms.size() == 1 ? norms[0] : at::linalg_vector_norm(at::stack(norms));
-  // min(1, max_norm / (‖g‖ + 1e-6)), in place on the norm's own tensor
-  at::_foreach_mul_(grads, total.add_(1e-6).reciprocal_().mul_(max_norm).clamp_max_(1.0));
+  // min(1, max_norm / (‖g‖ + 1e-6)), in place on the norm's own tensor; the constants as tensors of
+  // its type (a scalar operand is an op of its own to become one)
+  const auto max_over = at::scalar_tensor(1.0 / max_norm, total.options());
+  at::_foreach_mul_(grads, total.mul_(max_over).add_(max_over, 1e-6).reciprocal_().clamp_max_(1.0));
 #else
   std::vector<at::Tensor> norms;
   for (const auto& g : grads) norms.push_back(g.norm(2));
@@ -45,7 +47,9 @@ void fused_adamw([[maybe_unused]] c10::ArrayRef<at::Tensor> parameters, [[maybe_
                  [[maybe_unused]] double beta1, [[maybe_unused]] double beta2, [[maybe_unused]] double weight_decay,
                  [[maybe_unused]] double eps) {
 #ifdef ATTNLAB_FUSED_STEP
-  at::_foreach_add_(steps, 1);  // the kernel takes the counts of the step it takes
+  // the kernel takes the counts of the step it takes
+  if (steps.size() == 1) steps[0].add_(at::ones({}, steps[0].options()));
+  else at::_foreach_add_(steps, 1);
   at::_fused_adamw_(parameters, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr, beta1, beta2,
                     weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false);
 #else

@@ -72,6 +72,15 @@ c10::ScalarType reduced_type(Precision precision) {
   }
 }
 
+c10::ScalarType autocast_matmul_type(const at::Tensor& t) {
+  const auto type = t.scalar_type();
+  const bool reducible = type == c10::ScalarType::Float || type == c10::ScalarType::BFloat16 || type == c10::ScalarType::Half;
+  const auto device = t.device().type();
+  if (!reducible || (device != c10::DeviceType::CPU && device != c10::DeviceType::CUDA) || !autocast_enabled(device))
+    return type;
+  return autocast_type(device);
+}
+
 bool autocast_supported(const c10::Device& device, Precision precision, std::string* why) {
   auto refuse = [&](const std::string& reason) {
     if (why) *why = reason;

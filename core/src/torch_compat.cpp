@@ -221,7 +221,7 @@ struct ExactSoftmaxAttention : public torch::autograd::Function<ExactSoftmaxAtte
   }
 };
 
-at::Tensor key_mask(const at::Tensor& key_valid) { return key_valid.unsqueeze(1).unsqueeze(2); }  // [B, 1, 1, N]
+at::Tensor key_mask(const at::Tensor& key_valid) { return key_valid.view({key_valid.size(0), 1, 1, key_valid.size(1)}); }
 }  // namespace
 
 at::Tensor explicit_softmax_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,

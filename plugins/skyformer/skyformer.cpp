@@ -15,6 +15,7 @@
 #include "attnlab/linalg.hpp"
 #include "attnlab/precision.hpp"
 #include "attnlab/seed_stream.hpp"
+#include "fused.hpp"
 
 namespace attnlab::skyformer {
 
@@ -31,14 +32,19 @@ const ParamSpec kParams[] = {
      "valid row of [Q; K] once (deterministic, O(n^2): the exactness limit)"},
     {"pinv", ParamType::string, "iterative", 0, 0, "iterative|exact",
      "pseudo-inverse of the landmark block: the iteration, or exact (eigendecomposition)"},
+    {"backward", ParamType::string, "fused", 0, 0, "fused|autograd",
+     "fused: the attention one autograd node with its gradient written out (fewer ops a step; pinv = iterative); "
+     "autograd: op by op, as autograd differentiates it (the reference the fused one is tested against)"},
 };
 
 enum class Sampling { qk_halves, union_of_rows, all };
+enum class Backward { fused, autograd };
 
 class SkyformerAttention : public SeedStreamAttention {
  public:
-  SkyformerAttention(std::int64_t landmarks, double gamma, linalg::PinvOptions pinv, Sampling sampling)
-      : SeedStreamAttention("landmark"), landmarks_(landmarks), gamma_(gamma), pinv_(pinv), sampling_(sampling) {
+  SkyformerAttention(std::int64_t landmarks, double gamma, linalg::PinvOptions pinv, Sampling sampling, Backward backward)
+      : SeedStreamAttention("landmark"), landmarks_(landmarks), gamma_(gamma), pinv_(pinv), sampling_(sampling),
+        backward_(backward) {
     pinv_.hermitian = true;  // the normalised landmark block is symmetric
   }
 
@@ -50,24 +56,24 @@ class SkyformerAttention : public SeedStreamAttention {
     // measured 2.5% off fp32 in conformance's "reduced precision" check). O(n m) work: cheap.
     FullPrecision full;
     const auto q = full_precision(q_in), k = full_precision(k_in), v = full_precision(v_in);
-    const auto batch = q.size(0), heads = q.size(1), dim = q.size(3);
+    const auto valid = key_valid.scalar_type() == at::kBool ? key_valid : key_valid.to(at::kBool);
+    const auto marks = landmarks(valid);
+    if (backward_ == Backward::fused && pinv_.method == linalg::PinvMethod::iterative)
+      return fused_attention(q, k, v, valid, marks, gamma_, pinv_.iterations, pinv_.scope);
+    return composed(q, k, v, valid, marks);
+  }
+
+ private:
+  // The same formula op by op, autograd differentiating it: the exact pseudo-inverse's path, and the
+  // reference the fused one is tested against.
+  at::Tensor composed(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& key_valid,
+                      const Landmarks& landmarks) const {
+    const auto batch = q.size(0), heads = q.size(1), dim = q.size(3), m = landmarks.index.size(1);
     // p^-¼ with the real head dimension p (the authors' code hard-codes 32); padded rows zeroed.
     const auto [qs, ks, vs, valid] = linalg::scale_and_mask(q, k, v, key_valid);
-    const auto rows = at::cat({qs, ks}, 2);              // [B, H, 2N, p]: the stacked [Q; K]
-    const auto rows_valid = at::cat({valid, valid}, 1);  // [B, 2N]
-
-    at::Tensor marks, marks_valid;  // landmarks [B, H, m, p] and which are real [B, m]
-    if (sampling_ == Sampling::all) {
-      marks = rows;
-      marks_valid = rows_valid;
-    } else {
-      const auto index = landmark_rows(valid);  // [B, m] into the 2N rows, shared by the heads
-      const auto m = index.size(1);
-      marks = rows.gather(2, index.view({batch, 1, m, 1}).expand({batch, heads, m, dim}));
-      // a sequence without a single real token has no landmark: its slots are masked out
-      marks_valid = valid.any(1, /*keepdim=*/true).expand({batch, m});
-    }
-    const auto lv = marks_valid.unsqueeze(1);  // [B, 1, m]
+    const auto rows = at::cat({qs, ks}, 2);  // [B, H, 2N, p]: the stacked [Q; K]
+    const auto marks = rows.gather(2, landmarks.index.view({batch, 1, m, 1}).expand({batch, heads, m, dim}));
+    const auto lv = landmarks.valid.unsqueeze(1);  // [B, 1, m]
 
     const auto c_ql = linalg::gaussian_kernel(qs, marks, {}, lv);                 // κ(Q, L) [B, H, N, m]
     const auto c_lk = linalg::gaussian_kernel(marks, ks, lv, valid.unsqueeze(1));  // κ(L, K) [B, H, m, N]
@@ -83,35 +89,41 @@ class SkyformerAttention : public SeedStreamAttention {
     return at::matmul(c_ql, context);               // κ(Q, L) M⁺ κ(L, K) V
   }
 
- private:
-  // Landmark rows as indices into the stacked [Q; K] (2N rows), uniformly and with replacement
-  // among the valid rows. As in the authors' code, one vector u of uniforms is drawn per call and
-  // shared by every sequence and head; sequence b takes row floor(u · L_b) of its L_b valid ones,
-  // so a sequence gets the same landmarks whatever its padding or its place in the batch.
-  at::Tensor landmark_rows(const at::Tensor& valid) {
-    const auto n = valid.size(1);
+  // This call's landmarks as rows of the stacked [Q; K] (2N rows). Sampled: uniformly and with
+  // replacement among the valid rows; as in the authors' code, one vector u of uniforms is drawn
+  // per call and shared by every sequence and head: sequence b takes row floor(u · L_b) of its L_b
+  // valid ones, so a sequence gets the same landmarks whatever its padding or its place in the
+  // batch. A sequence without a single real token has no landmark: its slots are masked out.
+  // `all`: every row once, the padded ones masked out. Counts are kept in double (exact integers)
+  // so that no step converts between types.
+  Landmarks landmarks(const at::Tensor& valid) {
+    const auto batch = valid.size(0), n = valid.size(1);
+    const auto rows_valid = at::cat({valid, valid}, 1);  // [B, 2N]
+    if (sampling_ == Sampling::all)
+      return {at::arange(2 * n, valid.options().dtype(at::kLong)).expand({batch, 2 * n}), rows_valid};
     auto generator = draw_generator(valid.device());
-    const auto on_device = at::TensorOptions().device(valid.device());
-    const auto u = at::rand({landmarks_}, generator, on_device.dtype(at::kDouble)).unsqueeze(0);  // [1, m]
-    const auto len = valid.sum(1, /*keepdim=*/true);  // [B, 1] valid rows of Q (and of K)
+    const auto u = at::rand({1, landmarks_}, generator, valid.options().dtype(at::kDouble));
+    const auto count = rows_valid.cumsum(1, at::kDouble);  // valid rows up to each row [B, 2N]
+    const auto len = count.narrow(1, n - 1, 1);           // L [B, 1]: Q's valid rows, and K's
+    const auto one = at::scalar_tensor(1.0, count.options());
     at::Tensor rank;  // among the valid rows of [Q; K]: Q's are ranks 0 .. L-1, K's L .. 2L-1
     if (sampling_ == Sampling::qk_halves) {
       // the first ⌊m/2⌋ from Q, the others from K (as the authors)
-      rank = at::minimum((u * len.to(at::kDouble)).floor().to(at::kLong), len - 1);
-      const auto from_k = at::arange(landmarks_, on_device.dtype(at::kLong)).ge(landmarks_ / 2).unsqueeze(0);
-      rank = rank + from_k * len;
+      rank = at::minimum((u * len).floor_(), len - one);
+      rank.narrow(1, landmarks_ / 2, landmarks_ - landmarks_ / 2).add_(len);
     } else {
-      rank = at::minimum((u * (2 * len).to(at::kDouble)).floor().to(at::kLong), 2 * len - 1);
+      const auto both = len + len;
+      rank = at::minimum((u * both).floor_(), both - one);
     }
-    // the row of rank r is the first whose running count of valid rows reaches r + 1
-    const auto count = at::cat({valid, valid}, 1).to(at::kLong).cumsum(1);  // [B, 2N]
-    return at::searchsorted(count, rank.clamp_min(0) + 1).clamp_max(2 * n - 1);
+    // the row of rank r is the first whose running count exceeds r
+    return {at::searchsorted(count, rank, /*out_int32=*/false, /*right=*/true), valid.any(1, /*keepdim=*/true).expand({batch, landmarks_})};
   }
 
   std::int64_t landmarks_;
   double gamma_;
   linalg::PinvOptions pinv_;
   Sampling sampling_;
+  Backward backward_;
 };
 
 std::shared_ptr<AttentionMethod> create(const AttentionShape&, const ParamValues& params) {
@@ -119,10 +131,10 @@ std::shared_ptr<AttentionMethod> create(const AttentionShape&, const ParamValues
   pinv.method = linalg::parse_pinv_method(params.string("pinv"));
   pinv.iterations = static_cast<int>(params.integer("iterations"));
   pinv.scope = linalg::parse_norm_scope(params.string("init"));
-  return std::make_shared<SkyformerAttention>(params.integer("landmarks"), params.real("gamma"), pinv,
-                                              params.choice<Sampling>("sampling", {{"qk_halves", Sampling::qk_halves},
-                                                                                {"union", Sampling::union_of_rows},
-                                                                                {"all", Sampling::all}}));
+  return std::make_shared<SkyformerAttention>(
+      params.integer("landmarks"), params.real("gamma"), pinv,
+      params.choice<Sampling>("sampling", {{"qk_halves", Sampling::qk_halves}, {"union", Sampling::union_of_rows}, {"all", Sampling::all}}),
+      params.choice<Backward>("backward", {{"fused", Backward::fused}, {"autograd", Backward::autograd}}));
 }
 
 }  // namespace attnlab::skyformer

@@ -36,25 +36,25 @@ at::Tensor merge_heads(const at::Tensor& heads) {
 }  // namespace
 
 std::array<at::Tensor, 3> EncoderBlockImpl::project_qkv(const at::Tensor& x, std::int64_t batch) {
-  return split_heads(qkv_->forward(pre_norm_ ? norm1_->forward(x) : x), batch, heads_, head_dim_);
+  return split_heads(linear_rows(pre_norm_ ? norm1_->forward(x) : x, qkv_), batch, heads_, head_dim_);
 }
 
 std::array<at::Tensor, 2> EncoderBlockImpl::attention_outputs(const at::Tensor& x, const at::Tensor& key_valid) {
   // attend() as forward() calls it (project_qkv applies the pre-norm), without the dropout
   const auto qkv = project_qkv(x, key_valid.size(0));
   auto heads = attention_->forward(qkv[0], qkv[1], qkv[2], key_valid);
-  return {heads, out_->forward(merge_heads(heads)).view({key_valid.size(0), key_valid.size(1), -1})};
+  return {heads, linear_rows(merge_heads(heads), out_).view({key_valid.size(0), key_valid.size(1), -1})};
 }
 
 at::Tensor EncoderBlockImpl::attend(const at::Tensor& x, const at::Tensor& key_valid) {
-  const auto qkv = split_heads(qkv_->forward(x), key_valid.size(0), heads_, head_dim_);
+  const auto qkv = split_heads(linear_rows(x, qkv_), key_valid.size(0), heads_, head_dim_);
   const auto heads = attention_->forward(qkv[0], qkv[1], qkv[2], key_valid);
-  return inverted_dropout(out_->forward(merge_heads(heads)), dropout_p_, is_training());
+  return inverted_dropout(linear_rows(merge_heads(heads), out_), dropout_p_, is_training());
 }
 
 at::Tensor EncoderBlockImpl::feed_forward(const at::Tensor& x) {
-  auto h = inverted_dropout(at::gelu(ffn_in_->forward(x)), dropout_p_, is_training());
-  return inverted_dropout(ffn_out_->forward(h), dropout_p_, is_training());
+  auto h = inverted_dropout(at::gelu(linear_rows(x, ffn_in_)), dropout_p_, is_training());
+  return inverted_dropout(linear_rows(h, ffn_out_), dropout_p_, is_training());
 }
 
 at::Tensor EncoderBlockImpl::forward(const at::Tensor& x, const at::Tensor& key_valid) {
@@ -114,8 +114,9 @@ std::pair<at::Tensor, at::Tensor> EncoderClassifierImpl::embed(const at::Tensor&
     x = at::cat({cls_.expand({b, 1, config_.dim}), x}, 1);
     valid = at::cat({at::ones({b, 1}, valid.options()), valid}, 1);
   }
+  const auto& table = learned_positions_ ? learned_positions_->weight : sinusoid_;
   const auto len = x.size(1);
-  x = x + (learned_positions_ ? learned_positions_->weight.slice(0, 0, len) : sinusoid_.slice(0, 0, len));
+  x = x + (len == table.size(0) ? table : table.slice(0, 0, len));  // a full-length batch needs no slice (nor its backward)
   return {inverted_dropout(x, config_.dropout, is_training()), valid};
 }
 
@@ -164,7 +165,7 @@ at::Tensor EncoderClassifierImpl::forward(const at::Tensor& tokens, const at::Te
   } else {
     features = encode(tokens.select(1, 0), lengths.select(1, 0));
   }
-  return head_out_->forward(at::relu(head_in_->forward(features)));
+  return linear_rows(at::relu(linear_rows(features, head_in_)), head_out_);
 }
 
 std::vector<std::shared_ptr<AttentionMethod>> EncoderClassifierImpl::attention_methods() const {

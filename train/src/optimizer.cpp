@@ -1,7 +1,9 @@
 #include "attnlab/train/optimizer.hpp"
 
+#include <sstream>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include <ATen/ATen.h>
 #include <torch/serialize/input-archive.h>
@@ -29,6 +31,18 @@ struct FusedAdamW::Flat {
 };
 
 namespace {
+
+// A parameter's key in torch::optim's state map: its TensorImpl's address, which 1.13 keeps as text.
+template <typename State>
+typename State::key_type state_key(const State&, const at::Tensor& parameter) {
+  if constexpr (std::is_same_v<typename State::key_type, std::string>) {
+    std::ostringstream text;  // as 1.13's c10::guts::to_string writes it
+    text << parameter.unsafeGetTensorImpl();
+    return text.str();
+  } else {
+    return parameter.unsafeGetTensorImpl();
+  }
+}
 
 // One flat buffer holds parameters of one floating dtype on one device, with the fused update.
 bool one_buffer(const std::vector<at::Tensor>& parameters) {
@@ -134,7 +148,7 @@ void FusedAdamW::save(torch::serialize::OutputArchive& archive) const {
       state->step(flat_->steps);
       state->exp_avg(flat_->slice(flat_->exp_avg, parameters_[i], i).clone());
       state->exp_avg_sq(flat_->slice(flat_->exp_avg_sq, parameters_[i], i).clone());
-      writer.state()[parameters_[i].unsafeGetTensorImpl()] = std::move(state);
+      writer.state()[state_key(writer.state(), parameters_[i])] = std::move(state);
     }
   writer.save(archive);
 }
@@ -151,7 +165,7 @@ void FusedAdamW::load(torch::serialize::InputArchive& archive) {
   std::int64_t steps = -1;
   torch::NoGradGuard no_grad;
   for (std::size_t i = 0; i < parameters_.size(); ++i) {
-    const auto found = reader.state().find(parameters_[i].unsafeGetTensorImpl());
+    const auto found = reader.state().find(state_key(reader.state(), parameters_[i]));
     const auto* state = found == reader.state().end() ? nullptr : static_cast<torch::optim::AdamWParamState*>(found->second.get());
     const std::int64_t taken = state ? state->step() : 0;
     if (steps >= 0 && taken != steps)

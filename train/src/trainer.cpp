@@ -83,7 +83,7 @@ at::Tensor forward_logits(EncoderClassifier& model, const at::Tensor& tokens, co
     AutocastScope autocast(device, precision);
     logits = model->forward(tokens, lengths);
   }
-  return logits.to(at::kFloat);  // the same tensor when it is fp32 already
+  return logits.scalar_type() == at::kFloat ? logits : logits.to(at::kFloat);
 }
 
 bool apply_gradients(FusedAdamW& optimizer, double clip_norm, LossScaler& scaler) {

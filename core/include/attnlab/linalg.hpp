@@ -3,7 +3,10 @@
 // pseudo-inverse of batched square matrices, by the iteration of Razavi et al. (2014) or exactly,
 // and the Gaussian kernel between two sets of rows. All of them compute in fp32 (at least) inside
 // autocast, and return fp32 for bf16/fp16 inputs.
+#include <cstddef>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 
@@ -35,7 +38,31 @@ struct PinvOptions {
 // singular values of A Z_0 (an ill-conditioned A) takes a few steps of ×≈3.25 before converging.
 // For a singular A, rounding outside A's range grows by 13/4 a step once converged: many more
 // steps than needed hurt (Skyformer's ridge γ keeps its matrix non-singular).
+// Differentiable through the iteration itself (what the methods train with), its backward written
+// out (PinvTape) as one autograd node.
 at::Tensor iterative_pinv(const at::Tensor& a, int iterations, NormScope scope = NormScope::per_matrix);
+
+// iterative_pinv's forward with what its backward needs kept (A, Z_0 and its norms, and Z_j, P, U, V,
+// T of each step), for a hand-written backward that contains it (Skyformer's): the gradient of A
+// from that of the result, as autograd would give it through the iteration and Z_0's norms.
+class PinvTape {
+ public:
+  PinvTape() = default;
+  // A tape read back from tensors() (AutogradContext::save_for_backward keeps them).
+  PinvTape(std::vector<at::Tensor> tensors, NormScope scope) : tensors_(std::move(tensors)), scope_(scope) {}
+  // Z; keeps the tape when `keep`.
+  at::Tensor forward(const at::Tensor& a, int iterations, NormScope scope, bool keep);
+  // dL/dA from dL/dZ. `symmetric`: A is symmetric, so every matrix of the iteration is (they are
+  // polynomials in A): the transposes are left out (the gradient then differs by rounding only).
+  at::Tensor backward(const at::Tensor& grad_z, bool symmetric = false) const;
+  const std::vector<at::Tensor>& tensors() const { return tensors_; }
+  NormScope scope() const { return scope_; }
+
+ private:
+  static constexpr std::size_t kInitTensors = 7, kStepTensors = 5;
+  std::vector<at::Tensor> tensors_;
+  NormScope scope_ = NormScope::per_matrix;
+};
 
 // at::linalg_pinv over the batch, singular values below rcond × the largest treated as zero.
 at::Tensor exact_pinv(const at::Tensor& a, bool hermitian = false, double rcond = 1e-15);

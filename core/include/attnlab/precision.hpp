@@ -44,6 +44,11 @@ class AutocastScope {
   c10::ScalarType was_type_ = c10::ScalarType::Float;
 };
 
+// The type autocast would run a matrix product of `t` in: its lower-precision type where autocast is
+// on for t's device and t is float, bf16 or fp16; t's own type otherwise. What a hand-written
+// autograd::Function computes its products in, under NoAutocast, to do what autocast would.
+c10::ScalarType autocast_matmul_type(const at::Tensor& t);
+
 // Whether AutocastScope can run `precision` on `device` with this LibTorch; when not, `why` says so.
 bool autocast_supported(const c10::Device& device, Precision precision, std::string* why = nullptr);
 // Whether some device this build can drive autocasts `precision` (the CPU, or CUDA when built

@@ -23,6 +23,10 @@ namespace attnlab {
 // not training. On the CPU a counter-based mask, one generator draw per call (src/dropout.cpp).
 at::Tensor inverted_dropout(const at::Tensor& x, double p, bool training);
 
+// layer(x) for rows x [R, in]: the same numbers as torch::nn::Linear (autocast included), its
+// backward one node of three products (src/linear.cpp).
+at::Tensor linear_rows(const at::Tensor& x, const torch::nn::Linear& layer);
+
 using AttentionMaker = std::function<std::shared_ptr<AttentionMethod>(const AttentionShape&)>;
 
 class EncoderBlockImpl : public torch::nn::Module {
