@@ -100,7 +100,7 @@ double mean_abs_error(const at::Tensor& exact, int seeds, Estimate estimate) {
 // rf::fwht
 
 TEST(RandomFeatures, FwhtIsMultiplicationByTheSylvesterHadamardMatrix) {
-  for (std::int64_t n : {1, 2, 4, 8, 64}) {
+  for (std::int64_t n : {1, 2, 4, 8, 64, 512}) {  // up to 256 one product with H, above butterflies
     const auto h = sylvester(n);
     const auto x = at::randn({3, 5, n}, at::kDouble);
     EXPECT_TRUE(at::allclose(rf::fwht(x), at::matmul(x, h.t()), 1e-12, 1e-12)) << "n = " << n;
@@ -111,6 +111,67 @@ TEST(RandomFeatures, FwhtIsMultiplicationByTheSylvesterHadamardMatrix) {
     EXPECT_TRUE(at::allclose(xg.grad(), at::matmul(w, h), 1e-12, 1e-12)) << "gradient, n = " << n;
   }
   EXPECT_THROW(rf::fwht(at::zeros({2, 6}, at::kDouble)), std::invalid_argument);
+}
+
+// ----------------------------------------------------------------------------------------------
+// rf::linear_attention and rf::stable_prf_features: one autograd node each, their gradients as
+// autograd's of the composed formulas
+
+// Outputs and gradients (of u / x_sq or φ_q / φ_k / v) of `fused` and `composed` on the same inputs.
+template <class Fused, class Composed>
+void expect_same_gradients(const std::vector<at::Tensor>& inputs, const at::Tensor& weights, Fused fused, Composed composed,
+                           const std::string& what) {
+  std::vector<at::Tensor> a, b;
+  for (const auto& t : inputs) {
+    a.push_back(t.clone().requires_grad_(true));
+    b.push_back(t.clone().requires_grad_(true));
+  }
+  const auto out_a = fused(a), out_b = composed(b);
+  EXPECT_TRUE(at::allclose(out_a, out_b, 1e-12, 1e-14)) << what << ": outputs " << (out_a - out_b).abs().max().template item<double>();
+  (out_a * weights).sum().backward();
+  (out_b * weights).sum().backward();
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    EXPECT_TRUE(at::allclose(a[i].grad(), b[i].grad(), 1e-10, 1e-12))
+        << what << ": gradient " << i << " off by " << (a[i].grad() - b[i].grad()).abs().max().template item<double>();
+}
+
+TEST(RandomFeatures, FusedLinearAttentionIsAutogradsOfItsFormula) {
+  auto g = at::make_generator<at::CPUGeneratorImpl>(41);
+  const auto phi_q = at::rand({3, 2, 7, 5}, g, at::kDouble), phi_k = at::rand({3, 2, 7, 5}, g, at::kDouble);
+  const auto v = at::randn({3, 2, 7, 4}, g, at::kDouble), weights = at::randn({3, 2, 7, 4}, g, at::kDouble);
+  auto valid = at::ones({3, 7}, at::kBool);
+  valid[1].slice(0, 4, 7).fill_(false);
+  valid[2].fill_(false);  // no real key at all
+  expect_same_gradients(
+      {phi_q, phi_k, v}, weights, [&](const auto& x) { return rf::linear_attention(x[0], x[1], x[2], valid, 1e-6); },
+      [&](const auto& x) {
+        const auto mask = valid.to(at::kDouble).unsqueeze(1).unsqueeze(-1);
+        const auto k = x[1] * mask;
+        return at::matmul(x[0], at::matmul(k.transpose(-2, -1), x[2])) /
+               ((x[0] * k.sum(-2, true)).sum(-1, true) + 1e-6);
+      },
+      "linear attention");
+}
+
+TEST(RandomFeatures, FusedPrfFeaturesAreAutogradsOfTheComposedFormula) {
+  auto g = at::make_generator<at::CPUGeneratorImpl>(42);
+  const auto u = at::randn({3, 2, 6, 8}, g, at::kDouble) * 3, x_sq = at::rand({3, 2, 6, 1}, g, at::kDouble) * 4;
+  const auto weights = at::randn({3, 2, 6, 8}, g, at::kDouble);
+  auto valid = at::ones({3, 6}, at::kBool);
+  valid[1].slice(0, 2, 6).fill_(false);
+  valid[2].fill_(false);  // no real key: offset 0
+  const auto real = valid.unsqueeze(1).unsqueeze(-1);
+  auto key_weights = weights * real.to(at::kDouble);  // the attention never reads a padded key's features
+  expect_same_gradients(
+      {u, x_sq}, weights, [&](const auto& x) { return rf::stable_prf_features(x[0], x[1], at::Tensor()); },
+      [&](const auto& x) { return rf::prf_features(x[0], x[1], rf::prf_offset(x[0], x[1], at::Tensor())); }, "queries");
+  expect_same_gradients(
+      {u, x_sq}, key_weights, [&](const auto& x) { return rf::stable_prf_features(x[0], x[1], valid); },
+      [&](const auto& x) {
+        const auto offset = rf::prf_offset(x[0], x[1], valid);
+        return rf::prf_features(at::where(real, x[0], offset + 0.5 * x[1]), x[1], offset);
+      },
+      "keys");
 }
 
 // ----------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "attnlab/precision.hpp"
+#include "attnlab/step_ops.hpp"
 
 namespace attnlab::linalg {
 
@@ -189,11 +190,38 @@ at::Tensor gaussian_kernel(const at::Tensor& x_in, const at::Tensor& y_in, const
   return at::matmul(x_ext, y_ext.transpose(-2, -1)).clamp_max(0.0).exp_();
 }
 
+namespace {
+
+// q and k scaled, the three with their padded rows zeroed, as one autograd node: written as three
+// products and three masked copies, the same is some ninety recorded ops a layer, forward and back.
+struct ScaleAndMaskFunction : public torch::autograd::Function<ScaleAndMaskFunction> {
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const at::Tensor& q,
+                                                const at::Tensor& k, const at::Tensor& v, const at::Tensor& padded,
+                                                double scale) {
+    ctx->saved_data["padded"] = padded;
+    ctx->saved_data["scale"] = scale;
+    const auto s = constant(scale, q);
+    return {(q * s).masked_fill_(padded, 0.0), (k * s).masked_fill_(padded, 0.0), at::where(padded, constant(0.0, v), v)};
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::variable_list grads) {
+    const auto padded = ctx->saved_data["padded"].toTensor();
+    auto scaled = [&](const at::Tensor& g) {
+      return g.defined() ? (g * constant(ctx->saved_data["scale"].toDouble(), g)).masked_fill_(padded, 0.0) : at::Tensor();
+    };
+    const auto& gv = grads[2];
+    return {scaled(grads[0]), scaled(grads[1]), gv.defined() ? at::where(padded, constant(0.0, gv), gv) : at::Tensor(),
+            at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
 ScaledRows scale_and_mask(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& key_valid) {
   const double scale = std::pow(static_cast<double>(q.size(-1)), -0.25);  // p: the real head dimension
-  const auto valid = key_valid.to(at::kBool);
+  const auto valid = as_bool(key_valid);
   const auto padded = valid.logical_not().view({q.size(0), 1, q.size(2), 1});
-  return {(q * scale).masked_fill(padded, 0.0), (k * scale).masked_fill(padded, 0.0), v.masked_fill(padded, 0.0), valid};
+  const auto rows = ScaleAndMaskFunction::apply(q, k, v, padded, scale);
+  return {rows[0], rows[1], rows[2], valid};
 }
 
 }  // namespace attnlab::linalg

@@ -13,6 +13,7 @@
 #include <ATen/ATen.h>
 
 #include "random_features.hpp"
+#include "attnlab/step_ops.hpp"
 
 namespace attnlab::gmm_prf {
 
@@ -40,7 +41,7 @@ class GmmPrfAttention : public rf::MixtureAttention {
   at::Tensor features(const at::Tensor& x, const at::Tensor& key_valid) override {
     const auto dtype = x.scalar_type();
     // ω_{h,c,m} = σ_{h,c} ⊙ n_{h,c,m} + μ_{h,c}, as rows: [H, C, M, d]
-    const auto omega = noise_.to(dtype) * sigma_.to(dtype).unsqueeze(-2) + mu_.to(dtype).unsqueeze(-2);
+    const auto omega = as_type(noise_, dtype) * as_type(sigma_, dtype).unsqueeze(-2) + as_type(mu_, dtype).unsqueeze(-2);
     return rf::scaled_prf_features(x, as_columns(omega), key_valid, norm_factor_);
   }
 

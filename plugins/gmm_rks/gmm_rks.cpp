@@ -12,6 +12,7 @@
 #include <ATen/ATen.h>
 
 #include "random_features.hpp"
+#include "attnlab/step_ops.hpp"
 
 namespace attnlab::gmm_rks {
 
@@ -39,7 +40,7 @@ class GmmRksAttention : public rf::MixtureAttention {
   at::Tensor features(const at::Tensor& x, const at::Tensor& /*key_valid*/) override {
     const auto dtype = x.scalar_type();
     // ω_{h,c,m} = Σ_{h,c} n_{h,c,m} + μ_{h,c}, as rows: [H, C, M, d]
-    const auto omega = at::matmul(noise_.to(dtype), sigma_.to(dtype).transpose(-2, -1)) + mu_.to(dtype).unsqueeze(-2);
+    const auto omega = at::matmul(as_type(noise_, dtype), as_type(sigma_, dtype).transpose(-2, -1)) + as_type(mu_, dtype).unsqueeze(-2);
     auto phi = rf::scaled_rks_features(x, as_columns(omega));  // 1/√(C·M): the equal-weight mixture of the C estimates
     if (smoothing_ == 0) return phi;
     auto sizes = phi.sizes().vec();

@@ -13,6 +13,7 @@
 #include <ATen/ATen.h>
 
 #include "attnlab/attention.hpp"
+#include "attnlab/step_ops.hpp"
 #include "random_features.hpp"
 
 namespace attnlab::performer {
@@ -59,8 +60,8 @@ class PerformerAttention : public rf::RandomFeatureAttention {
  private:
   // φ(q) (key_valid undefined) or φ(k) (the offset over the real keys of each (batch, head)).
   at::Tensor phi(const at::Tensor& x_in, const at::Tensor& key_valid) const {
-    const auto x = x_in * std::pow(static_cast<double>(dim_), -0.25);  // x = q / d^¼: exp(xᵀy) = exp(qᵀk / √d)
-    const auto u = at::matmul(x, omega_.to(x.scalar_type()).t());     // [B, H, N, M]
+    const auto x = x_in * constant(std::pow(static_cast<double>(dim_), -0.25), x_in);  // x = q / d^¼: exp(xᵀy) = exp(qᵀk / √d)
+    const auto u = at::matmul(x, as_type(omega_, x.scalar_type()).transpose(0, 1));        // [B, H, N, M]
     const auto sq = (x * x).sum(-1, /*keepdim=*/true);
     return rf::stable_prf_features(u, sq, key_valid);
   }

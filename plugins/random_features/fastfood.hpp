@@ -4,7 +4,7 @@
 // With D the head dimension d rounded up to a power of two (inputs zero-padded to D), one block is
 // the D × D matrix
 //   V = (1/√D) · diag(S / ‖G‖) · H · diag(G) · Π · H · diag(B),
-// H the unnormalised Walsh–Hadamard transform (rf::fwht, never a dense matrix), Π a random
+// H the unnormalised Walsh–Hadamard transform (rf::fwht), Π a random
 // permutation ((Πz)_i = z_{π(i)}), G ~ N(0, I), B random ±1, S ~ chi(D). Row i of H diag(G) Π H
 // diag(B) has norm √D ‖G‖ exactly, so row i of V has norm S_i: S holds the rows' norms directly
 // (Le et al.'s S_ii = s_i / ‖G‖_F with the 1/‖G‖_F written out), and every projection (Vx)_i is
@@ -22,6 +22,7 @@
 #include <ATen/ATen.h>
 
 #include "attnlab/attention.hpp"
+#include "attnlab/step_ops.hpp"
 #include "random_features.hpp"
 
 namespace attnlab::fastfood {
@@ -67,14 +68,14 @@ class FastfoodAttention : public rf::RandomFeatureAttention {
   at::Tensor project(const at::Tensor& x) const {
     const auto dtype = x.scalar_type();
     const auto xp = padded_ > dim_ ? at::constant_pad_nd(x, {0, padded_ - dim_}) : x;
-    auto h = rf::fwht(xp.unsqueeze(-2) * b_.to(dtype));  // H B x, per block: [..., blocks, D]
+    auto h = rf::fwht(xp.unsqueeze(-2) * as_type(b_, dtype));  // H B x, per block: [..., blocks, D]
     const auto sizes = h.sizes().vec();
-    const auto offsets = at::arange(blocks_, perm_.options()).unsqueeze(1) * padded_;
+    const auto offsets = at::arange(0, blocks_ * padded_, padded_, perm_.options()).unsqueeze(1);
     h = h.flatten(-2).index_select(-1, (perm_ + offsets).flatten()).view(sizes);  // Π H B x
-    const auto g = g_.to(dtype);
+    const auto g = as_type(g_, dtype);
     h = rf::fwht(h * g);                                                           // H G Π H B x
-    const auto row_scale = s_.to(dtype) / (g.norm(2, {1}, /*keepdim=*/true) * std::sqrt(static_cast<double>(padded_)));
-    return (h * row_scale).flatten(-2).slice(-1, 0, features_);
+    const auto norms = g.norm(2, {1}, /*keepdim=*/true) * constant(std::sqrt(static_cast<double>(padded_)), g);  // norm keeps its output for its backward: no in-place
+    return (h * (as_type(s_, dtype) / norms)).flatten(-2).slice(-1, 0, features_);
   }
 
  protected:
@@ -106,7 +107,7 @@ class FastfoodAttention : public rf::RandomFeatureAttention {
   }
 
   at::Tensor phi(const at::Tensor& x_in, const at::Tensor& key_valid) const {
-    const auto x = x_in * std::pow(static_cast<double>(dim_), -0.25);
+    const auto x = x_in * constant(std::pow(static_cast<double>(dim_), -0.25), x_in);
     return map(project(x), (x * x).sum(-1, /*keepdim=*/true), key_valid);
   }
 

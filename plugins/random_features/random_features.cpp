@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
@@ -12,24 +15,112 @@
 #include <torch/nn/init.h>
 
 #include "attnlab/precision.hpp"
+#include "attnlab/step_ops.hpp"
 
 namespace attnlab::rf {
 
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// The linear attention as one autograd node, its backward written out: with W = φ_K ∘ mask,
+// S = Wᵀ V, z = Σ_j W_j, n = φ_Q S, d = φ_Q z + ε and out = n / d, for G = dL/d out:
+//   dn = G / d, dd = −rowsum(G ∘ out) / d, dφ_Q = dn Sᵀ + dd zᵀ, dS = φ_Qᵀ dn, dz = Σ_i dd_i φ_Q,i,
+//   dW = V dSᵀ + dz, dφ_K = dW ∘ mask, dV = W dS.
+struct LinearAttentionFunction : public torch::autograd::Function<LinearAttentionFunction> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& phi_q, const at::Tensor& phi_k, const at::Tensor& v,
+                            const at::Tensor& key_valid, double eps) {
+    const auto mask = key_valid.to(phi_k.scalar_type()).view({key_valid.size(0), 1, key_valid.size(1), 1});
+    const auto phi_k_real = phi_k * mask;
+    const auto kv = bmm4(phi_k_real.transpose(-2, -1), v);             // [B, H, F, Dv]
+    const auto k_sum = phi_k_real.sum(-2, /*keepdim=*/true);           // [B, H, 1, F]
+    const auto denominator = (phi_q * k_sum).sum(-1, /*keepdim=*/true).add_(constant(eps, phi_q));
+    auto out = bmm4(phi_q, kv).div_(denominator);
+    ctx->save_for_backward({phi_q, phi_k_real, v, mask, kv, k_sum, denominator, out});
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    NoAutocast one_type;
+    const auto saved = ctx->get_saved_variables();
+    const auto &phi_q = saved[0], &phi_k_real = saved[1], &v = saved[2], &mask = saved[3], &kv = saved[4];
+    const auto &k_sum = saved[5], &denominator = saved[6], &out = saved[7];
+    const auto grad_num = grads[0] / denominator;
+    const auto grad_den = (grad_num * out).sum(-1, /*keepdim=*/true).neg_();
+    const auto grad_q = bmm4(grad_num, kv.transpose(-2, -1)).add_(grad_den * k_sum);
+    const auto grad_kv = bmm4(phi_q.transpose(-2, -1), grad_num);
+    const auto grad_k_sum = (phi_q * grad_den).sum(-2, /*keepdim=*/true);
+    const auto grad_k = bmm4(v, grad_kv.transpose(-2, -1)).add_(grad_k_sum).mul_(mask);
+    return {grad_q, grad_k, bmm4(phi_k_real, grad_kv), at::Tensor(), at::Tensor()};
+  }
+};
+
+// Positive random features with the stabilising offset (stable_prf_features) as one autograd node,
+// for queries and for keys. e = u − ½ s; queries: offset_i = max_m e_im; keys: offset = max over the
+// real rows' entries (0 for a sequence without one), padded rows' exponents 0. φ = exp(e − offset −
+// ½ ln M). Backward as autograd's through the maximum: G = dφ ∘ φ, the offset's −ΣG to the entry
+// max chose, de = G + that, du = de, ds = −½ rowsum(de).
+at::Tensor log_scale(const at::Tensor& u) { return constant(-0.5 * std::log(static_cast<double>(u.size(-1))), u); }
+
+variable_list prf_gradients(at::Tensor de) {
+  auto grad_sq = de.sum(-1, /*keepdim=*/true).mul_(constant(-0.5, de));
+  return {std::move(de), std::move(grad_sq), at::Tensor()};
+}
+
+struct PrfQueriesFunction : public torch::autograd::Function<PrfQueriesFunction> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& u, const at::Tensor& x_sq) {
+    auto e = u.sub(x_sq, 0.5);
+    const auto [offset, column] = e.max(-1, /*keepdim=*/true);
+    auto phi = e.sub_(offset).add_(log_scale(u)).exp_();
+    ctx->save_for_backward({phi, column});
+    return phi;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    NoAutocast one_type;
+    const auto saved = ctx->get_saved_variables();
+    auto g = grads[0] * saved[0];
+    g.scatter_add_(-1, saved[1], g.sum(-1, /*keepdim=*/true).neg_());  // each row's maximum
+    return prf_gradients(std::move(g));
+  }
+};
+
+struct PrfKeysFunction : public torch::autograd::Function<PrfKeysFunction> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& u, const at::Tensor& x_sq, const at::Tensor& key_valid) {
+    auto e = u.sub(x_sq, 0.5);
+    const auto real = key_valid.view({key_valid.size(0), 1, key_valid.size(1), 1});
+    const auto [row_max, column] = at::where(real, e, constant(-std::numeric_limits<double>::infinity(), e)).max(-1, true);
+    auto [offset, row] = row_max.max(-2, /*keepdim=*/true);  // [B, H, 1, 1]
+    const auto finite = offset.isfinite();
+    offset.masked_fill_(finite.logical_not(), 0.0);         // a sequence without a real key
+    auto phi = at::where(real, e.sub_(offset), constant(0.0, e)).add_(log_scale(u)).exp_();
+    ctx->save_for_backward({phi, column, real, row, finite});
+    return phi;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    NoAutocast one_type;
+    const auto saved = ctx->get_saved_variables();
+    const auto &phi = saved[0], &column = saved[1], &real = saved[2], &row = saved[3], &finite = saved[4];
+    auto g = (grads[0] * phi).masked_fill_(real.logical_not(), 0.0);
+    // one maximum per (batch, head), at (row, column[row]): flat index row · M + column
+    const auto grad_offset = g.sum({-2, -1}, /*keepdim=*/true).neg_().masked_fill_(finite.logical_not(), 0.0);
+    const auto at = row.mul(constant(static_cast<double>(g.size(-1)), row)).add_(column.gather(-2, row));
+    g.view({g.size(0), g.size(1), -1}).scatter_add_(-1, at.flatten(-2), grad_offset.flatten(-2));
+    auto out = prf_gradients(std::move(g));
+    out.push_back(at::Tensor());
+    return out;
+  }
+};
+
+}  // namespace
+
 at::Tensor linear_attention(const at::Tensor& phi_q, const at::Tensor& phi_k, const at::Tensor& v,
                             const at::Tensor& key_valid, double eps) {
-  // Padded keys drop out of both sums by zeroing their features.
-  const auto mask = key_valid.to(phi_k.scalar_type()).unsqueeze(1).unsqueeze(-1);  // [B, 1, N, 1]
-  const auto phi_k_real = phi_k * mask;
-  const auto kv = at::matmul(phi_k_real.transpose(-2, -1), v);                    // [B, H, F, Dv]
-  const auto k_sum = phi_k_real.sum(-2, /*keepdim=*/true);                         // [B, H, 1, F]
-  const auto numerator = at::matmul(phi_q, kv);                                    // [B, H, N, Dv]
-  const auto denominator = (phi_q * k_sum).sum(-1, /*keepdim=*/true) + eps;        // [B, H, N, 1]
-  return numerator / denominator;
+  return LinearAttentionFunction::apply(phi_q, phi_k, v, key_valid, eps);
 }
 
 at::Tensor rks_features(const at::Tensor& u) {
-  const double scale = 1.0 / std::sqrt(static_cast<double>(u.size(-1)));
-  return at::cat({at::cos(u), at::sin(u)}, -1) * scale;
+  return at::cat({at::cos(u), at::sin(u)}, -1).mul_(constant(1.0 / std::sqrt(static_cast<double>(u.size(-1))), u));
 }
 
 at::Tensor prf_features(const at::Tensor& u, const at::Tensor& x_sq_norm, const at::Tensor& offset) {
@@ -49,10 +140,7 @@ at::Tensor prf_offset(const at::Tensor& u, const at::Tensor& x_sq_norm, const at
 }
 
 at::Tensor stable_prf_features(const at::Tensor& u, const at::Tensor& x_sq_norm, const at::Tensor& key_valid) {
-  const auto offset = prf_offset(u, x_sq_norm, key_valid);
-  if (!key_valid.defined()) return prf_features(u, x_sq_norm, offset);
-  const auto real = key_valid.unsqueeze(1).unsqueeze(-1);  // [B, 1, N, 1]
-  return prf_features(at::where(real, u, offset + 0.5 * x_sq_norm), x_sq_norm, offset);
+  return key_valid.defined() ? PrfKeysFunction::apply(u, x_sq_norm, key_valid) : PrfQueriesFunction::apply(u, x_sq_norm);
 }
 
 double prf_norm_factor(const ParamValues& params) {
@@ -60,19 +148,19 @@ double prf_norm_factor(const ParamValues& params) {
 }
 
 at::Tensor scaled_rks_features(const at::Tensor& x, const at::Tensor& w) {
-  return rks_features(at::matmul(x * std::pow(static_cast<double>(x.size(-1)), -0.25), w));
+  return rks_features(at::matmul(x * constant(std::pow(static_cast<double>(x.size(-1)), -0.25), x), w));
 }
 
 at::Tensor scaled_prf_features(const at::Tensor& x_in, const at::Tensor& w, const at::Tensor& key_valid, double norm_factor) {
-  auto x = x_in * std::pow(static_cast<double>(x_in.size(-1)), -0.25);
+  auto x = x_in * constant(std::pow(static_cast<double>(x_in.size(-1)), -0.25), x_in);
   if (key_valid.defined()) x = zero_padded_keys(x, key_valid);
-  const auto u = at::matmul(x, w);                                  // [B, H, N, M]
-  const auto sq = norm_factor * (x * x).sum(-1, /*keepdim=*/true);  // [B, H, N, 1]
+  const auto u = at::matmul(x, w);                                                   // [B, H, N, M]
+  const auto sq = (x * x).sum(-1, /*keepdim=*/true).mul_(constant(norm_factor, x));  // [B, H, N, 1]
   return stable_prf_features(u, sq, key_valid);
 }
 
 at::Tensor zero_padded_keys(const at::Tensor& x, const at::Tensor& key_valid) {
-  return at::where(key_valid.unsqueeze(1).unsqueeze(-1), x, at::zeros({}, x.options()));
+  return at::where(key_valid.view({key_valid.size(0), 1, key_valid.size(1), 1}), x, constant(0.0, x));
 }
 
 namespace {
@@ -89,12 +177,36 @@ at::Tensor fwht_stages(const at::Tensor& x) {
   return y;
 }
 
+// Up to this size the transform is one product with the dense matrix: one op where the stages are
+// some sixty (a step's time on a GPU is its ops' launches), for d² ≤ 65,536 multiply-adds a row.
+constexpr std::int64_t kDenseUpTo = 256;
+
+// The d × d Sylvester Hadamard matrix of `like`'s type and device, made once per (d, type, device)
+// and kept for the process (never freed: a CUDA tensor must not outlive the driver at exit).
+at::Tensor hadamard(std::int64_t d, const at::Tensor& like) {
+  static std::mutex lock;
+  static auto* made = new std::map<std::tuple<std::int64_t, int, std::string>, at::Tensor>();
+  const std::tuple<std::int64_t, int, std::string> key{d, static_cast<int>(like.scalar_type()), like.device().str()};
+  std::lock_guard<std::mutex> guard(lock);
+  auto& h = (*made)[key];
+  if (!h.defined()) {
+    at::NoGradGuard no_grad;
+    h = fwht_stages(at::eye(d, at::kDouble)).to(like.options().requires_grad(false));  // H = H I
+  }
+  return h;
+}
+
+at::Tensor transform(const at::Tensor& x) {
+  const auto d = x.size(-1);
+  return d <= kDenseUpTo ? at::matmul(x, hadamard(d, x)) : fwht_stages(x);  // H is symmetric: x H = (H x)ᵀ row by row
+}
+
 // H is symmetric, so the gradient of y = H x is H ∂y: the backward pass is one more transform,
 // and autograd keeps none of the log2(d) stages' intermediates (at 4096 tokens they were most of
 // a Fastfood layer's memory).
 struct FwhtFunction : torch::autograd::Function<FwhtFunction> {
   static at::Tensor forward(torch::autograd::AutogradContext* /*ctx*/, const at::Tensor& x) {
-    return fwht_stages(x);  // apply() runs it with grad mode off: nothing recorded
+    return transform(x);  // apply() runs it with grad mode off: nothing recorded
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* /*ctx*/,
                                                  torch::autograd::variable_list grad) {
@@ -172,7 +284,7 @@ GenerativeAttention::GenerativeAttention(const AttentionShape& shape, const Para
 at::Tensor GenerativeAttention::forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                         const at::Tensor& key_valid) {
   FullPrecision full;  // the frequencies too: they enter every feature's exponent or phase
-  omega_ = generator_->forward(noise_).to(full_precision(q).scalar_type());  // [M, d]
+  omega_ = as_type(generator_->forward(noise_), full_precision(q).scalar_type());  // [M, d]
   auto out = RandomFeatureAttention::forward(q, k, v, key_valid);
   omega_ = at::Tensor();
   return out;

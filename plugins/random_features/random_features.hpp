@@ -71,9 +71,10 @@ at::Tensor scaled_prf_features(const at::Tensor& x, const at::Tensor& w, const a
 // whatever sits there can neither overflow nor reach a statistic over the keys.
 at::Tensor zero_padded_keys(const at::Tensor& x, const at::Tensor& key_valid);
 
-// Unnormalised fast Walsh–Hadamard transform along the last dimension (a power of two):
-// y = H x with H the Sylvester Hadamard matrix (H_{ij} = (−1)^{popcount(i & j)}), in
-// O(d log d) by butterflies; differentiable (it is its own transpose).
+// Unnormalised Walsh–Hadamard transform along the last dimension (a power of two): y = H x with H
+// the Sylvester Hadamard matrix (H_{ij} = (−1)^{popcount(i & j)}); differentiable (H is its own
+// transpose). Up to d = 256 one product with H (made once per size, type and device), above that
+// O(d log d) butterflies: at a head's width the product is one op where the butterflies are sixty.
 at::Tensor fwht(const at::Tensor& x);
 
 // The KL-Transformer's generative spectral density: noise [M, noise_dim] -> frequencies

@@ -17,21 +17,13 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "attnlab/precision.hpp"
+#include "attnlab/step_ops.hpp"
 
 namespace attnlab::skyformer {
 namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-// [B, H, r, s] × [B, H, s, c] as one batched product over B·H (at::matmul on four dimensions is the
-// same product with some ten more ops around it); either factor may be a transposed view.
-at::Tensor bmm4(const at::Tensor& a, const at::Tensor& b) {
-  return at::bmm(a.flatten(0, 1), b.flatten(0, 1)).view({a.size(0), a.size(1), a.size(2), b.size(3)});
-}
-
-// A constant of x's type and device (a scalar operand costs an op of its own to become one).
-at::Tensor constant(double value, const at::Tensor& x) { return at::scalar_tensor(value, x.options()); }
 
 // What the forward keeps, in this order, followed by the pseudo-inverse's tape.
 enum Kept : std::size_t { kRows, kMarks, kKernel, kValues, kD, kA, kZ, kContext, kWeighted, kY, kContext2, kKept };
