@@ -197,20 +197,23 @@ namespace {
 struct ScaleAndMaskFunction : public torch::autograd::Function<ScaleAndMaskFunction> {
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const at::Tensor& q,
                                                 const at::Tensor& k, const at::Tensor& v, const at::Tensor& padded,
-                                                double scale) {
+                                                double q_scale, double k_scale) {
     ctx->saved_data["padded"] = padded;
-    ctx->saved_data["scale"] = scale;
-    const auto s = constant(scale, q);
-    return {(q * s).masked_fill_(padded, 0.0), (k * s).masked_fill_(padded, 0.0), at::where(padded, constant(0.0, v), v)};
+    ctx->saved_data["q_scale"] = q_scale;
+    ctx->saved_data["k_scale"] = k_scale;
+    return {scaled(q, q_scale, padded), scaled(k, k_scale, padded), at::where(padded, constant(0.0, v), v)};
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::variable_list grads) {
     const auto padded = ctx->saved_data["padded"].toTensor();
-    auto scaled = [&](const at::Tensor& g) {
-      return g.defined() ? (g * constant(ctx->saved_data["scale"].toDouble(), g)).masked_fill_(padded, 0.0) : at::Tensor();
-    };
     const auto& gv = grads[2];
-    return {scaled(grads[0]), scaled(grads[1]), gv.defined() ? at::where(padded, constant(0.0, gv), gv) : at::Tensor(),
-            at::Tensor(), at::Tensor()};
+    return {scaled(grads[0], ctx->saved_data["q_scale"].toDouble(), padded),
+            scaled(grads[1], ctx->saved_data["k_scale"].toDouble(), padded),
+            gv.defined() ? at::where(padded, constant(0.0, gv), gv) : at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+  // x · scale, padded rows 0 (whatever sat there, inf and nan included)
+  static at::Tensor scaled(const at::Tensor& x, double scale, const at::Tensor& padded) {
+    if (!x.defined()) return {};
+    return (scale == 1.0 ? x.clone() : x * constant(scale, x)).masked_fill_(padded, 0.0);
   }
 };
 
@@ -218,9 +221,14 @@ struct ScaleAndMaskFunction : public torch::autograd::Function<ScaleAndMaskFunct
 
 ScaledRows scale_and_mask(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& key_valid) {
   const double scale = std::pow(static_cast<double>(q.size(-1)), -0.25);  // p: the real head dimension
+  return mask_rows(q, k, v, key_valid, scale, scale);
+}
+
+ScaledRows mask_rows(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& key_valid,
+                     double q_scale, double k_scale) {
   const auto valid = as_bool(key_valid);
   const auto padded = valid.logical_not().view({q.size(0), 1, q.size(2), 1});
-  const auto rows = ScaleAndMaskFunction::apply(q, k, v, padded, scale);
+  const auto rows = ScaleAndMaskFunction::apply(q, k, v, padded, q_scale, k_scale);
   return {rows[0], rows[1], rows[2], valid};
 }
 

@@ -78,7 +78,9 @@ c10::ScalarType autocast_matmul_type(const at::Tensor& t) {
   const auto device = t.device().type();
   if (!reducible || (device != c10::DeviceType::CPU && device != c10::DeviceType::CUDA) || !autocast_enabled(device))
     return type;
-  return autocast_type(device);
+  // inside a NoAutocast scope autocast is on but would not run: the inputs' type
+  const auto key = device == c10::DeviceType::CPU ? c10::DispatchKey::AutocastCPU : c10::DispatchKey::AutocastCUDA;
+  return c10::impl::tls_is_dispatch_key_excluded(key) ? type : autocast_type(device);
 }
 
 bool autocast_supported(const c10::Device& device, Precision precision, std::string* why) {

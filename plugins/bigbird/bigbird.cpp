@@ -65,22 +65,22 @@ class BigBirdAttention : public AttentionMethod {
       valid = at::constant_pad_nd(valid, {0, padded - n}, 0);
     }
     const auto longs = valid.options().dtype(at::kLong);
-    const double excluded = masked_logit(q.scalar_type());
+    const double excluded = masked_logit_bias(q.scalar_type());
 
     // Sequence s has nb_s = ⌈(last real position + 1) / b⌉ blocks (⌈L_s / b⌉ for suffix padding);
     // `last` [B, 1] is its final block, which is global.
     const auto extent = (valid.to(at::kLong) * at::arange(1, padded + 1, longs)).amax(1, /*keepdim=*/true);
     const auto last = at::div(extent + b - 1, b, "floor").clamp_min(1) - 1;  // [B, 1]
     const auto row = at::arange(nb, longs).unsqueeze(0);                    // query block i [1, nb]
-    const auto inner = [&](const at::Tensor& j) { return j.ge(1).logical_and(j.le(last - 1)); };
+    const auto inner_last = last.unsqueeze(-1) - 1;  // [B, 1, 1]: the last block before the final one
+    const auto inner = [&](const at::Tensor& j) { return j.ge(1).logical_and(j.le(inner_last)); };  // j [1, nb, ·]
 
     // Key blocks of the non-global query blocks: slots 0, i−1, i, i+1, nb_s−1, each kept only where
     // it is a block of the sequence not already listed (i−1 = 0 and i+1 = nb_s−1 are the globals').
-    auto slot = at::stack({at::zeros_like(row).expand({batch, nb}), (row - 1).expand({batch, nb}),
-                           row.expand({batch, nb}), (row + 1).expand({batch, nb}), last.expand({batch, nb})},
-                          2);  // [B, nb, 5]
-    auto slot_ok = at::stack({at::ones({batch, nb}, valid.options()), inner(row - 1), inner(row),
-                              inner(row + 1), last.ge(1).expand({batch, nb})}, 2);
+    const auto window = row.unsqueeze(2) + at::arange(-1, 2, longs);  // i−1, i, i+1 [1, nb, 3]
+    auto slot = at::cat({at::zeros({batch, nb, 1}, longs), window.expand({batch, nb, 3}), last.view({batch, 1, 1}).expand({batch, nb, 1})}, 2);
+    auto slot_ok = at::cat({at::ones({batch, nb, 1}, valid.options()), inner(window),
+                            last.ge(1).view({batch, 1, 1}).expand({batch, nb, 1})}, 2);  // [B, nb, 5]
     slot = slot.unsqueeze(1).expand({batch, heads, nb, 5});
     slot_ok = slot_ok.unsqueeze(1).expand({batch, heads, nb, 5});
     const auto kr = std::min(random_, nb);
@@ -89,8 +89,9 @@ class BigBirdAttention : public AttentionMethod {
       // r of them) is masked.
       const auto j = at::arange(nb, longs).view({1, 1, nb});  // key block, against query block i
       const auto candidate =
-          j.ge(1).logical_and(j.le(last.unsqueeze(2) - 1)).logical_and((j - row.unsqueeze(2)).abs().gt(1));
-      const auto priority = priority_.slice(1, 0, nb).slice(2, 0, nb).to(q.device()).unsqueeze(0);  // [1, H, nb, nb]
+          j.ge(1).logical_and(j.le(inner_last)).logical_and((j - row.unsqueeze(2)).abs().gt(1));
+      const auto own = nb == max_blocks_ ? priority_ : priority_.slice(1, 0, nb).slice(2, 0, nb);
+      const auto priority = (own.device() == q.device() ? own : own.to(q.device())).unsqueeze(0);  // [1, H, nb, nb]
       const auto scored = at::where(candidate.unsqueeze(1), priority, at::full_like(priority, -1));  // [B, H, nb, nb]
       const auto top = at::topk(scored, kr, -1);
       slot = at::cat({slot, std::get<1>(top)}, 3);
@@ -107,19 +108,27 @@ class BigBirdAttention : public AttentionMethod {
     const auto pair_last = last.expand({batch, heads}).reshape({pairs});
     const auto per_pair = nb * b * slots * b + 2 * b * padded;
     const auto chunk = std::max<std::int64_t>(1, (q.is_cuda() ? kCudaLogits : kCpuLogits) / per_pair);
-    const auto q_parts = qs.reshape({pairs, padded, dim}).split(chunk);
-    const auto k_parts = ks.reshape({pairs, padded, dim}).split(chunk);
-    const auto v_parts = vs.reshape({pairs, padded, dim}).split(chunk);
+    const auto q_pairs = qs.reshape({pairs, padded, dim}), k_pairs = ks.reshape({pairs, padded, dim});
+    const auto v_pairs = vs.reshape({pairs, padded, dim});
+    if (chunk >= pairs)  // one chunk: no split, no slices (nor their backward)
+      return unpadded(attend(q_pairs, k_pairs, v_pairs, pair_valid, slot, slot_ok, pair_last, excluded), batch, heads, n);
+    const auto q_parts = q_pairs.split(chunk), k_parts = k_pairs.split(chunk), v_parts = v_pairs.split(chunk);
     std::vector<at::Tensor> parts;
     for (std::size_t c = 0; c < q_parts.size(); ++c) {
       const auto p0 = static_cast<std::int64_t>(c) * chunk, p1 = p0 + q_parts[c].size(0);
       parts.push_back(attend(q_parts[c], k_parts[c], v_parts[c], pair_valid.slice(0, p0, p1), slot.slice(0, p0, p1),
                              slot_ok.slice(0, p0, p1), pair_last.slice(0, p0, p1), excluded));
     }
-    return at::cat(parts, 0).view({batch, heads, padded, dim}).slice(2, 0, n);
+    return unpadded(at::cat(parts, 0), batch, heads, n);
   }
 
  private:
+  // [B·H, N', p] as [B, H, n, p]
+  static at::Tensor unpadded(const at::Tensor& out, std::int64_t batch, std::int64_t heads, std::int64_t n) {
+    const auto full = out.view({batch, heads, out.size(1), out.size(2)});
+    return out.size(1) == n ? full : full.slice(2, 0, n);
+  }
+
   // m (sequence, head) pairs: q, k, v [m, N', p] (N' = nb·b), valid [m, N'], the slots' key blocks
   // and validity [m, nb, S], the last block [m]. Returns [m, N', p].
   at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& valid,
@@ -132,22 +141,23 @@ class BigBirdAttention : public AttentionMethod {
     const auto v_slots = v.reshape({m * nb, b * dim}).index_select(0, flat).view({m * nb, slots * b, dim});
     const auto key_ok = valid.reshape({m * nb, b}).index_select(0, flat).view({m, nb, slots, b})
                             .logical_and(slot_ok.unsqueeze(3)).view({m * nb, 1, slots * b});
-    auto logits = at::bmm(q.reshape({m * nb, b, dim}), k_slots.transpose(1, 2));
-    logits.masked_fill_(key_ok.logical_not(), excluded);
+    // masks as biases added to the logits (nothing for autograd to keep or undo)
+    const auto key_bias = masked_bias(key_ok, q.options(), excluded);
+    auto logits = at::bmm(q.reshape({m * nb, b, dim}), k_slots.transpose(1, 2)).add_(key_bias);
     const auto sparse = at::bmm(at::softmax(logits, -1), v_slots).view({m, nb, b, dim});
 
     // Global query blocks 0 and nb_s − 1: every valid key, [2b, N'] logits (no N × N product).
     const auto last_rows = (last.unsqueeze(1) * b + at::arange(b, longs)).unsqueeze(2).expand({m, b, dim});
     const auto q_global = at::cat({q.slice(1, 0, b), q.gather(1, last_rows)}, 1);  // [m, 2b, p]
-    auto global_logits = at::bmm(q_global, k.transpose(1, 2));
-    global_logits.masked_fill_(valid.logical_not().unsqueeze(1), excluded);
-    const auto global = at::bmm(at::softmax(global_logits, -1), v).view({m, 2, 1, b, dim});
+    auto global_logits = at::bmm(q_global, k.transpose(1, 2)).add_(masked_bias(valid.unsqueeze(1), q.options(), excluded));
+    const auto global = at::bmm(at::softmax(global_logits, -1), v).view({m, 2, b, dim});
 
-    const auto row = at::arange(nb, longs);
-    const auto first_block = row.eq(0).view({1, nb, 1, 1});
-    const auto last_block = row.unsqueeze(0).eq(last.unsqueeze(1)).view({m, nb, 1, 1});
-    const auto out = at::where(first_block, global.select(1, 0), at::where(last_block, global.select(1, 1), sparse));
-    return out.view({m, padded, dim});
+    // block 0 takes the first global block's rows, block nb_s − 1 the second's, the others their own
+    const auto row = at::arange(nb, longs).unsqueeze(0);
+    const auto last_block = row.eq(last.unsqueeze(1));                                             // [m, nb]
+    const auto which = last_block.to(at::kLong).view({m, nb, 1, 1}).expand({m, nb, b, dim});      // 0 first, 1 last
+    const auto global_block = row.eq(0).logical_or(last_block).view({m, nb, 1, 1});
+    return at::where(global_block, global.gather(1, which), sparse).view({m, padded, dim});
   }
 
   // priority[h, i, j]: the rank of an independent uniform among the row's nb_max (a uniformly

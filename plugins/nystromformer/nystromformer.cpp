@@ -11,6 +11,7 @@
 #include "attnlab/attention.hpp"
 #include "attnlab/linalg.hpp"
 #include "attnlab/precision.hpp"
+#include "attnlab/step_ops.hpp"
 
 namespace attnlab::nystromformer {
 
@@ -49,59 +50,65 @@ class NystromformerAttention : public AttentionMethod {
     const auto m = landmarks_;
     // q kᵀ/√p as (q/p^¼)(k/p^¼)ᵀ; padded rows zeroed, so nothing there reaches a real token.
     const auto [qs, ks, vs, valid] = linalg::scale_and_mask(q, k, v, key_valid);
+    const auto segments = segments_of(valid, q.scalar_type());
+    const auto q_marks = segment_means(segments.average, qs);  // Q̃ [B, H, m, p]
+    const auto k_marks = segment_means(segments.average, ks);  // K̃ [B, H, m, p]
 
-    // Segments over the L real tokens of each sequence, in order: m' = min(m, L) segments as
-    // equal as possible, the real token of rank r (0-based) in segment ⌊r m' / L⌋. Landmark slots
-    // m' .. m-1 of a short sequence stay unused and are masked out below.
-    const auto len = valid.sum(1, /*keepdim=*/true);                 // [B, 1]
-    const auto used = len.clamp_max(m);                              // m' [B, 1]
-    const auto rank = valid.to(at::kLong).cumsum(1) - 1;             // [B, N]
-    const auto segment = at::div(rank * used, len.clamp_min(1), "floor").masked_fill(valid.logical_not(), m);
-    const auto slots = at::arange(m, valid.options().dtype(at::kLong));
-    const auto landmark_valid = slots.unsqueeze(0).lt(used);  // [B, m]
-    // Segment means as one batched product with the averaging matrix S [B, m, N] (deterministic,
-    // unlike a scatter on the GPU): S[b, j, i] = 1/|segment j| for the tokens i of segment j.
-    auto average = segment.unsqueeze(1).eq(slots.view({1, m, 1})).to(q.scalar_type());
-    average = average / average.sum(-1, /*keepdim=*/true).clamp_min(1.0);
-    const auto q_marks = segment_means(average, qs);  // Q̃ [B, H, m, p]
-    const auto k_marks = segment_means(average, ks);  // K̃ [B, H, m, p]
-
-    const double excluded = masked_logit(q.scalar_type());
-    const auto unused_column = landmark_valid.logical_not().view({batch, 1, 1, m});
+    // masks as biases added to the scores (no gradient to keep or undo, unlike a masked_fill)
+    const double excluded = masked_logit_bias(q.scalar_type());
+    const auto unused_column = masked_bias(segments.used.view({batch, 1, 1, m}), q.options(), excluded);
     // F = softmax(Q K̃ᵀ/√p) over the used landmarks                           [B, H, N, m]
-    const auto f = at::softmax(at::matmul(qs, k_marks.transpose(-2, -1)).masked_fill_(unused_column, excluded), -1);
+    const auto f = at::softmax(batched_matmul(qs, k_marks, /*transpose_b=*/true).add_(unused_column), -1);
     // A = softmax(Q̃ K̃ᵀ/√p) on the used block; an unused slot gets the row of I  [B, H, m, m]
-    auto a = at::softmax(at::matmul(q_marks, k_marks.transpose(-2, -1)).masked_fill_(unused_column, excluded), -1);
-    a = at::where(landmark_valid.view({batch, 1, m, 1}), a, at::eye(m, a.options()));
+    auto a = at::softmax(batched_matmul(q_marks, k_marks, /*transpose_b=*/true).add_(unused_column), -1);
+    a = at::where(segments.used.view({batch, 1, m, 1}), a, at::eye(m, a.options()));
     // B = softmax(Q̃ Kᵀ/√p + mask) over the real keys                           [B, H, m, N]
-    const auto b = at::softmax(
-        at::matmul(q_marks, ks.transpose(-2, -1)).masked_fill_(valid.logical_not().view({batch, 1, 1, n}), excluded), -1);
+    const auto padded_column = masked_bias(valid.view({batch, 1, 1, n}), q.options(), excluded);
+    const auto b = at::softmax(batched_matmul(q_marks, ks, /*transpose_b=*/true).add_(padded_column), -1);
 
-    auto out = at::matmul(f, at::matmul(linalg::pinv(a, pinv_), at::matmul(b, vs)));  // F (A⁺ (B V))
+    auto out = batched_matmul(f, batched_matmul(linalg::pinv(a, pinv_), batched_matmul(b, vs)));  // F (A⁺ (B V))
     if (conv_kernel_ > 0) out = out + depthwise_conv(vs, heads);
     return out;
   }
 
  private:
+  // Segments over the L real tokens of each sequence, in order: m' = min(m, L) segments as equal
+  // as possible, the real token of rank r (0-based) in segment ⌊r m' / L⌋. Landmark slots m' .. m-1
+  // of a short sequence stay unused and are masked out. Their means as one batched product with
+  // the averaging matrix S [B, m, N] (deterministic, unlike a scatter on the GPU): S[b, j, i] =
+  // 1/|segment j| for the tokens i of segment j.
+  struct Segments {
+    at::Tensor average;  // S [B, m, N]
+    at::Tensor used;     // [B, m] bool
+  };
+  Segments segments_of(const at::Tensor& valid, at::ScalarType type) const {
+    const auto m = landmarks_, n = valid.size(1);
+    const auto count = valid.cumsum(1);          // r + 1 at the real tokens [B, N] (int64)
+    const auto len = count.narrow(1, n - 1, 1);  // L [B, 1]
+    const auto used = len.clamp_max(m);          // m' [B, 1]
+    const auto segment = (count * used).sub_(used).div_(len.clamp_min(1), "floor").masked_fill_(valid.logical_not(), m);
+    const auto slots = at::arange(m, valid.options().dtype(at::kLong));
+    auto average = segment.unsqueeze(1).eq(slots.view({1, m, 1})).to(type);
+    average.div_(average.sum(-1, /*keepdim=*/true).clamp_min_(1.0));
+    return {average, slots.view({1, m}).lt(used)};
+  }
+
   // The authors' Conv2d(H, H, (k, 1), groups = H, padding = (k/2, 0)) on V (padding zeroed): per
   // head, out[i] = Σ_j w[j] V[i + j − k/2]. Run as a depthwise conv1d over the H·p columns of V
   // (each head's kernel repeated for its p columns), which LibTorch's CPU backend does several
   // times faster than the (k, 1) conv2d, in the same memory.
   at::Tensor depthwise_conv(const at::Tensor& vs, std::int64_t heads) const {
     const auto batch = vs.size(0), n = vs.size(2), p = vs.size(3);
-    const auto w = conv_weight_.to(vs.scalar_type()).view({heads, 1, 1, conv_kernel_})
+    const auto w = as_type(conv_weight_, vs.scalar_type()).view({heads, 1, 1, conv_kernel_})
                        .expand({heads, p, 1, conv_kernel_}).reshape({heads * p, 1, conv_kernel_});
-    const auto columns = vs.permute({0, 1, 3, 2}).reshape({batch, heads * p, n});  // [B, H·p, N]
+    const auto columns = vs.transpose(2, 3).reshape({batch, heads * p, n});  // [B, H·p, N]
     const auto out = at::conv1d(columns, w, {}, /*stride=*/1, /*padding=*/conv_kernel_ / 2, /*dilation=*/1, heads * p);
-    return out.view({batch, heads, p, n}).permute({0, 1, 3, 2});
+    return out.view({batch, heads, p, n}).transpose(2, 3);
   }
 
-  // S [B, m, N] times x [B, H, N, p], as one [B, m, N] × [B, N, H·p] product.
+  // S [B, m, N] times x [B, H, N, p] (S the same for every head).
   static at::Tensor segment_means(const at::Tensor& average, const at::Tensor& x) {
-    const auto batch = x.size(0), heads = x.size(1), n = x.size(2), dim = x.size(3);
-    const auto m = average.size(1);
-    const auto flat = x.transpose(1, 2).reshape({batch, n, heads * dim});
-    return at::bmm(average, flat).view({batch, m, heads, dim}).transpose(1, 2);
+    return batched_matmul(average.unsqueeze(1).expand({x.size(0), x.size(1), average.size(1), average.size(2)}), x);
   }
 
   std::int64_t landmarks_;

@@ -33,10 +33,10 @@ struct LinearAttentionFunction : public torch::autograd::Function<LinearAttentio
                             const at::Tensor& key_valid, double eps) {
     const auto mask = key_valid.to(phi_k.scalar_type()).view({key_valid.size(0), 1, key_valid.size(1), 1});
     const auto phi_k_real = phi_k * mask;
-    const auto kv = bmm4(phi_k_real.transpose(-2, -1), v);             // [B, H, F, Dv]
+    const auto kv = batched_matmul(phi_k_real.transpose(-2, -1), v);             // [B, H, F, Dv]
     const auto k_sum = phi_k_real.sum(-2, /*keepdim=*/true);           // [B, H, 1, F]
     const auto denominator = (phi_q * k_sum).sum(-1, /*keepdim=*/true).add_(constant(eps, phi_q));
-    auto out = bmm4(phi_q, kv).div_(denominator);
+    auto out = batched_matmul(phi_q, kv).div_(denominator);
     ctx->save_for_backward({phi_q, phi_k_real, v, mask, kv, k_sum, denominator, out});
     return out;
   }
@@ -48,11 +48,11 @@ struct LinearAttentionFunction : public torch::autograd::Function<LinearAttentio
     const auto &k_sum = saved[5], &denominator = saved[6], &out = saved[7];
     const auto grad_num = grads[0] / denominator;
     const auto grad_den = (grad_num * out).sum(-1, /*keepdim=*/true).neg_();
-    const auto grad_q = bmm4(grad_num, kv.transpose(-2, -1)).add_(grad_den * k_sum);
-    const auto grad_kv = bmm4(phi_q.transpose(-2, -1), grad_num);
+    const auto grad_q = batched_matmul(grad_num, kv, /*transpose_b=*/true).add_(grad_den * k_sum);
+    const auto grad_kv = batched_matmul(phi_q.transpose(-2, -1), grad_num);
     const auto grad_k_sum = (phi_q * grad_den).sum(-2, /*keepdim=*/true);
-    const auto grad_k = bmm4(v, grad_kv.transpose(-2, -1)).add_(grad_k_sum).mul_(mask);
-    return {grad_q, grad_k, bmm4(phi_k_real, grad_kv), at::Tensor(), at::Tensor()};
+    const auto grad_k = batched_matmul(v, grad_kv, /*transpose_b=*/true).add_(grad_k_sum).mul_(mask);
+    return {grad_q, grad_k, batched_matmul(phi_k_real, grad_kv), at::Tensor(), at::Tensor()};
   }
 };
 

@@ -16,6 +16,8 @@
 #include <ATen/ATen.h>
 
 #include "attnlab/attention.hpp"
+#include "attnlab/linalg.hpp"
+#include "attnlab/step_ops.hpp"
 
 namespace attnlab::sinkhorn {
 
@@ -39,11 +41,10 @@ at::Tensor extend(const at::Tensor& x, std::int64_t dim, std::int64_t total) {
   return at::cat({x, at::zeros(shape, x.options())}, dim);
 }
 
-// softmax(q kᵀ + masked) v over blocks [B, H, G, b, p]; `excluded` broadcastable to the scores.
-at::Tensor block_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& excluded) {
-  auto scores = at::matmul(q, k.transpose(-2, -1));
-  scores.masked_fill_(excluded, masked_logit(q.scalar_type()));
-  return at::matmul(at::softmax(scores, -1), v);
+// softmax(q kᵀ + bias) v over blocks [B, H, G, b, p]; `bias` (0, or masked_logit_bias where a key is
+// left out) broadcastable to the scores.
+at::Tensor block_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& bias) {
+  return batched_matmul(at::softmax(batched_matmul(q, k, /*transpose_b=*/true).add_(bias), -1), v);
 }
 
 // The same with LRA's additive −1e10 where `allowed` is false.
@@ -65,7 +66,7 @@ class SinkhornAttention : public AttentionMethod {
   }
 
   at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& key_valid) override {
-    const auto valid = key_valid.to(at::kBool);
+    const auto valid = as_bool(key_valid);
     return lra_compat_ ? lra_forward(q, k, v, valid) : sorted_forward(q, k, v, valid);
   }
 
@@ -79,12 +80,11 @@ class SinkhornAttention : public AttentionMethod {
                                   " blocks, more than the " + std::to_string(max_blocks_) +
                                   " the sort net was built for (max_len too small)");
     // Padded rows zeroed, so that nothing there (even inf or nan) reaches a real token.
-    const auto padded = key_valid.logical_not().view({batch, 1, n, 1});
-    auto to_blocks = [&](const at::Tensor& x) {
-      return extend(x.masked_fill(padded, 0), 2, total).view({batch, heads, blocks, b, dim});
-    };
-    const auto qb = to_blocks(q) / std::sqrt(static_cast<double>(dim)), kb = to_blocks(k), vb = to_blocks(v);
+    const auto rows = linalg::mask_rows(q, k, v, key_valid, 1.0 / std::sqrt(static_cast<double>(dim)), 1.0);
+    auto to_blocks = [&](const at::Tensor& x) { return extend(x, 2, total).view({batch, heads, blocks, b, dim}); };
+    const auto qb = to_blocks(rows.q), kb = to_blocks(rows.k), vb = to_blocks(rows.v);
     const auto mask = extend(key_valid, 1, total).view({batch, blocks, b});  // [B, nb, b]
+    const double excluded = masked_logit_bias(q.scalar_type());
     // Only the sequence's real blocks (those with a real token) enter the sort: a sequence's
     // output then depends neither on the padded length nor on its batch neighbours.
     const auto real_block = mask.any(-1);  // [B, nb]
@@ -92,17 +92,20 @@ class SinkhornAttention : public AttentionMethod {
 
     // P = softmax over the slots l of S W, S the blocks' sums of real key rows  [B, H, nb, nb]
     const auto summaries = kb.sum(3);  // [B, H, nb, p]
-    auto logits = at::matmul(summaries, sort_weight_.to(q.scalar_type()).slice(1, 0, blocks));
-    logits = logits.masked_fill(real_block.logical_not().view({batch, 1, 1, blocks}), masked_logit(q.scalar_type()));
-    const auto sort = at::softmax(logits, -1).masked_fill(real_block.logical_not().view({batch, 1, blocks, 1}), 0);
+    const auto weight = as_type(sort_weight_, q.scalar_type());
+    auto logits = at::matmul(summaries, blocks == max_blocks_ ? weight : weight.slice(1, 0, blocks));
+    logits.add_(masked_bias(real_block.view({batch, 1, 1, blocks}), q.options(), excluded));
+    const auto sort = at::where(real_block.view({batch, 1, blocks, 1}), at::softmax(logits, -1), constant(0.0, logits));
     // K̃_l = Σ_k P[k,l] K_k: one [nb, nb] × [nb, b·p] product per (sequence, head)
+    const auto sort_t = sort.transpose(-2, -1).contiguous();
     auto sorted = [&](const at::Tensor& x) {
-      return at::matmul(sort.transpose(-2, -1), x.reshape({batch, heads, blocks, b * dim})).view(x.sizes());
+      return batched_matmul(sort_t, x.reshape({batch, heads, blocks, b * dim})).view(x.sizes());
     };
     const auto sorted_valid = at::logical_and(real_block.unsqueeze(-1), real_slot.unsqueeze(1));  // [B, nb, b]
 
-    const auto out = block_attention(qb, kb, vb, mask.logical_not().view({batch, 1, blocks, 1, b})) +
-                     block_attention(qb, sorted(kb), sorted(vb), sorted_valid.logical_not().view({batch, 1, blocks, 1, b}));
+    const auto out = block_attention(qb, kb, vb, masked_bias(mask.view({batch, 1, blocks, 1, b}), q.options(), excluded)) +
+                     block_attention(qb, sorted(kb), sorted(vb),
+                                     masked_bias(sorted_valid.view({batch, 1, blocks, 1, b}), q.options(), excluded));
     const auto flat = out.view({batch, heads, total, dim});
     return total == n ? flat : flat.slice(2, 0, n);
   }

@@ -40,7 +40,7 @@ struct FusedFunction : public torch::autograd::Function<FusedFunction> {
     const auto marks = rows.gather(2, index.view({b, 1, m, 1}).expand({b, h, m, p}));
 
     const auto sq = (rows * rows).sum(-1, /*keepdim=*/true);  // ‖X‖² [B, H, 2N, 1]
-    auto kernel = bmm4(marks, rows.transpose(-2, -1));
+    auto kernel = batched_matmul(marks, rows, /*transpose_b=*/true);
     kernel.add_(sq.gather(2, index.view({b, 1, m, 1}).expand({b, h, m, 1})), -0.5).add_(sq.transpose(-2, -1), -0.5);
     const auto unreal = marks_valid.logical_not().view({b, 1, m, 1});
     kernel.masked_fill_(unreal, -std::numeric_limits<double>::infinity()).clamp_max_(0.0).exp_();
@@ -54,11 +54,11 @@ struct FusedFunction : public torch::autograd::Function<FusedFunction> {
 
     linalg::PinvTape tape;
     const auto z = tape.forward(a, static_cast<int>(iterations), static_cast<linalg::NormScope>(scope), /*keep=*/true);
-    const auto context = bmm4(kernel.narrow(3, n, n), values);
+    const auto context = batched_matmul(kernel.narrow(3, n, n), values);
     const auto weighted = context * d;
-    const auto y = bmm4(z, weighted);
+    const auto y = batched_matmul(z, weighted);
     const auto context2 = y * d;
-    auto out = bmm4(kernel.narrow(3, 0, n).transpose(-2, -1), context2);
+    auto out = batched_matmul(kernel.narrow(3, 0, n).transpose(-2, -1), context2);
 
     std::vector<at::Tensor> kept = {rows, marks, kernel, values, d, a, z, context, weighted, y, context2};
     kept.insert(kept.end(), tape.tensors().begin(), tape.tensors().end());
@@ -84,14 +84,14 @@ struct FusedFunction : public torch::autograd::Function<FusedFunction> {
     const auto& g = grads[0];
 
     // out = κ(L, Q)ᵀ C₂, C₂ = Y ∘ d, Y = Z W, W = C ∘ d, C = κ(L, K) V
-    const auto grad_context2 = bmm4(kernel.narrow(3, 0, n), g);
+    const auto grad_context2 = batched_matmul(kernel.narrow(3, 0, n), g);
     const auto grad_y = grad_context2 * d;
     auto grad_d = (grad_context2 * y).sum(-1, /*keepdim=*/true);
-    const auto grad_z = bmm4(grad_y, weighted.transpose(-2, -1));
-    const auto grad_weighted = bmm4(z.transpose(-2, -1), grad_y);
+    const auto grad_z = batched_matmul(grad_y, weighted, /*transpose_b=*/true);
+    const auto grad_weighted = batched_matmul(z.transpose(-2, -1), grad_y);
     const auto grad_context = grad_weighted * d;
     grad_d.add_((grad_weighted * context).sum(-1, /*keepdim=*/true));
-    auto grad_values = bmm4(kernel.narrow(3, n, n).transpose(-2, -1), grad_context);
+    auto grad_values = batched_matmul(kernel.narrow(3, n, n).transpose(-2, -1), grad_context);
 
     // A = M ∘ d dᵀ, d = rowsum(M)^-½: dM = dA ∘ d dᵀ − ½ d³ ∘ dd, dd_i += (rowsum + colsum of dA ∘ A)_i / d_i
     auto grad_a = tape.backward(grad_z, /*symmetric=*/true);
@@ -101,11 +101,11 @@ struct FusedFunction : public torch::autograd::Function<FusedFunction> {
     grad_block.masked_fill_(marks_valid.logical_not().view({b, 1, 1, m}), 0.0);  // those entries were constants
 
     // κ(L, X): its Q columns from the output, its K columns from C, its landmark columns from M
-    auto grad_kernel = at::cat({bmm4(context2, g.transpose(-2, -1)), bmm4(grad_context, values.transpose(-2, -1))}, 3);
+    auto grad_kernel = at::cat({batched_matmul(context2, g, /*transpose_b=*/true), batched_matmul(grad_context, values, /*transpose_b=*/true)}, 3);
     grad_kernel.scatter_add_(3, index.view({b, 1, 1, m}).expand({b, h, m, m}), grad_block);
     const auto grad_e = grad_kernel.mul_(kernel);
-    const auto grad_marks = bmm4(grad_e, rows).sub_(grad_e.sum(-1, /*keepdim=*/true) * marks);
-    auto grad_rows = bmm4(grad_e.transpose(-2, -1), marks).sub_(grad_e.sum(-2, /*keepdim=*/true).transpose(-2, -1) * rows);
+    const auto grad_marks = batched_matmul(grad_e, rows).sub_(grad_e.sum(-1, /*keepdim=*/true) * marks);
+    auto grad_rows = batched_matmul(grad_e.transpose(-2, -1), marks).sub_(grad_e.sum(-2, /*keepdim=*/true).transpose(-2, -1) * rows);
     grad_rows.scatter_add_(2, index.view({b, 1, m, 1}).expand({b, h, m, p}), grad_marks);
 
     const auto padded = valid.logical_not().view({b, 1, n, 1});

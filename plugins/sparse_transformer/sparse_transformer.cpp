@@ -14,6 +14,7 @@
 
 #include "attnlab/attention.hpp"
 #include "attnlab/linalg.hpp"
+#include "attnlab/step_ops.hpp"
 
 namespace attnlab::sparse_transformer {
 
@@ -76,29 +77,32 @@ class SparseTransformerAttention : public AttentionMethod {
 
     // The queries in groups of consecutive blocks, of about scores_per_group summary scores at
     // most; causal, each group meets only the summary columns up to its last block (G groups do
-    // (G + 1)/2G of the summary work), so on the CPU at least 4 groups.
-    const auto by_size = 1 + batch * heads * padded * cols / scores_per_group(q.device());
-    const auto groups = std::min(blocks, std::max<std::int64_t>(causal_ && q.is_cpu() ? 4 : 1, by_size));
+    // (G + 1)/2G of the summary work), so on the CPU at least 4 groups where that work is large
+    // enough to matter (else one: a group is some thirty ops).
+    const auto scores = batch * heads * padded * cols;
+    const auto by_size = 1 + scores / scores_per_group(q.device());
+    const bool split_work = causal_ && q.is_cpu() && scores > (std::int64_t{1} << 18);
+    const auto groups = std::min(blocks, std::max<std::int64_t>(split_work ? 4 : 1, by_size));
     // (The blocked inputs split along the blocks, so that their gradients are gathered once.)
     std::vector<std::int64_t> sizes;
     for (std::int64_t g = 0; g < groups; ++g) sizes.push_back((g + 1) * blocks / groups - g * blocks / groups);
-    const auto q_parts = qb.split_with_sizes(sizes, 2), k_parts = kb.split_with_sizes(sizes, 2);
-    const auto v_parts = vb.split_with_sizes(sizes, 2), bias_parts = local_bias.split_with_sizes(sizes, 2);
+    auto parts = [&](const at::Tensor& t) { return groups == 1 ? std::vector<at::Tensor>{t} : t.split_with_sizes(sizes, 2); };
+    const auto q_parts = parts(qb), k_parts = parts(kb), v_parts = parts(vb), bias_parts = parts(local_bias);
     std::vector<at::Tensor> outs;
     for (std::int64_t g = 0; g < groups; ++g) {
       const auto b0 = g * blocks / groups, nbg = sizes[g], rows = nbg * len;
       const auto& qg = q_parts[g];
       const auto& vg = v_parts[g];
-      auto local = at::matmul(qg, k_parts[g].transpose(-2, -1));  // [B, H, nbg, ℓ, ℓ]
+      auto local = batched_matmul(qg, k_parts[g], /*transpose_b=*/true);  // [B, H, nbg, ℓ, ℓ]
       local.add_(bias_parts[g]);
       if (blocks == 1) {
         const auto e = local.sub_(local.amax(-1, /*keepdim=*/true).detach()).exp_();
-        outs.push_back(at::matmul(e, vg).view({batch, heads, rows, dim + 1}));
+        outs.push_back(batched_matmul(e, vg).view({batch, heads, rows, dim + 1}));
         continue;
       }
       const auto used = causal_ ? (b0 + nbg) * s : cols;
-      auto summ = at::matmul(qg.reshape({batch, heads, rows, dim}), sk.narrow(2, 0, used).transpose(-2, -1));
-      summ.add_(summary_bias.narrow(-1, 0, used));  // [B, H, rows, used]
+      auto summ = batched_matmul(qg.reshape({batch, heads, rows, dim}), used == cols ? sk : sk.narrow(2, 0, used), /*transpose_b=*/true);
+      summ.add_(used == cols ? summary_bias : summary_bias.narrow(-1, 0, used));  // [B, H, rows, used]
       if (causal_) {
         const auto query_position = at::arange(b0 * len, b0 * len + rows, index_opts).view({rows, 1});
         summ.add_(masked_bias(summary_position.narrow(1, 0, used).le(query_position), q.options(), excluded / 2));
@@ -108,10 +112,11 @@ class SparseTransformerAttention : public AttentionMethod {
       const auto m = at::maximum(local.amax(-1).view({batch, heads, rows}), summ.amax(-1)).detach().unsqueeze(-1);
       const auto e_local = local.sub_(m.view({batch, heads, nbg, len, 1})).exp_();
       const auto e_summ = summ.sub_(m).exp_();
-      outs.push_back(at::matmul(e_local, vg).view({batch, heads, rows, dim + 1}) +
-                     at::matmul(e_summ, sv.narrow(2, 0, used)));
+      outs.push_back(batched_matmul(e_local, vg).view({batch, heads, rows, dim + 1}) +
+                     batched_matmul(e_summ, used == cols ? sv : sv.narrow(2, 0, used)));
     }
-    return normalised(at::cat(outs, 2).narrow(2, 0, n));
+    const auto all = groups == 1 ? outs.front() : at::cat(outs, 2);
+    return normalised(padded == n ? all : all.narrow(2, 0, n));
   }
 
  private:

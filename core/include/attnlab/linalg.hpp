@@ -89,5 +89,9 @@ struct ScaledRows {
   at::Tensor valid;    // [B, N] bool
 };
 ScaledRows scale_and_mask(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& key_valid);
+// The same with q and k scaled by factors of the caller's (1/√p and 1 for q kᵀ/√p, say). One
+// autograd node for the three.
+ScaledRows mask_rows(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& key_valid,
+                     double q_scale, double k_scale);
 
 }  // namespace attnlab::linalg

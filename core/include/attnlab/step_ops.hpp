@@ -9,10 +9,11 @@
 
 namespace attnlab {
 
-// [B, H, r, s] × [B, H, s, c] as one batched product over B·H; either factor may be a transposed view.
-inline at::Tensor bmm4(const at::Tensor& a, const at::Tensor& b) {
-  return at::bmm(a.flatten(0, 1), b.flatten(0, 1)).view({a.size(0), a.size(1), a.size(2), b.size(3)});
-}
+// a [..., r, s] × b [..., s, c], or × bᵀ for b [..., c, s] with `transpose_b`, the leading (batch)
+// dimensions the same in both, as one batched product and one autograd node (at::matmul on four
+// or five dimensions is the same product with some ten views and copies around it, each with its
+// backward node). Under autocast, in autocast's type, as at::matmul would run.
+at::Tensor batched_matmul(const at::Tensor& a, const at::Tensor& b, bool transpose_b = false);
 
 // A constant of `like`'s type and device: `x * constant(0.5, x)` is one op where `x * 0.5` is five.
 inline at::Tensor constant(double value, const at::Tensor& like) { return at::scalar_tensor(value, like.options()); }
