@@ -9,7 +9,7 @@ include(CMakePackageConfigHelpers)
 # interfaces, and the helpers we want authors to reuse). The host's headers (model, trainer,
 # config, data loader, variance, instability) stay in the source tree.
 set(ATTNLAB_SDK_HEADERS plugin.hpp params.hpp attention.hpp dataset.hpp dataset_plugin.hpp linalg.hpp data_util.hpp token_cache.hpp
-                        seed_stream.hpp torch_compat.hpp precision.hpp)
+                        seed_stream.hpp torch_compat.hpp precision.hpp step_ops.hpp)
 list(TRANSFORM ATTNLAB_SDK_HEADERS PREPEND ${PROJECT_SOURCE_DIR}/core/include/attnlab/)
 install(FILES ${ATTNLAB_SDK_HEADERS} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/attnlab COMPONENT sdk)
 

@@ -48,6 +48,8 @@ const Command kCommands[] = {
      [](const Args& a, const std::string&) { return attnlab::cmd_approx(a); }},
     {"bench", "time a training step and its peak memory per method and sequence length",
      [](const Args& a, const std::string& self) { return attnlab::cmd_bench(a, self); }},
+    {"estimate", "each job's wall time and an experiment's on a device, from the bench figures, before queueing",
+     [](const Args& a, const std::string&) { return attnlab::cmd_estimate(a); }},
     {"instability", "Skyformer's instability score of an experiment's jobs against softmax",
      [](const Args& a, const std::string&) { return attnlab::cmd_instability(a); }},
     {"variance", "RSD, PI, VA and AGV of a stored run of a stochastic method, from its checkpoint",

@@ -8,16 +8,20 @@
 #   BEFORE=/tmp/before/bin/attnlab  (the earlier commit, built and installed)
 #   bash scripts/bench-pair.sh "$BEFORE" build-cuda/runner/attnlab
 # BENCH_METHODS (default: every method AFTER finds), BENCH_LENGTH (64), BENCH_ARGS (default
-# "--batch-size 1 --threads 1 --warmup 3 --steps 15": the host's time a step, little arithmetic).
+# "--batch-size 1 --threads 1 --warmup 3 --steps 15": the host's time a step, little arithmetic),
+# BENCH_ROUNDS (3): each method measured that many times on each side, alternately, and each side's
+# step the least of its medians (what a quiet moment of a shared machine gives; the medians of one
+# round here differ by up to 2x from round to round).
 set -euo pipefail
 before=$1 after=$2
 length=${BENCH_LENGTH:-64}
 args=${BENCH_ARGS:-"--batch-size 1 --threads 1 --warmup 3 --steps 15"}
+rounds=${BENCH_ROUNDS:-3}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 methods=${BENCH_METHODS:-$("$after" plugins 2>/dev/null | awk '/^Attention methods:/ {a = 1; next} /^[A-Z]/ {a = 0} a && /^  [a-z_0-9]+ [0-9]/ {print $1}' | paste -sd, -)}
 [ -n "$methods" ] || { echo "bench-pair: no attention method found by $after" >&2; exit 1; }
-echo "bench-pair: $(nproc) cores; $(uptime | sed 's/.*load/load/'); length $length, $args"
+echo "bench-pair: $(nproc) cores; $(uptime | sed 's/.*load/load/'); length $length, $args, $rounds rounds"
 # ops: the events of the traced step; step: the median of the timed ones, from that side's database
 measure() {  # SIDE EXECUTABLE METHOD
   # shellcheck disable=SC2086  # the arguments are words
@@ -29,9 +33,15 @@ measure() {  # SIDE EXECUTABLE METHOD
 echo
 echo "| method | ops before | ops after | after / before | step before (ms) | step after (ms) | after / before |"
 echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+least() { awk -v a="$1" -v b="$2" 'BEGIN { print (a == "" || b + 0 < a + 0) ? b : a }'; }
 for method in ${methods//,/ }; do
-  read -r ops_b step_b < <(measure before "$before" "$method")
-  read -r ops_a step_a < <(measure after "$after" "$method")
+  step_b="" step_a=""
+  for (( round = 0; round < rounds; round++ )); do
+    read -r ops_b step < <(measure before "$before" "$method")
+    step_b=$(least "$step_b" "$step")
+    read -r ops_a step < <(measure after "$after" "$method")
+    step_a=$(least "$step_a" "$step")
+  done
   awk -v m="$method" -v ob="$ops_b" -v oa="$ops_a" -v sb="$step_b" -v sa="$step_a" \
     'BEGIN { printf "| %s | %d | %d | %.2f | %s | %s | %.2f |\n", m, ob, oa, oa / ob, sb, sa, sa / sb }'
 done

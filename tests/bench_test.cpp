@@ -339,6 +339,79 @@ TEST_F(Bench, OneMeasuringProcessMeasuresEachConfigurationItIsGivenInTurn) {
   EXPECT_LT(out.find("  64 tokens: done: step"), out.find("  32 tokens: done: step")) << out;
 }
 
+// bench --concurrent: each N measures in N processes together, every process's row stored with N;
+// the table's "steps/s, all" is their 1 / median summed.
+TEST_F(Bench, ConcurrentMeasuresInNProcessesTogetherAndSumsTheirSteps) {
+  std::string out;
+  ASSERT_EQ(attnlab("bench --db " + path("b.db") + " --cache-dir " + path("cache") +
+                        " --methods softmax --lengths 32 --batch-size 2 --steps 3 --warmup 1 --threads 1 --concurrent 1,2",
+                    out), 0) << out;
+  const auto db = path("b.db");
+  EXPECT_EQ(query(db, "SELECT group_concat(concurrent) FROM (SELECT concurrent FROM bench_results ORDER BY id)"), "1,2,2");
+  EXPECT_EQ(query(db, "SELECT count(*) FROM bench_results WHERE status = 'done' AND steps_timed = 3"), "3");
+  const double summed = std::stod(query(db, "SELECT sum(1.0 / step_seconds_median) FROM bench_results WHERE concurrent = 2"));
+  const auto packed = words(line_starting(out, "softmax  32      2 "));
+  ASSERT_EQ(packed.size(), 11u) << out;
+  EXPECT_NEAR(std::stod(packed[10]), summed, 0.051) << out;
+  EXPECT_NE(out.find("softmax at 32 tokens, 2 at once"), std::string::npos) << out;
+}
+
+// attnlab estimate on an experiment: a figure missing is named with the bench command that measures
+// it (exit 3); that command run as printed, the estimate of a real short run's time is within a
+// quarter of what the run then took (wall_seconds: training, validation and test).
+TEST_F(Bench, EstimateNamesTheBenchItLacksAndThenComesWithinAQuarterOfTheRun) {
+  const std::string experiment = path("short.toml");
+  std::ofstream(experiment) << R"([experiment]
+name = "short"
+seeds = [1]
+[datasets.listops]
+source = "generate"
+max_len = 128
+train_size = 2000
+val_size = 200
+test_size = 200
+max_depth = 4
+max_args = 5
+min_length = 16
+max_length = 128
+[model]
+layers = 2
+dim = 64
+ffn_dim = 128
+heads = 2
+[train]
+steps = 150
+batch_size = 16
+eval_every = 75
+log_every = 50
+[methods.softmax]
+)";
+  const std::string cache = " --cache-dir " + path("cache");
+  std::string out;
+  ASSERT_EQ(attnlab("bench --db " + path("bench.db") + cache + " --methods performer --lengths 32 --steps 1 --threads 1", out), 0) << out;
+  ASSERT_EQ(attnlab("estimate " + experiment + " --db " + path("bench.db") + cache, out), 3) << out;
+  const std::string wanted = "attnlab bench --config " + experiment + " --db " + path("bench.db") +
+                             " --methods softmax --dataset listops --lengths 128 --batch-size 16 --precision fp32 --device cpu";
+  const auto named = out.find(wanted);
+  ASSERT_NE(named, std::string::npos) << out;
+  EXPECT_NE(out.find("softmax x listops, seed 1"), std::string::npos) << out;
+  EXPECT_NE(out.find("no total, 1 job(s) without a bench figure"), std::string::npos) << out;
+
+  ASSERT_EQ(attnlab(wanted.substr(std::string("attnlab ").size()) + cache + " --threads 1", out), 0) << out;
+  ASSERT_EQ(attnlab("estimate " + experiment + " --db " + path("bench.db") + cache, out), 0) << out;
+  const auto job = words(line_starting(out, "softmax x listops, seed 1"));
+  ASSERT_EQ(job.size(), 13u) << out;  // the label is 5 words, "128 tokens" 2
+  EXPECT_EQ(job[10] + " " + job[11], "128 tokens") << out;  // the length measured, not scaled
+  const double step = std::stod(job[9]);
+  // 150 steps, and 2 validations x 13 batches + 13 test batches forward only, a third of a step each
+  const double estimated = step * (150 + 39.0 / 3);
+  EXPECT_NE(out.find("1 job(s) on 1 x cpu, 1 at once on each: wall "), std::string::npos) << out;
+
+  ASSERT_EQ(attnlab("run " + experiment + " --db " + path("runs.db") + cache + " --threads 1", out), 0) << out;
+  const double took = std::stod(query(path("runs.db"), "SELECT wall_seconds FROM run_summary"));
+  EXPECT_NEAR(estimated / took, 1.0, 0.25) << "estimated " << estimated << " s, the run took " << took << " s";
+}
+
 // The table from rows made here: ratios only against comparable softmax rows, errors listed.
 TEST(BenchTable, RatiosAgainstComparableSoftmaxAndErrorsListed) {
   auto row = [](const std::string& method, std::int64_t len, double seconds, double bytes, std::int64_t batch = 4) {
@@ -381,6 +454,44 @@ TEST(BenchTable, RatiosAgainstComparableSoftmaxAndErrorsListed) {
   EXPECT_DOUBLE_EQ(attnlab::median({3, 1, 2}), 2);
   EXPECT_DOUBLE_EQ(attnlab::median({4, 1, 3, 2}), 2.5);
   EXPECT_TRUE(std::isnan(attnlab::median({})));
+}
+
+// Packed rows (bench --concurrent N): the N processes' rows one line, the median of their medians,
+// their steps a second summed; a group with a failed process shows the failure and no aggregate.
+TEST(BenchTable, APackedMeasurementIsOneLineWithItsProcessesStepsPerSecondSummed) {
+  auto row = [](double seconds, std::int64_t concurrent, const std::string& status = "done") {
+    attnlab::store::BenchResult r;
+    r.method = "softmax";
+    r.dataset = "listops";
+    r.seq_len = 64;
+    r.batch_size = 4;
+    r.device = "cpu";
+    r.status = status;
+    r.concurrent = concurrent;
+    r.step_seconds_median = r.step_seconds_min = r.step_seconds_max = seconds;
+    r.peak_memory_bytes = 1e8 * seconds;
+    r.config_toml = "[model]\ndim = 64\n";
+    return r;
+  };
+  const std::vector<attnlab::store::BenchResult> rows = {row(0.01, 1), row(0.01, 2), row(0.04, 2),
+                                                         row(0.02, 2), row(0, 2, "oom")};
+  const std::string table = attnlab::bench_table(rows, false);
+  std::vector<std::vector<std::string>> lines;
+  std::istringstream in(table);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("softmax", 0) == 0) lines.push_back(words(line));
+  ASSERT_EQ(lines.size(), 3u) << table;
+  // method length at-once status step min-max ratio peak(2) ratio steps/s
+  ASSERT_EQ(lines[0].size(), 11u) << table;
+  EXPECT_EQ(lines[0][2], "1");
+  EXPECT_EQ(lines[0][10], "100.0") << table;        // 1 / 0.01
+  EXPECT_EQ(lines[1][2], "2");
+  EXPECT_EQ(lines[1][4], "0.0250") << table;        // the median of 0.01 and 0.04
+  EXPECT_EQ(lines[1][5], "0.0100-0.0400") << table;
+  EXPECT_EQ(lines[1][10], "125.0") << table;        // 1 / 0.01 + 1 / 0.04
+  EXPECT_EQ(lines[1][6], "1.00") << table;          // against the packed softmax itself, not the lone one
+  EXPECT_EQ(lines[2][3], "oom") << table;
+  EXPECT_EQ(lines[2].back(), "-") << table;
 }
 
 }  // namespace

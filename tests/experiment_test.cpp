@@ -121,6 +121,11 @@ TEST(Experiment, CheckpointCadenceIsNotPartOfTheJobIdentity) {
   EXPECT_EQ(with_cadence.jobs[0].train.integer("checkpoint_every"), 7);
   EXPECT_NE(with_cadence.jobs[0].config_toml, plain.jobs[0].config_toml);
   EXPECT_EQ(with_cadence.jobs[0].config_hash, plain.jobs[0].config_hash);
+  std::string graphs_off = base;  // the step replayed as a CUDA graph or not: the same kernels, the same job
+  graphs_off.replace(graphs_off.find("steps = 30"), 10, "steps = 30\ncuda_graphs = \"off\"");
+  const auto without_graphs = load_experiment(write_file("graphs.toml", graphs_off), registry());
+  EXPECT_EQ(without_graphs.jobs[0].train.string("cuda_graphs"), "off");
+  EXPECT_EQ(without_graphs.jobs[0].config_hash, plain.jobs[0].config_hash);
   // the method's own override (lr = 0.003) wins over [train]; change the dataset-free default instead
   const auto changed = load_experiment(write_file("lr.toml", other_lr), registry());
   EXPECT_EQ(changed.jobs[0].train.real("lr"), plain.jobs[0].train.real("lr"));  // overridden: same job
@@ -132,7 +137,7 @@ TEST(Experiment, CheckpointCadenceIsNotPartOfTheJobIdentity) {
 
 // [train] precision, tf32 and deterministic came after jobs were stored: at their defaults they stay
 // out of the identity, which is then the hash of the configuration without them (and without the
-// cadence keys), as before they existed; away from their defaults each makes another job.
+// cadence keys and cuda_graphs), as before they existed; away from their defaults each makes another job.
 TEST(Experiment, PrecisionKeysAtTheirDefaultsKeepTheIdentityJobsHadBeforeThem) {
   const std::string base = kGood;
   const auto plain = load_experiment(write_file("plain.toml", base), registry());
@@ -141,7 +146,8 @@ TEST(Experiment, PrecisionKeysAtTheirDefaultsKeepTheIdentityJobsHadBeforeThem) {
   std::istringstream lines(job.config_toml);
   for (std::string line; std::getline(lines, line);)
     if (line.rfind("precision = ", 0) != 0 && line.rfind("tf32 = ", 0) != 0 && line.rfind("deterministic = ", 0) != 0 &&
-        line.rfind("checkpoint_every = ", 0) != 0 && line.rfind("accuracy_checkpoints = ", 0) != 0)
+        line.rfind("checkpoint_every = ", 0) != 0 && line.rfind("accuracy_checkpoints = ", 0) != 0 &&
+        line.rfind("cuda_graphs = ", 0) != 0)
       before += line + "\n";
   ASSERT_NE(before, job.config_toml + "\n");
   EXPECT_EQ(job.config_hash, sha256_of_text(before));
@@ -192,7 +198,7 @@ TEST(Experiment, ErrorsNameFileLineAndKey) {
   EXPECT_EQ(error_of("[train]\nsteps = 10\nlrr = 0.1\n[methods.softmax]\n[datasets.listops]\n"),
             file + ":3: [train] lrr: unknown key (known: steps, batch_size, grad_accum, lr, weight_decay, beta1, beta2, "
                    "eps, warmup, decay, clip_norm, eval_every, eval_batches, log_every, instability_steps, variance_passes, "
-                   "variance_split, accuracy_checkpoints, checkpoint_every, precision, tf32, deterministic)");
+                   "variance_split, accuracy_checkpoints, checkpoint_every, precision, tf32, cuda_graphs, deterministic)");
   EXPECT_EQ(error_of("[train]\nsteps = \"ten\"\n[methods.softmax]\n[datasets.listops]\n"),
             file + ":2: [train] steps: expected an integer, got a string");
   EXPECT_EQ(error_of("[model]\npooling = \"max\"\n[methods.softmax]\n[datasets.listops]\n"),

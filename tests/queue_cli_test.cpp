@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <thread>
 
 #include "attnlab/precision.hpp"
 #include "attnlab/store.hpp"
@@ -274,6 +275,41 @@ TEST_F(QueueCli, ADamagedDatabaseIsRefusedInOneLineAndDbCheckSaysWhy) {
 
 // Small things said plainly: a folder where a file belongs, a table defined twice, a character
 // --where does not know.
+// --jobs-per-device auto: 1 while a job has no bench figure (named); then as many as fit 90% of the
+// device's memory at the jobs' largest peak, at most one per host core.
+TEST_F(QueueCli, JobsPerDeviceAutoReadsTheJobsBenchFigures) {
+  std::string out;
+  ASSERT_EQ(queue("add " + experiment() + " --cache-dir " + path("cache"), out), 0) << out;
+  const std::string worker = "worker --idle-exit --noop --jobs-per-device auto --cache-dir " + path("cache") + opts();
+  ASSERT_EQ(attnlab(worker, out), 0) << out;
+  EXPECT_NE(out.find("attnlab: --jobs-per-device auto: 1 (no bench figure for softmax on listops at 64 tokens, batch 8, "
+                     "fp32, on cpu: attnlab bench --db " + db() + " --methods softmax --dataset listops --lengths 64 "
+                     "--batch-size 8 --precision fp32 --device cpu)"),
+            std::string::npos) << out;
+
+  // the figure measured, then its peak set to a share of this machine's memory
+  ASSERT_EQ(attnlab("bench --config " + path("tiny.toml") + " --methods softmax --lengths 64 --batch-size 8 --steps 1 "
+                    "--warmup 0 --threads 1 --cache-dir " + path("cache") + opts(), out), 0) << out;
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  double kib = 0;
+  while (meminfo >> key && key != "MemTotal:") meminfo.ignore(256, '\n');
+  meminfo >> kib;
+  const double memory = kib * 1024;
+  auto requeue_and_work = [&](double share) {
+    exec("UPDATE bench_results SET peak_memory_bytes = " + std::to_string(share * memory));
+    exec("UPDATE jobs SET state = 'queued'");
+    EXPECT_EQ(attnlab(worker, out), 0) << out;
+    return out;
+  };
+  EXPECT_NE(requeue_and_work(0.6).find("attnlab: --jobs-per-device auto: 1 (cpu: 90% of "), std::string::npos) << out;
+  const auto cores = static_cast<int>(std::thread::hardware_concurrency());
+  const int expected = std::min({3, cores, 8});  // floor(0.9 / 0.29) = 3 by memory
+  EXPECT_NE(requeue_and_work(0.29).find("attnlab: --jobs-per-device auto: " + std::to_string(expected) + " (cpu: "),
+            std::string::npos) << out;
+  EXPECT_NE(out.find(expected > 1 ? std::to_string(expected) + " jobs at once on each" : "device(s) cpu, lease"), std::string::npos) << out;
+}
+
 TEST_F(QueueCli, MistakesAreNamedAsTheyAre) {
   std::string out;
   fs::create_directories(path("folder.db"));

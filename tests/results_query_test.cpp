@@ -402,7 +402,10 @@ TEST_F(Query, Version4FilesGetTheViewsByMigration) {
                            "ALTER TABLE approx_results DROP COLUMN device_name; "
                            "ALTER TABLE approx_results DROP COLUMN threads; "
                            "ALTER TABLE bench_results DROP COLUMN host_seconds_median; "
-                           "ALTER TABLE bench_results DROP COLUMN ops_per_step; PRAGMA user_version = 4",
+                           "ALTER TABLE bench_results DROP COLUMN ops_per_step; "
+                           "ALTER TABLE bench_results DROP COLUMN step_mode; "
+                           "ALTER TABLE bench_results DROP COLUMN concurrent; "
+                           "ALTER TABLE runs DROP COLUMN step_mode; PRAGMA user_version = 4",
                            nullptr, nullptr, &err),
               SQLITE_OK)
         << (err ? err : "");

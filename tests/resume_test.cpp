@@ -143,6 +143,8 @@ struct Log : TrainObserver {
     resumed_at.push_back(steps_done);
     points_before_resume = points.size();
   }
+  std::vector<std::string> step_modes;
+  void on_step_mode(const std::string& mode) override { step_modes.push_back(mode); }
 };
 
 struct Attempt {
@@ -310,6 +312,33 @@ INSTANTIATE_TEST_SUITE_P(Methods, ResumeMethod,
                            std::replace(name.begin(), name.end(), ' ', '_');
                            return name;
                          });
+
+// The path a CUDA graph replays, run eagerly on the CPU: each batch copied into static inputs, the
+// device's part of the step one function (zero, forward, backward, clip, update), the learning
+// rate from the optimiser's tensor. It trains to the bit as the plain step does (one batch a
+// step, as a graph takes it), a stochastic method too, and a run of it resumes to the bit.
+TEST_F(Resume, TheCudaGraphsStepPathTrainsAsThePlainOne) {
+  for (const char* method : {"softmax", "skyformer"}) {
+    auto plain = job(method);
+    plain.train.grad_accum = 1;
+    auto static_inputs = plain;
+    static_inputs.static_inputs = true;
+    const auto a = run(plain), b = run(static_inputs);
+    EXPECT_EQ(a.outcome.status, TrainStatus::done) << method << ": " << a.outcome.error;
+    expect_same_points(a.log.points, b.log.points);
+    expect_same_results(a.outcome, b.outcome);
+    EXPECT_EQ(b.outcome.step_mode, "eager (cuda graphs off: the device is cpu, not a GPU)");
+    EXPECT_EQ(b.log.step_modes, std::vector<std::string>{b.outcome.step_mode});
+
+    auto stopping = static_inputs;
+    stopping.resume_stem = path(std::string("job-") + method);
+    const auto stopped = run(stopping, /*stop_during_step=*/37);
+    ASSERT_EQ(stopped.log.checkpoint_steps, (std::vector<std::int64_t>{37})) << method;
+    const auto resumed = run(resuming(stopping, stopped));
+    expect_same_points(b.log.points, concat(stopped.log.points, resumed.log.points));
+    expect_same_results(b.outcome, resumed.outcome);
+  }
+}
 
 TEST_F(Resume, StoppedAfterTheLastStepResumesIntoTheTestEvaluation) {
   const auto base = job("random_projection");

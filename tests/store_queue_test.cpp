@@ -741,9 +741,10 @@ TEST_F(Queue, MigratesAVersion6FileAddingTheStudyTables) {
                                                       "'git_revision', 'threads')"),
               "5")
         << table;
-  // version 11: a bench step's host time and ops
+  // version 11: a bench step's host time, ops and mode; a run's step mode
   EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT count(*) FROM pragma_table_info('bench_results') WHERE name IN "
-                                   "('host_seconds_median', 'ops_per_step')"), "2");
+                                   "('host_seconds_median', 'ops_per_step', 'step_mode')"), "3");
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT count(*) FROM pragma_table_info('runs') WHERE name = 'step_mode'"), "1");
   EXPECT_EQ(query_one(store::sqlite_handle(db), "PRAGMA integrity_check"), "ok");
   EXPECT_TRUE(query(store::sqlite_handle(db), "PRAGMA foreign_key_check").empty());
   // every version 6 object as it was, the three new tables after them

@@ -159,6 +159,7 @@ TEST_F(StoreTest, StudyResultsRoundTrip) {
   b.peak_memory_bytes = 1.5e9;
   b.host_seconds_median = 0.125;
   b.ops_per_step = 1812;
+  b.step_mode = "cuda graph";
   b.status = "done";
   b.config_toml = "[model]\nlayers = 2\n";
   const auto done_id = store::add_bench_result(db, b);
@@ -166,6 +167,7 @@ TEST_F(StoreTest, StudyResultsRoundTrip) {
   b.error = "out of memory";
   b.host_seconds_median = std::numeric_limits<double>::quiet_NaN();  // not measured: NULL, read back as NaN
   b.ops_per_step = 0;                                                // not counted: NULL, read back as 0
+  b.step_mode.clear();
   const auto oom_id = store::add_bench_result(db, b);
   const auto benches = store::bench_results(db);
   ASSERT_EQ(benches.size(), 2u);
@@ -181,6 +183,8 @@ TEST_F(StoreTest, StudyResultsRoundTrip) {
   EXPECT_DOUBLE_EQ(benches[0].peak_memory_bytes, 1.5e9);
   EXPECT_DOUBLE_EQ(benches[0].host_seconds_median, 0.125);
   EXPECT_EQ(benches[0].ops_per_step, 1812);
+  EXPECT_EQ(benches[0].step_mode, "cuda graph");
+  EXPECT_EQ(benches[1].step_mode, "");
   EXPECT_TRUE(std::isnan(benches[1].host_seconds_median));
   EXPECT_EQ(benches[1].ops_per_step, 0);
   EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT count(*) FROM bench_results WHERE ops_per_step IS NULL AND "

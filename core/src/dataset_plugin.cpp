@@ -26,6 +26,12 @@ std::string existing_folder(const std::string& folder, const std::string& missin
   return folder;
 }
 
+std::string data_folder(const DatasetContext& ctx, const ParamValues& params, const std::string& param,
+                        const std::string& what, const std::string& missing) {
+  if (ctx.describe_only) return params.string(param);
+  return existing_folder(required_path(params, param, what), missing);
+}
+
 std::string existing_file(const std::string& file, const std::string& missing) {
   std::error_code ec;
   if (!fs::is_regular_file(file, ec)) throw DataError(file + ": " + missing);

@@ -29,10 +29,9 @@ class FashionMnistDataset final : public Dataset {
  public:
   FashionMnistDataset(const DatasetContext& ctx, const ParamValues& params)
       : cache_dir_(ctx.cache_dir),
-        dir_(required_path(params, "path", "the folder of the Fashion-MNIST IDX files")),
-        holdout_(Holdout::from(params)) {
-    existing_folder(dir_, "no such directory (fashion_mnist path)" + install_hint(dir_));
-  }
+        dir_(data_folder(ctx, params, "path", "the folder of the Fashion-MNIST IDX files",
+                         "no such directory (fashion_mnist path)" + install_hint(params.string("path")))),
+        holdout_(Holdout::from(params)) {}
 
   TaskInfo info() const override { return {kVocabSize, kNumClasses, kPixels}; }  // vocabulary, classes, max_len
 

@@ -29,9 +29,8 @@ class ImageDataset final : public Dataset {
  public:
   ImageDataset(const DatasetContext& ctx, const ParamValues& params)
       : cache_dir_(ctx.cache_dir),
-        dir_(existing_folder(required_path(params, "path",
-                                           "the folder of the CIFAR-10 binary version (data_batch_1.bin .. test_batch.bin)"),
-                             "no such directory (image path)")),
+        dir_(data_folder(ctx, params, "path", "the folder of the CIFAR-10 binary version (data_batch_1.bin .. test_batch.bin)",
+                         "no such directory (image path)")),
         holdout_(Holdout::from(params)) {}
 
   TaskInfo info() const override { return {kVocabSize, kNumClasses, kPixels}; }  // vocabulary, classes, max_len

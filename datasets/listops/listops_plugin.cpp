@@ -57,8 +57,8 @@ class ListOpsDataset final : public Dataset {
 
     if (source == "files") {
       generate_ = false;
-      dir_ = existing_folder(required_path(params, "path", "the directory with the LRA files when source = \"files\""),
-                             "no such directory (listops path)");
+      dir_ = data_folder(ctx, params, "path", "the directory with the LRA files when source = \"files\"",
+                         "no such directory (listops path)");
     } else if (source == "generate") {
       generate_ = true;
       check_params([&] { check_generator_params(spec_.gen); });

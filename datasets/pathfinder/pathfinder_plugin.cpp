@@ -53,10 +53,11 @@ class PathfinderDataset final : public Dataset {
 
     if (source == "files") {
       // cache keys name absolute files
-      root_ = std::filesystem::absolute(required_path(params, "path", "the folder with the LRA files when source = \"files\""))
-                  .lexically_normal()
-                  .string();
-      dir_ = existing_folder(difficulty_dir(root_, resolution_, difficulty), "no such directory (pathfinder path)");
+      const std::string path = ctx.describe_only ? params.string("path")
+                                                 : required_path(params, "path", "the folder with the LRA files when source = \"files\"");
+      root_ = path.empty() ? path : std::filesystem::absolute(path).lexically_normal().string();
+      dir_ = difficulty_dir(root_, resolution_, difficulty);
+      if (!ctx.describe_only) existing_folder(dir_, "no such directory (pathfinder path)");
     } else if (source == "generate") {
       generate_ = true;
       spec_.difficulty = difficulty;

@@ -23,8 +23,8 @@ class RetrievalDataset final : public Dataset {
  public:
   RetrievalDataset(const DatasetContext& ctx, const ParamValues& params)
       : cache_dir_(ctx.cache_dir),
-        dir_(existing_folder(required_path(params, "path", "the folder with the LRA files new_aan_pairs.{train,eval,test}.tsv"),
-                             "no such folder (retrieval path)")),
+        dir_(data_folder(ctx, params, "path", "the folder with the LRA files new_aan_pairs.{train,eval,test}.tsv",
+                         "no such folder (retrieval path)")),
         max_len_(params.integer("max_len")) {}
 
   // vocabulary, classes, max_len, inputs: two documents per example (a two-tower model)

@@ -29,8 +29,7 @@ class TextDataset final : public Dataset {
  public:
   TextDataset(const DatasetContext& ctx, const ParamValues& params)
       : cache_dir_(ctx.cache_dir),
-        root_(existing_folder(required_path(params, "path", "the aclImdb folder (with train/ and test/)"),
-                              "no such folder (text path)")),
+        root_(data_folder(ctx, params, "path", "the aclImdb folder (with train/ and test/)", "no such folder (text path)")),
         max_len_(params.integer("max_len")),
         val_is_holdout_(params.string("val") == "holdout"),
         holdout_(Holdout::from(params)) {}

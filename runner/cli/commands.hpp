@@ -38,6 +38,7 @@ int cmd_db(const Args& args);
 int cmd_approx(const Args& args);                             // cmd_approx.cpp
 int cmd_bench(const Args& args, const std::string& self_exe);  // cmd_bench.cpp
 int cmd_bench_one(const Args& args);                          // cmd_bench.cpp (internal)
+int cmd_estimate(const Args& args);                           // cmd_estimate.cpp
 int cmd_instability(const Args& args);                        // cmd_instability.cpp
 int cmd_variance(const Args& args);                           // cmd_variance.cpp
 int cmd_inspect(const Args& args);                            // cmd_inspect.cpp

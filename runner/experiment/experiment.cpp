@@ -155,12 +155,14 @@ void finish_plan(JobPlan& job) {
   std::ostringstream text;
   text << root << "\n";
   job.config_toml = text.str();
-  // The identity leaves out what changes how a job runs but never its numbers (resume is exact):
-  // a new checkpoint cadence, or checkpoints kept at accuracy marks, is the same job, not a new one.
+  // The identity leaves out what changes how a job runs but never its numbers (resume is exact;
+  // a CUDA graph replays the step's own kernels): a new checkpoint cadence, checkpoints kept at
+  // accuracy marks, or the step as a graph, is the same job, not a new one.
   toml::table identity = root;
   auto& train = *identity.get_as<toml::table>("train");
   train.erase("checkpoint_every");
   train.erase("accuracy_checkpoints");
+  train.erase("cuda_graphs");
   // Keys added after jobs were stored enter the identity only away from their defaults, which are
   // what those jobs ran with: a database's jobs keep their hashes (a re-added file adds nothing).
   for (const auto& [key, old_default] : {std::pair<const char*, std::string>{"precision", "fp32"}, {"tf32", "false"},

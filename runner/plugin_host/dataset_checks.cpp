@@ -77,10 +77,19 @@ class DatasetChecks {
     return r.passed;
   }
 
+  // Built, and built only to describe its task (bench, estimate: DatasetContext::describe_only) it
+  // describes the same task.
   std::string parameters() {
     check_defaults(*plugin_.info);
     dataset_ = plugin_.make_dataset({scratch_.path("first")}, params_);
-    return std::to_string(plugin_.info->param_count) + " parameter(s), defaults within their bounds; built";
+    const TaskInfo task = dataset_->info();
+    const TaskInfo described = plugin_.make_dataset({scratch_.path("described"), /*describe_only=*/true}, params_)->info();
+    if (described.vocab_size != task.vocab_size || described.num_classes != task.num_classes ||
+        described.max_len != task.max_len || described.inputs != task.inputs || described.many_hot != task.many_hot)
+      throw std::runtime_error("built with describe_only, it describes another task (vocabulary, classes, length, "
+                               "inputs or features differ)");
+    return std::to_string(plugin_.info->param_count) + " parameter(s), defaults within their bounds; built; describes "
+           "its task without loading";
   }
 
   // A bound or choice is refused by the host against the schema (so the schema must be able to say

@@ -20,6 +20,7 @@
 #include "queue/run_summary.hpp"
 #include "queue/devices.hpp"
 #include "queue/worker.hpp"
+#include "studies/estimate_jobs.hpp"
 
 
 namespace attnlab {
@@ -41,8 +42,9 @@ int cmd_run(const Args& args, const std::string& self_exe) {
       ("devices", po::value<std::string>(), "cpu, cuda:0,cuda:1,... or all: one device worker each (default cpu)")
       ("device", po::value<std::string>(), "the same as --devices")
       ("lease", po::value<double>()->default_value(60), "lease of a claimed job in seconds, renewed every third of it")
-      ("jobs-per-device", po::value<int>()->default_value(1),
-       "jobs running at once on each device, a device worker each (--threads 0 shares the cores among them)")
+      ("jobs-per-device", po::value<std::string>()->default_value("1"),
+       "jobs running at once on each device, a device worker each (--threads 0 shares the cores among them); auto: as "
+       "many as the jobs' bench figures (in the database) let fit 90% of the device's memory, one per host core, at most 8")
       ("rerun", "run again the jobs that are already done")
       ("force", "load datasets past the memory/disk bound (runner/experiment/README.md, \"Size bound\")")
       ("no-load-check", "check dataset parameters and size only; leave loading the splits to the jobs")
@@ -70,8 +72,12 @@ int cmd_run(const Args& args, const std::string& self_exe) {
   workers.lease_seconds = vm["lease"].as<double>();
   workers.idle_exit = true;
   if (!(workers.lease_seconds >= 0.1)) throw UsageError("run: --lease must be at least 0.1 seconds");
-  workers.jobs_per_device = vm["jobs-per-device"].as<int>();
-  if (workers.jobs_per_device < 1) throw UsageError("run: --jobs-per-device must be 1 or more");
+  try {
+    workers.jobs_per_device = jobs_per_device_option(vm["jobs-per-device"].as<std::string>(), "run");
+  } catch (const std::runtime_error& e) {
+    throw UsageError(e.what());
+  }
+  const bool auto_per_device = workers.jobs_per_device == 0;
   // refuse a device this machine lacks before anything is stored
   workers.devices = resolve_devices(vm.count("devices") ? vm["devices"].as<std::string>()
                                     : vm.count("device") ? vm["device"].as<std::string>() : "cpu");
@@ -98,6 +104,9 @@ int cmd_run(const Args& args, const std::string& self_exe) {
 
   // Local device workers drain this experiment's jobs, exactly as `attnlab worker` would.
   workers.only_jobs = report.job_ids;
+  if (auto_per_device)
+    workers.jobs_per_device = report.job_ids.empty() ? 1 : static_cast<int>(auto_jobs_per_device_of_queue(
+        db, report.job_ids, registry, workers.devices, workers.cache_dir));
   store::JobFilter pending;
   pending.ids = report.job_ids;
   pending.states = {store::JobState::queued, store::JobState::running};

@@ -17,6 +17,8 @@
 #include "cli/commands.hpp"
 #include "queue/devices.hpp"
 #include "queue/worker.hpp"
+#include "plugin_host/plugin_host.hpp"
+#include "studies/estimate_jobs.hpp"
 
 namespace attnlab {
 namespace po = boost::program_options;
@@ -56,6 +58,9 @@ int cmd_worker(const Args& args, const std::string& self_exe) {
   {
     store::Database check(o.db_path, store::Database::Open::existing);
     check.require_intact();
+    if (o.jobs_per_device == 0)
+      o.jobs_per_device = static_cast<int>(
+          auto_jobs_per_device_of_queue(check, o.only_jobs, load_plugins(o.plugin_dirs), o.devices, o.cache_dir));
   }
   if (stop_signal()) {
     std::cerr << "attnlab: worker: stopped by signal " << stop_signal() << " before any device worker started\n";

@@ -43,6 +43,10 @@ class StoreObserver : public TrainObserver {
   void on_variance_pass(std::int64_t done, std::int64_t passes, double seconds) override {
     printer_.variance_pass(done, passes, seconds);
   }
+  void on_step_mode(const std::string& mode) override {
+    std::cout << printer_.label() << " steps: " << mode << std::endl;
+    write([&] { db_.set_run_step_mode(run_id_, mode); });
+  }
   bool on_checkpoint(std::int64_t steps_done, const std::string& path, const std::string& checksum) override {
     if (!write([&] { db_.set_resume_checkpoint(run_id_, path, steps_done, checksum); })) return false;
     // the predecessor's checkpoint is no longer the job's resume point: ours is

@@ -17,6 +17,7 @@ class ProgressPrinter {
   // way (in place on a terminal; on a pipe every few seconds and at the last pass).
   void variance_pass(std::int64_t done, std::int64_t passes, double seconds);
   void finish(const std::string& status_line);
+  const std::string& label() const { return label_; }
 
  private:
   void show(const char* line, bool last);

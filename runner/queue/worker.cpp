@@ -291,7 +291,9 @@ po::options_description WorkerOptions::options(const std::string& caption) {
   options.add_options()
       ("db", po::value<std::string>()->default_value("attnlab.db"), "the queue's database (it must exist: attnlab db migrate)")
       ("max-jobs", po::value<std::int64_t>()->default_value(0), "jobs per device worker, then stop (0: no limit)")
-      ("jobs-per-device", po::value<int>()->default_value(1), "device workers per device: jobs running at once on each")
+      ("jobs-per-device", po::value<std::string>()->default_value("1"),
+       "device workers per device: jobs running at once on each; auto: as many as the bench figures of the jobs "
+       "let fit 90% of the device's memory, one per host core, at most 8")
       ("idle-exit", "stop once nothing is queued or running")
       ("lease", po::value<double>()->default_value(60), "lease of a claimed job in seconds, renewed every third of it")
       ("noop", "(benchmark, tests) claim jobs and finish them as 'done' without running them")
@@ -312,11 +314,25 @@ po::options_description WorkerOptions::device_worker_options() {
   return options;
 }
 
+int jobs_per_device_option(const std::string& text, const std::string& command) {
+  if (text == "auto") return 0;
+  std::size_t end = 0;
+  int n = 0;
+  try {
+    n = std::stoi(text, &end);
+  } catch (const std::exception&) {
+    end = 0;
+  }
+  if (end != text.size() || end == 0 || n < 1)
+    throw std::runtime_error(command + ": --jobs-per-device must be 1 or more, or auto (got '" + text + "')");
+  return n;
+}
+
 WorkerOptions WorkerOptions::from(const po::variables_map& vm, const std::string& command) {
   WorkerOptions o;
   o.db_path = vm["db"].as<std::string>();
   o.max_jobs = vm["max-jobs"].as<std::int64_t>();
-  o.jobs_per_device = vm["jobs-per-device"].as<int>();
+  o.jobs_per_device = jobs_per_device_option(vm["jobs-per-device"].as<std::string>(), command);
   o.idle_exit = vm.count("idle-exit") > 0;
   o.lease_seconds = vm["lease"].as<double>();
   o.threads = vm["threads"].as<int>();
@@ -329,7 +345,6 @@ WorkerOptions WorkerOptions::from(const po::variables_map& vm, const std::string
   if (vm.count("job-exe")) o.job_exe = vm["job-exe"].as<std::string>();
   if (!(o.lease_seconds >= 0.1)) throw std::runtime_error(command + ": --lease must be at least 0.1 seconds");
   if (o.max_jobs < 0) throw std::runtime_error(command + ": --max-jobs must be 0 (no limit) or more");
-  if (o.jobs_per_device < 1) throw std::runtime_error(command + ": --jobs-per-device must be 1 or more");
   if (!(o.noop_seconds >= 0)) throw std::runtime_error(command + ": --noop-seconds must be 0 or more");
   return o;
 }

@@ -13,10 +13,14 @@
 
 namespace attnlab {
 
+// --jobs-per-device's text: N (1 or more), or 0 for "auto" (the front end resolves it from the
+// jobs' bench figures: auto_jobs_per_device_of_queue); anything else throws, naming `command`.
+int jobs_per_device_option(const std::string& text, const std::string& command);
+
 struct WorkerOptions {
   std::string db_path = "attnlab.db";
   std::vector<std::string> devices{"cpu"};
-  int jobs_per_device = 1;    // device workers per device: jobs running at once on each
+  int jobs_per_device = 1;    // device workers per device: jobs running at once on each (0: auto, which the front end resolves)
   std::int64_t max_jobs = 0;  // jobs per device worker; 0: no limit
   bool idle_exit = false;     // end once nothing is queued or running (among only_jobs, if given)
   double lease_seconds = 60;  // renewed every lease_seconds / 3 while a job runs

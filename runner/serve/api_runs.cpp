@@ -166,7 +166,8 @@ Reply run_json(store::Database& db, const Params& params) {
                           {"attnlab_version", env.attnlab_version},
                           {"git_revision", env.git_revision},
                           {"threads", env.threads},
-                          {"pid", env.pid}};
+                          {"pid", env.pid},
+                          {"step_mode", env.step_mode}};
     run["plugins"] = json::array();
     for (const auto& p : env.plugins)
       run["plugins"].push_back(

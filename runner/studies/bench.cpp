@@ -22,6 +22,7 @@
 #include "attnlab/train/config.hpp"
 #include "attnlab/train/model.hpp"
 #include "attnlab/torch_compat.hpp"
+#include "attnlab/train/step_runner.hpp"
 #include "attnlab/train/trainer.hpp"
 #include "build_info.hpp"
 #include "experiment/experiment.hpp"
@@ -87,6 +88,7 @@ using Measured = results::BenchMeasured;
 
 bool comparable(const store::BenchResult& a, const store::BenchResult& b) {
   return a.dataset == b.dataset && a.seq_len == b.seq_len && a.batch_size == b.batch_size && a.device == b.device &&
+         a.concurrent == b.concurrent &&
          a.device_name == b.device_name && a.threads == b.threads && a.torch_version == b.torch_version &&
          model_section(a.config_toml) == model_section(b.config_toml);
 }
@@ -99,6 +101,7 @@ StepTimes time_calls(const std::function<void()>& call, std::int64_t warmup, std
                      const StepProbes& probes) {
   for (std::int64_t i = 0; i < warmup; ++i) call();
   compat::synchronize(device);
+  if (probes.before_timing) probes.before_timing();
   compat::reset_peak_memory(device);
   StepTimes out;
   for (std::int64_t i = 0; i < steps; ++i) {
@@ -208,7 +211,7 @@ StepTimes time_training_steps(const BenchCase& c, const PluginRegistry& registry
   if (!dataset) throw std::runtime_error("no dataset plugin named '" + c.dataset + "'");
 
   // The task's description only (vocabulary, classes, inputs); no data is loaded.
-  TaskInfo task = dataset->make_dataset({dataset_cache_dir(cache_dir)}, c.dataset_params)->info();
+  TaskInfo task = dataset->make_dataset({dataset_cache_dir(cache_dir), /*describe_only=*/true}, c.dataset_params)->info();
   task.max_len = c.seq_len;
   const ModelConfig model_config = model_config_from(c.model);
   const TrainConfig train = train_config_from(c.train);
@@ -230,17 +233,25 @@ StepTimes time_training_steps(const BenchCase& c, const PluginRegistry& registry
 
   std::int64_t steps_taken = 0;
   LossScaler scaler(precision == Precision::fp16);
+  StepRunner runner(train, device, precision);
   // One training step as the trainer takes it: forward (autocast at the precision), loss, backward,
-  // unscaling, clipping, AdamW.
-  auto step = [&] {
+  // unscaling, clipping, AdamW; on a GPU a replayed CUDA graph where [train] cuda_graphs allows
+  // (the batch's tensors and the learning rate's are static already).
+  const std::function<void()> device_step = [&] {
     optimizer.zero_grad();
     const auto logits = forward_logits(model, tokens, lengths, device, precision);
     scaler.scale(at::cross_entropy_loss(logits, labels)).backward();
     apply_gradients(optimizer, train.clip_norm, scaler);
+  };
+  auto step = [&] {
+    runner.run(device_step);
     draws.after_step(++steps_taken);  // the redraws a real run pays for
   };
-
-  return time_calls(step, c.warmup, c.steps, device, probes);
+  // a graph's warm-up and capture are never timed: at least those steps go untimed
+  const auto warmup = runner.graphed() ? std::max(c.warmup, StepRunner::kWarmupSteps + 1) : c.warmup;
+  auto times = time_calls(step, warmup, c.steps, device, probes);
+  times.step_mode = runner.mode();
+  return times;
 }
 
 StepTimes time_attention_forward(const BenchCase& c, const PluginRegistry& registry, const std::string& device_text,
@@ -289,7 +300,8 @@ double softmax_attention_flops(const store::BenchResult& row) {
 
 store::BenchResult run_bench_case(const BenchCase& c, const std::string& config_toml, const PluginRegistry& registry,
                                   const std::string& device_text, int threads, const std::string& cache_dir,
-                                  bool count_ops, const std::string& trace_dir) {
+                                  bool count_ops, const std::string& trace_dir,
+                                  const std::function<void()>& before_timing) {
   store::BenchResult r;
   r.method = c.method;
   r.dataset = c.dataset;
@@ -305,13 +317,14 @@ store::BenchResult run_bench_case(const BenchCase& c, const std::string& config_
     r.threads = compat::configure_threads(threads);
     device = compat::parse_device(device_text);
     stamp_provenance(r, *device);  // cuda -> cuda:0
-    const StepProbes probes{count_ops, trace_dir.empty() ? "" : trace_file(trace_dir, c)};
+    const StepProbes probes{count_ops, trace_dir.empty() ? "" : trace_file(trace_dir, c), before_timing};
     const StepTimes t = c.attention_only ? time_attention_forward(c, registry, device_text, probes)
                                          : time_training_steps(c, registry, device_text, cache_dir, probes);
     r.steps_timed = static_cast<std::int64_t>(t.seconds.size());
     r.step_seconds_median = median(t.seconds);
     r.host_seconds_median = median(t.host_seconds);
     r.ops_per_step = t.ops;
+    r.step_mode = t.step_mode;
     r.step_seconds_min = *std::min_element(t.seconds.begin(), t.seconds.end());
     r.step_seconds_max = *std::max_element(t.seconds.begin(), t.seconds.end());
     r.peak_memory_bytes = static_cast<double>(t.peak_memory_bytes);
@@ -329,7 +342,59 @@ store::BenchResult run_bench_case(const BenchCase& c, const std::string& config_
   return r;
 }
 
-std::string bench_table(const std::vector<store::BenchResult>& rows, bool context, bool ops) {
+namespace {
+
+// A row of the table: one measurement, or the N processes of a packed one (bench --concurrent N)
+// as one: the median of their step medians, their extremes, the largest peak, the first failure;
+// and their steps a second together (each process's 1 / median, summed).
+struct Shown {
+  store::BenchResult row;
+  double steps_per_second_all = std::numeric_limits<double>::quiet_NaN();
+};
+
+bool same_measurement(const store::BenchResult& a, const store::BenchResult& b) {
+  return a.method == b.method && a.dataset == b.dataset && a.seq_len == b.seq_len && a.batch_size == b.batch_size &&
+         a.device == b.device && a.concurrent == b.concurrent && a.config_toml == b.config_toml;
+}
+
+std::vector<Shown> shown_rows(const std::vector<store::BenchResult>& rows) {
+  std::vector<Shown> shown;
+  for (std::size_t i = 0; i < rows.size();) {
+    const auto n = static_cast<std::size_t>(std::max<std::int64_t>(rows[i].concurrent, 1));
+    std::size_t end = i + 1;
+    while (end < rows.size() && end - i < n && same_measurement(rows[i], rows[end])) ++end;
+    Shown s{rows[i]};
+    std::vector<double> medians;
+    double rate = 0;
+    for (std::size_t j = i; j < end; ++j) {
+      const auto& r = rows[j];
+      if (r.status != "done") {
+        if (s.row.status == "done") s.row.status = r.status, s.row.error = r.error;
+        continue;
+      }
+      medians.push_back(r.step_seconds_median);
+      rate += 1.0 / r.step_seconds_median;
+      s.row.step_seconds_min = std::min(s.row.step_seconds_min, r.step_seconds_min);
+      s.row.step_seconds_max = std::max(s.row.step_seconds_max, r.step_seconds_max);
+      s.row.peak_memory_bytes = std::max(s.row.peak_memory_bytes, r.peak_memory_bytes);
+    }
+    if (s.row.status == "done") {
+      s.row.step_seconds_median = median(medians);
+      // a group cut short (a stopped bench) has no aggregate
+      if (end - i == n) s.steps_per_second_all = rate;
+    }
+    shown.push_back(std::move(s));
+    i = end;
+  }
+  return shown;
+}
+
+}  // namespace
+
+std::string bench_table(const std::vector<store::BenchResult>& measured_rows, bool context, bool ops) {
+  const auto shown = shown_rows(measured_rows);
+  std::vector<store::BenchResult> rows;
+  for (const auto& s : shown) rows.push_back(s.row);
   std::vector<std::string> header;
   if (context) header = {"when", "method", "dataset", "length", "batch", "device", "threads"};
   else header = {"method", "length"};
@@ -339,12 +404,15 @@ std::string bench_table(const std::vector<store::BenchResult>& rows, bool contex
   for (const auto& r : rows) measured.push_back(results::bench_measured(r.config_toml));
   const bool mixed = std::any_of(measured.begin(), measured.end(), [](const auto& m) { return m.precision != "fp32"; });
   const bool parts = std::any_of(measured.begin(), measured.end(), [](const auto& m) { return m.part != "step"; });
+  const bool packed = std::any_of(rows.begin(), rows.end(), [](const auto& r) { return r.concurrent > 1; });
   if (mixed) header.push_back("precision");
   if (parts) header.push_back("part");
+  if (packed) header.push_back("at once");
   for (const char* h : {"status", "step (s)", "min-max (s)", "time vs softmax", "peak mem", "mem vs softmax"}) header.push_back(h);
   if (ops)
     for (const char* h : {"host (s)", "ops", "ops vs softmax"}) header.push_back(h);
   if (parts) header.push_back("softmax TFLOP/s");
+  if (packed) header.push_back("steps/s, all");
   TextTable table(header);
 
   const double nan = std::numeric_limits<double>::quiet_NaN();
@@ -372,6 +440,7 @@ std::string bench_table(const std::vector<store::BenchResult>& rows, bool contex
       row = {r.method, std::to_string(r.seq_len)};
     if (mixed) row.push_back(measured[i].precision);
     if (parts) row.push_back(measured[i].part);
+    if (packed) row.push_back(std::to_string(r.concurrent));
     row.push_back(r.status);
     row.push_back(done ? seconds_text(r.step_seconds_median) : "-");
     row.push_back(done ? seconds_text(r.step_seconds_min) + "-" + seconds_text(r.step_seconds_max) : "-");
@@ -391,6 +460,12 @@ std::string bench_table(const std::vector<store::BenchResult>& rows, bool contex
       char tflops[32];
       if (counted) std::snprintf(tflops, sizeof tflops, "%.3g", softmax_attention_flops(r) / r.step_seconds_median / 1e12);
       row.push_back(counted ? tflops : "-");
+    }
+    if (packed) {
+      const double all = r.concurrent > 1 ? shown[i].steps_per_second_all : 1.0 / r.step_seconds_median;
+      char rate[32];
+      std::snprintf(rate, sizeof rate, "%.1f", all);
+      row.push_back(done && std::isfinite(all) ? rate : "-");
     }
     table.add(std::move(row));
     if (!done) errors += "  " + r.method + " at " + std::to_string(r.seq_len) + ": " + r.status + (r.error.empty() ? "" : ": " + r.error) + "\n";

@@ -7,6 +7,7 @@
 // and stores each BenchResult itself: a crash costs that process's measurements only, and on the
 // CPU the peak resident set is that measurement's own.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -48,13 +49,17 @@ struct StepTimes {
   std::vector<double> host_seconds;     // the same steps until the host had issued them (the CPU: the step)
   std::int64_t peak_memory_bytes = 0;   // CUDA allocator peak over the timed steps; CPU: this process's peak RSS
   std::int64_t ops = 0;                 // ops of one more step (StepProbes::count_ops), else 0
+  std::string step_mode = "eager";      // StepRunner::mode() after the last step
 };
 
 // What a measurement looks at beside its timed steps, each in one more step of its own after them
 // (counting and tracing slow every op down).
+// `before_timing`, where set, is called between the warm-up and the timed steps: the processes of a
+// packed measurement (bench --concurrent) wait there for each other, so that their timed steps overlap.
 struct StepProbes {
   bool count_ops = false;  // the ops one step runs (OpCounter, studies/op_count.hpp)
   std::string trace;       // a Chrome trace of one step under LibTorch's profiler, written to this path
+  std::function<void()> before_timing;
 };
 
 // Builds the model for the dataset's task at max_len = seq_len, then runs warm-up and timed training
@@ -78,7 +83,8 @@ double softmax_attention_flops(const store::BenchResult& row);
 // <trace_dir>/<method>-<length>-<step|attention>-<precision>.json.
 store::BenchResult run_bench_case(const BenchCase& c, const std::string& config_toml, const PluginRegistry& registry,
                                   const std::string& device, int threads, const std::string& cache_dir,
-                                  bool count_ops = false, const std::string& trace_dir = "");
+                                  bool count_ops = false, const std::string& trace_dir = "",
+                                  const std::function<void()>& before_timing = {});
 
 double median(std::vector<double> values);  // NaN when empty; mean of the middle two for an even count
 
@@ -95,6 +101,8 @@ struct BenchOneOptions {
   std::vector<std::string> plugin_dirs;
   std::string stored_ids;  // file the ids are appended to
   bool count_ops = false;  // the ops of one more step per measurement (run_bench_case)
+  std::int64_t concurrent = 1;  // measuring processes at once on the device, recorded in each row
+  std::string barrier;     // with concurrent > 1: the folder where the processes wait for each other
   std::string trace_dir;   // a Chrome trace of one more step per measurement (run_bench_case)
 
   static boost::program_options::options_description options();
@@ -103,9 +111,12 @@ struct BenchOneOptions {
 };
 
 // The results as a table: method, length, status, median step time, min-max, its ratio to softmax,
-// peak memory, its ratio to softmax; a precision column once a row is not fp32, and once a row is an
-// attention-only measurement a "part" column and softmax's TFLOP/s (softmax_attention_flops / time). The ratios compare a row with the softmax row measured with the
-// same settings (dataset, length, batch, device, threads, LibTorch, model) nearest to it in `rows`.
+// peak memory, its ratio to softmax; a precision column once a row is not fp32, and once a row is
+// an attention-only measurement a "part" column and softmax's TFLOP/s (softmax_attention_flops /
+// time). Once a row was measured packed (bench --concurrent N): an "at once" column, the N
+// processes' consecutive rows shown as one (the median of their medians), and "steps/s, all" (their
+// 1 / median summed). The ratios compare a row with the softmax row measured with the same settings
+// (dataset, length, batch, device, threads, LibTorch, model, processes at once) nearest to it.
 // `context` adds when, dataset, batch, device and threads (for --show); `ops` the ops a step runs,
 // their ratio to softmax's, and the host's time a step (bench --ops). Errors of rows that are not
 // done follow the table, one line each.

@@ -1,6 +1,7 @@
 // attnlab bench: option parsing, the configurations, and the measuring processes (one per
 // measurement on the CPU, one per method on a GPU).
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -9,6 +10,7 @@
 #include <iostream>
 #include <optional>
 #include <stdexcept>
+#include <thread>
 
 #include <unistd.h>
 
@@ -162,6 +164,7 @@ po::options_description bench_options() {
       ("seed", po::value<std::int64_t>()->default_value(1), "seed of weights, dropout, tokens and labels")
       ("attention-only", "time the attention module's forward alone (no model, no backward) on q, k, v of the model's heads; softmax rows then show TFLOP/s (4 B H N^2 Dh / time)")
       ("precision", po::value<std::string>(), "fp32, bf16 or fp16: the forward pass autocast as [train] precision does (default: the --config file's, else fp32)")
+      ("cuda-graphs", po::value<std::string>(), "auto, on or off: on a GPU, the step a replayed CUDA graph as [train] cuda_graphs (default: the --config file's, else auto)")
       ("config", po::value<std::string>(), "experiment file whose [model], [train] (optimiser, precision), [methods.X] and [datasets.Y] apply")
       ("trace", po::value<std::string>()->default_value(""),
        "a folder: after each measurement's timed steps, one more under LibTorch's profiler, written there as a Chrome "
@@ -169,6 +172,9 @@ po::options_description bench_options() {
       ("ops", "also count the ops one step runs (one more step each, as LibTorch's profiler counts them: every op, "
               "nested ones included) and print them with the host's time a step (until the step is issued, before "
               "waiting for the device); with --show, those columns")
+      ("concurrent", po::value<std::string>()->default_value("1"),
+       "measurement processes at once on the device, comma-separated (1,2,4,8): each N measures every row in N "
+       "processes together, as N jobs a device would run; the table adds their aggregate steps/s")
       ("show", "print the stored bench results and stop")
       ("help,h", "this help");
   add_device_option(options);
@@ -263,6 +269,7 @@ BenchCase bench_case(const std::string& method, const std::string& dataset, cons
   set_train(c.train, "batch_size", c.batch_size, "batch-size");
   set_train(c.train, "steps", c.warmup + c.steps, "steps");
   if (vm.count("precision")) set_train(c.train, "precision", vm["precision"].as<std::string>(), "precision");
+  if (vm.count("cuda-graphs")) set_train(c.train, "cuda_graphs", vm["cuda-graphs"].as<std::string>(), "cuda-graphs");
   c.attention_only = vm.count("attention-only") > 0;
   return c;
 }
@@ -297,53 +304,94 @@ std::vector<std::int64_t> stored_ids(const std::string& path) {
   return ids;
 }
 
-// The measurements, each group in a bench-one process of its own, stored as they come; a failed row
-// for each measurement a process died before storing. Returns the rows of this bench.
-std::vector<store::BenchResult> measure_in_processes(const std::vector<Planned>& planned, store::Database& db,
-                                                     const po::variables_map& vm, const c10::Device& device,
-                                                     const std::string& self_exe) {
-  const int threads = vm["threads"].as<int>();
-  const std::string trace_dir = vm["trace"].as<std::string>();
-  if (!trace_dir.empty()) std::filesystem::create_directories(trace_dir);
-  const std::string ids_file =
-      (std::filesystem::temp_directory_path() / ("attnlab-bench-" + std::to_string(getpid()) + ".ids")).string();
-  std::vector<store::BenchResult> measured;
-  const auto processes = group_into_processes(planned, device.is_cuda());
-  for (std::size_t index = 0; index < processes.size() && !stop_signal(); ++index) {
-    const auto& group = processes[index];
-    std::cout << "[" << index + 1 << "/" << processes.size() << "] " << group.front().c.method << " at "
-              << lengths_text(group) << " tokens" << std::endl;
-    BenchOneOptions child;
-    child.db_path = vm["db"].as<std::string>();
-    for (const auto& p : group) child.config_tomls.push_back(p.config_toml);
-    child.device = vm["device"].as<std::string>();
-    child.threads = threads;
-    child.cache_dir = vm["cache-dir"].as<std::string>();
-    child.plugin_dirs = plugin_folders(vm);
-    child.stored_ids = ids_file;
-    child.count_ops = vm.count("ops") > 0;
-    child.trace_dir = trace_dir;
-    std::filesystem::remove(ids_file);
-    std::vector<std::string> argv = {self_exe, "bench-one"};
-    const auto args = child.to_args();
-    argv.insert(argv.end(), args.begin(), args.end());
-    const ChildExit exit = run_child(argv, "bench process");
+// A bench-one process's command line for `group`: its rows' ids appended to `ids_file`, recorded as
+// measured `concurrent` at once (meeting the others in `barrier` before timing); the probes (--ops,
+// --trace) only where `probes`.
+std::vector<std::string> bench_one_command(const std::vector<Planned>& group, const po::variables_map& vm,
+                                           const std::string& ids_file, std::int64_t concurrent,
+                                           const std::string& barrier, bool probes, const std::string& self_exe) {
+  BenchOneOptions child;
+  child.db_path = vm["db"].as<std::string>();
+  for (const auto& p : group) child.config_tomls.push_back(p.config_toml);
+  child.device = vm["device"].as<std::string>();
+  child.threads = vm["threads"].as<int>();
+  child.cache_dir = vm["cache-dir"].as<std::string>();
+  child.plugin_dirs = plugin_folders(vm);
+  child.stored_ids = ids_file;
+  child.concurrent = concurrent;
+  child.barrier = barrier;
+  child.count_ops = probes && vm.count("ops") > 0;
+  child.trace_dir = probes ? vm["trace"].as<std::string>() : "";
+  std::vector<std::string> argv = {self_exe, "bench-one"};
+  const auto args = child.to_args();
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
 
-    // what the process stored (done, oom or failed), then a failed row for each measurement it
-    // died before
+// `group` measured by `concurrent` processes at once, the same measurements in each, on the same
+// device (how much several jobs a device run together take): their rows, and a failed row for each
+// measurement a process died before storing. `stopped`: a stop signal ended a process.
+std::vector<store::BenchResult> measure_group(const std::vector<Planned>& group, std::int64_t concurrent,
+                                              store::Database& db, const po::variables_map& vm,
+                                              const c10::Device& device, const std::string& self_exe, bool& stopped) {
+  const auto scratch = std::filesystem::temp_directory_path() / ("attnlab-bench-" + std::to_string(getpid()));
+  const std::string barrier = concurrent > 1 ? (scratch.string() + "-barrier") : "";
+  if (!barrier.empty()) std::filesystem::remove_all(barrier);
+  std::vector<std::string> ids_files;
+  std::vector<pid_t> children;
+  for (std::int64_t i = 0; i < concurrent; ++i) {
+    ids_files.push_back(scratch.string() + "-" + std::to_string(i) + ".ids");
+    std::filesystem::remove(ids_files.back());
+    children.push_back(start_child(bench_one_command(group, vm, ids_files.back(), concurrent, barrier, i == 0, self_exe),
+                                   "bench process", SIGTERM));
+  }
+  std::vector<store::BenchResult> measured;
+  for (std::int64_t i = 0; i < concurrent; ++i) {
+    const ChildExit exit = wait_child(children[static_cast<std::size_t>(i)]);
+    const auto& ids_file = ids_files[static_cast<std::size_t>(i)];
     std::size_t stored = 0;
     for (const std::int64_t id : stored_ids(ids_file))
       if (const auto row = store::bench_result(db, id)) measured.push_back(*row), ++stored;
+    std::filesystem::remove(ids_file);
     if (stored >= group.size()) continue;
-    if (exit.signalled && (exit.code == SIGINT || exit.code == SIGTERM) && stop_signal()) break;
+    if (exit.signalled && (exit.code == SIGINT || exit.code == SIGTERM) && stop_signal()) {
+      stopped = true;
+      continue;
+    }
     std::string error = "bench process " + exit.describe();
     if (exit.signalled && exit.code == SIGKILL && device.is_cpu()) error += "; on the CPU usually the kernel's out-of-memory killer";
-    for (std::size_t i = stored; i < group.size(); ++i) {
-      std::cout << "  " << group[i].c.method << " at " << group[i].c.seq_len << ": failed: " << error << std::endl;
-      measured.push_back(*store::bench_result(db, store::add_bench_result(db, failed_row(group[i], device, threads, error))));
+    for (std::size_t j = stored; j < group.size(); ++j) {
+      std::cout << "  " << group[j].c.method << " at " << group[j].c.seq_len << ": failed: " << error << std::endl;
+      auto row = failed_row(group[j], device, vm["threads"].as<int>(), error);
+      row.concurrent = concurrent;
+      measured.push_back(*store::bench_result(db, store::add_bench_result(db, row)));
     }
   }
-  std::filesystem::remove(ids_file);
+  if (!barrier.empty()) std::filesystem::remove_all(barrier);
+  return measured;
+}
+
+// The measurements, each group in bench-one processes of its own (as many at once as each of
+// --concurrent says), stored as they come. Returns the rows of this bench.
+std::vector<store::BenchResult> measure_in_processes(const std::vector<Planned>& planned, store::Database& db,
+                                                     const po::variables_map& vm, const c10::Device& device,
+                                                     const std::string& self_exe) {
+  const std::string trace_dir = vm["trace"].as<std::string>();
+  if (!trace_dir.empty()) std::filesystem::create_directories(trace_dir);
+  const auto at_once = split_positive_integers(vm["concurrent"].as<std::string>(), "bench: --concurrent");
+  std::vector<store::BenchResult> measured;
+  const auto processes = group_into_processes(planned, device.is_cuda());
+  bool stopped = false;
+  for (std::size_t index = 0; index < processes.size() && !stop_signal() && !stopped; ++index)
+    for (const auto concurrent : at_once) {
+      const auto& group = processes[index];
+      std::cout << "[" << index + 1 << "/" << processes.size() << "] " << group.front().c.method << " at "
+                << lengths_text(group) << " tokens" << (concurrent > 1 ? ", " + std::to_string(concurrent) + " at once" : "")
+                << std::endl;
+      const auto rows = measure_group(group, concurrent, db, vm, device, self_exe, stopped);
+      measured.insert(measured.end(), rows.begin(), rows.end());
+      if (stopped || stop_signal()) break;
+    }
   return measured;
 }
 
@@ -373,11 +421,11 @@ int cmd_bench(const Args& raw_args, const std::string& self_exe) {
   const std::string dataset = dataset_to_bench(vm, registry, experiment);
   std::vector<BenchCase> cases;
   for (const auto& method : methods) cases.push_back(bench_case(method, dataset, vm, experiment, registry, model_overrides));
-  // The dataset must describe its task with these parameters (a missing folder, say) before
-  // anything is stored.
+  // The dataset must describe its task with these parameters before anything is stored (its data
+  // need not be here: the bench trains on random tokens).
   try {
     registry.find(PluginKind::dataset, dataset)
-        ->make_dataset({dataset_cache_dir(cache_dir)}, cases.front().dataset_params)
+        ->make_dataset({dataset_cache_dir(cache_dir), /*describe_only=*/true}, cases.front().dataset_params)
         ->info();
   } catch (const std::exception& e) {
     throw BenchUsageError("bench: [datasets." + dataset + "] " + e.what());
@@ -406,6 +454,8 @@ po::options_description BenchOneOptions::options() {
       ("config-toml", po::value<std::vector<std::string>>()->required(), "a resolved configuration (TOML text), one per measurement")
       ("stored-ids", po::value<std::string>()->default_value(""), "file each stored row's id is appended to")
       ("ops", "count the ops of one more step per measurement")
+      ("concurrent", po::value<std::int64_t>()->default_value(1), "measurements running at once on the device (recorded)")
+      ("barrier", po::value<std::string>()->default_value(""), "with --concurrent N: folder where the N processes meet before each timing")
       ("trace", po::value<std::string>()->default_value(""), "folder of a Chrome trace of one more step per measurement");
   add_plugins_option(options);
   add_device_option(options);
@@ -424,6 +474,8 @@ BenchOneOptions BenchOneOptions::from(const po::variables_map& vm) {
   o.plugin_dirs = plugin_folders(vm);
   o.stored_ids = vm["stored-ids"].as<std::string>();
   o.count_ops = vm.count("ops") > 0;
+  o.concurrent = vm["concurrent"].as<std::int64_t>();
+  o.barrier = vm["barrier"].as<std::string>();
   o.trace_dir = vm["trace"].as<std::string>();
   return o;
 }
@@ -435,16 +487,41 @@ std::vector<std::string> BenchOneOptions::to_args() const {
   for (const auto& folder : plugin_dirs) args.insert(args.end(), {"--plugins", folder});
   if (!stored_ids.empty()) args.insert(args.end(), {"--stored-ids", stored_ids});
   if (count_ops) args.push_back("--ops");
+  if (concurrent != 1) args.insert(args.end(), {"--concurrent", std::to_string(concurrent)});
+  if (!barrier.empty()) args.insert(args.end(), {"--barrier", barrier});
   if (!trace_dir.empty()) args.insert(args.end(), {"--trace", trace_dir});
   return args;
+}
+
+// The packed processes' meeting point before measurement `index`'s timed steps: each leaves a file
+// named by its pid in <folder>/<index> and waits until `count` are there. A process that died on
+// the way (out of memory) never arrives: after ten minutes the wait gives up and the row fails.
+void meet_the_others(const std::string& folder, std::size_t index, std::int64_t count) {
+  const std::filesystem::path here = std::filesystem::path(folder) / std::to_string(index);
+  std::filesystem::create_directories(here);
+  std::ofstream(here / std::to_string(getpid())).put('\n');
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(10);
+  auto arrived = [&] {
+    const auto files = std::distance(std::filesystem::directory_iterator(here), std::filesystem::directory_iterator());
+    return files >= count;
+  };
+  while (!arrived()) {
+    if (std::chrono::steady_clock::now() > give_up || stop_signal())
+      throw std::runtime_error("the other " + std::to_string(count - 1) + " processes of this packed measurement never started timing");
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
 }
 
 int cmd_bench_one(const Args& args) {
   const BenchOneOptions o = BenchOneOptions::from(parse_command_line("bench-one", args, BenchOneOptions::options()));
   const auto registry = load_plugins(o.plugin_dirs, /*report_refused=*/false);
-  for (const auto& text : o.config_tomls) {
+  for (std::size_t index = 0; index < o.config_tomls.size(); ++index) {
+    const auto& text = o.config_tomls[index];
     const BenchCase c = parse_bench_config(text, "bench configuration", registry);
-    const store::BenchResult r = run_bench_case(c, text, registry, o.device, o.threads, o.cache_dir, o.count_ops, o.trace_dir);
+    std::function<void()> meet;
+    if (o.concurrent > 1 && !o.barrier.empty()) meet = [&] { meet_the_others(o.barrier, index, o.concurrent); };
+    store::BenchResult r = run_bench_case(c, text, registry, o.device, o.threads, o.cache_dir, o.count_ops, o.trace_dir, meet);
+    r.concurrent = o.concurrent;
     // The database is opened after measuring: nothing of it counts in the peak.
     const std::int64_t id = [&] {
       store::Database db(o.db_path);
@@ -452,10 +529,11 @@ int cmd_bench_one(const Args& args) {
     }();
     if (!o.stored_ids.empty()) std::ofstream(o.stored_ids, std::ios::app) << id << "\n";
     if (r.status == "done")
-      std::printf("  %lld tokens: done: step %.3g s (min %.3g, max %.3g, host %.3g), peak %s%s\n",
+      std::printf("  %lld tokens: done: step %.3g s (min %.3g, max %.3g, host %.3g), peak %s%s; %s\n",
                   static_cast<long long>(r.seq_len), r.step_seconds_median, r.step_seconds_min, r.step_seconds_max,
                   r.host_seconds_median, format_bytes(r.peak_memory_bytes).c_str(),
-                  r.ops_per_step > 0 ? (", " + std::to_string(r.ops_per_step) + " ops").c_str() : "");
+                  r.ops_per_step > 0 ? (", " + std::to_string(r.ops_per_step) + " ops").c_str() : "",
+                  r.step_mode.c_str());
     else
       std::printf("  %lld tokens: %s: %s\n", static_cast<long long>(r.seq_len), r.status.c_str(), r.error.c_str());
     std::fflush(stdout);

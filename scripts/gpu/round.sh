@@ -9,23 +9,30 @@
 #   setup        the machine, the tree loaded against the machine's LibTorch, attnlab env
 #                (if the tree does not load and .gpu-debs/ was carried: scripts/gpu/build.sh there)
 #   checks       attnlab check of every method on the device: fp32, and bf16 + fp16 autocast
-#   determinism  a ListOps job (2,000 tokens, batch 32, deterministic = true) twice: same curves?
-#   resume       the same job, its process killed after a checkpoint, resumed: the same curves?
 #   listops-step the training step of softmax and Skyformer at the paper's ListOps shape (fp32,
-#                2,000 tokens, batch 32), held against 10 ms; one more step of each under LibTorch's
-#                profiler: its ops and the host's time in them (a host-bound step's account)
-#   listops-*    softmax, then Skyformer, at conf/skyformer-lra.toml's ListOps settings, each for as
-#                many of the 50,000 steps as fit in half of ROUND_LISTOPS_S (from its step time)
+#                2,000 tokens, batch 32), eager (its ops counted, one step traced: the host's account)
+#                and as a replayed CUDA graph; held against 5 ms
+#   packed       the same steps with 2, 4 and 8 processes at once on the GPU (bench --concurrent):
+#                the steps a second of all of them, held against 400
+#   determinism  a ListOps job (2,000 tokens, batch 32, deterministic = true, CUDA graphs) twice: the
+#                same curves? and once eagerly (cuda_graphs = "off"): the same within tolerance?
+#   resume       the same job, its process killed after a checkpoint, resumed: the same curves?
+#   listops      softmax and Skyformer at conf/skyformer-lra.toml's ListOps settings, two jobs at
+#                once on the GPU, for as many of the 50,000 steps as fit (from the packed step time)
+#   estimate     attnlab estimate conf/skyformer-lra.toml from this round's bench, the bench commands
+#                it names run while time is left, then the estimate again: Table 1's GPU-hours
 #   bench-*      attnlab bench at 1K/4K/16K, batch 32: step bf16, attention-only bf16, step fp32,
 #                attention-only fp32 (every method; each row stored as it is measured); and
-#                softmax's attention-only bf16 at 16K with heads of 128 (bench-attn-d128)
+#                softmax's attention-only bf16 at 16K with heads of 128 (bench-attn-d128); only
+#                with the time left
 #   show         the stored bench rows and the ListOps results as tables
 # Everything lands in $OUT (./gpu-out if unset), at most the 8 files the device tool brings back.
 #
 # Knobs (environment): ROUND_DEVICE (cuda:0), ROUND_METHODS=a,b (default: every method found),
 # ROUND_SKIP=checks,bench-fp32,... (stage names), ROUND_LENGTHS (1024,4096,16384), ROUND_BATCH (32),
-# ROUND_BENCH_ARGS ("--warmup 2 --steps 5"), ROUND_CHECK_JOBS (4 checks at once), seconds per stage:
-# ROUND_CHECKS_S ROUND_DETERMINISM_S ROUND_RESUME_S ROUND_LISTOPS_S ROUND_BENCH_S (each bench);
+# ROUND_BENCH_ARGS ("--warmup 2 --steps 5"), ROUND_CHECK_JOBS (4 checks at once), ROUND_PACKED (2,4,8:
+# the processes at once of the packed stage), seconds per stage: ROUND_CHECKS_S ROUND_STEP_S
+# ROUND_PACKED_S ROUND_DETERMINISM_S ROUND_RESUME_S ROUND_LISTOPS_S ROUND_ESTIMATE_S ROUND_BENCH_S (each bench);
 # ROUND_END (epoch seconds by which everything must be over; default: this script's start + 570);
 # ROUND_TORCH_LIB (the LibTorch libraries to run against; default: python3's torch's), ROUND_TREE
 # (.gpu-tree), ROUND_WORK (/tmp/attnlab-round: databases, checkpoints, the generated ListOps).
@@ -47,14 +54,17 @@ if [ "$device" = cpu ]; then
   standin=1 default_methods=softmax,skyformer
   lengths=${ROUND_LENGTHS:-64,128} batch=${ROUND_BATCH:-2} bench_args=${ROUND_BENCH_ARGS:-"--warmup 1 --steps 2"}
   train_len=128 train_batch=4 train_rows=400 eval_rows=40 det_steps=30 ckpt_every=10 det_eval=(10 4) listops_eval=(100 4)
+  packed=${ROUND_PACKED:-2}
 else
   standin="" default_methods=""
   lengths=${ROUND_LENGTHS:-1024,4096,16384} batch=${ROUND_BATCH:-32} bench_args=${ROUND_BENCH_ARGS:-"--warmup 2 --steps 5"}
   # the determinism job: 300 steps, evaluated every 100 on 10 batches; the long runs as the paper
   train_len=2000 train_batch=32 train_rows=96000 eval_rows=2000 det_steps=300 ckpt_every=100 det_eval=(100 10) listops_eval=(500 62)
+  packed=${ROUND_PACKED:-2,4,8}
 fi
-checks_s=${ROUND_CHECKS_S:-80} determinism_s=${ROUND_DETERMINISM_S:-75} resume_s=${ROUND_RESUME_S:-45}
-listops_s=${ROUND_LISTOPS_S:-80} bench_s=${ROUND_BENCH_S:-75} check_jobs=${ROUND_CHECK_JOBS:-4}
+checks_s=${ROUND_CHECKS_S:-80} step_s=${ROUND_STEP_S:-60} packed_s=${ROUND_PACKED_S:-90}
+determinism_s=${ROUND_DETERMINISM_S:-100} resume_s=${ROUND_RESUME_S:-45} listops_s=${ROUND_LISTOPS_S:-330}
+estimate_s=${ROUND_ESTIMATE_S:-120} bench_s=${ROUND_BENCH_S:-75} check_jobs=${ROUND_CHECK_JOBS:-4}
 end=${ROUND_END:-$(( started + 570 ))}  # the device tool ends a call at 600 s
 
 say() { echo "round: $*" | tee -a "$summary"; }
@@ -145,6 +155,93 @@ checks() {
 export -f check_one checks
 stage checks "$checks_s" checks.log bash -c checks
 
+# --- bench at the jobs' shape: ListOps' step (fp32, 2,000 tokens, batch 32) -----------------------
+bench_run() {  # attnlab bench ARGS..., then "=> " the rows it stored: done, oom, failed
+  local before
+  before=$(python3 -c 'import sqlite3, sys
+try: print(sqlite3.connect(sys.argv[1]).execute("SELECT coalesce(max(id), 0) FROM bench_results").fetchone()[0])
+except sqlite3.Error: print(0)' "$out/bench.db")
+  "$attnlab" bench "$@"
+  python3 - "$out/bench.db" "$before" <<'EOF'
+import sqlite3, sys
+rows = sqlite3.connect(sys.argv[1]).execute(
+    "SELECT status, count(*) FROM bench_results WHERE id > ? GROUP BY status ORDER BY status", (int(sys.argv[2]),)).fetchall()
+print("=> rows: " + (", ".join(f"{n} {status}" for status, n in rows) or "none"))
+EOF
+}
+# listops_steps [AT_ONCE]: per method, the newest rows at the jobs' shape: eager (with its ops) and
+# as the default runs it (a CUDA graph on a GPU); with AT_ONCE (2,4,8) the steps a second of each
+# packed group, all of its processes together. The last line is the stage's figure.
+listops_steps() {
+  python3 - "$out/bench.db" "$train_len" "$train_batch" "${1:-}" <<'EOF'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+length, batch, packed = int(sys.argv[2]), int(sys.argv[3]), [int(n) for n in sys.argv[4].split(",") if n]
+def newest(method, mode_like, at_once):
+    return db.execute("SELECT step_seconds_median, ops_per_step, host_seconds_median, id FROM bench_results WHERE method = ? "
+                      "AND seq_len = ? AND batch_size = ? AND status = 'done' AND step_mode LIKE ? "
+                      "AND concurrent = ? ORDER BY id DESC", (method, length, batch, mode_like, at_once)).fetchall()
+parts = []
+for method in ("softmax", "skyformer"):
+    eager, graph = newest(method, "eager (cuda graphs off: [train]%", 1), newest(method, "cuda graph", 1)
+    if not packed:
+        text = method
+        if eager:
+            step, ops, host, _ = eager[0]
+            text += f" eager {step * 1e3:.2f} ms ({ops or '?'} ops, host {host * 1e3:.2f} ms)"
+        text += f", graph {graph[0][0] * 1e3:.2f} ms" if graph else ", no graph row"
+        parts.append(text)
+        continue
+    mode = "cuda graph" if graph else "eager (%"  # as the jobs run: a graph where there is one
+    single = newest(method, mode, 1)
+    groups = [f"1: {1 / single[0][0]:.0f}"] if single else []
+    for n in packed:
+        rows = newest(method, mode, n)[:n]  # one group: its n processes' rows
+        if len(rows) == n: groups.append(f"{n}: {sum(1 / r[0] for r in rows):.0f}")
+    parts.append(f"{method} " + ", ".join(groups))
+print("=> " + ("steps/s, all processes: " if packed else "step: ") + "; ".join(parts))
+EOF
+}
+# trace_summary DIR: each Chrome trace `bench --trace` wrote (one step of a method): its ops, the
+# host's time inside them (the top-level ops' spans on each thread), and the top-level ops that
+# took most of it; a host-bound step is read here
+trace_summary() {
+  python3 - "$1" <<'EOF'
+import collections, json, pathlib, sys
+for path in sorted(pathlib.Path(sys.argv[1]).glob("*.json")):
+    data = json.loads(path.read_text())
+    events = [e for e in (data.get("traceEvents", []) if isinstance(data, dict) else data) if e.get("ph") == "X"]
+    spans = collections.defaultdict(list)
+    for e in events:
+        start = float(e["ts"])
+        spans[e.get("tid")].append((start, start + float(e.get("dur", 0)), e["name"]))
+    count, took = collections.Counter(), collections.Counter()
+    for thread in spans.values():
+        end = float("-inf")
+        for start, stop, name in sorted(thread, key=lambda s: (s[0], -s[1])):
+            if start >= end:  # not inside the top-level op before it
+                count[name] += 1
+                took[name] += stop - start
+                end = stop
+    print(f"{path.stem}: {len(events)} ops, {sum(count.values())} top-level, {sum(took.values()) / 1000:.2f} ms of host time in them")
+    for name, t in took.most_common(10):
+        print(f"  {name:<64} {count[name]:6d} x {t / 1000:9.3f} ms")
+EOF
+}
+export -f bench_run listops_steps trace_summary
+export packed
+rm -f "$out"/bench.db*
+# shellcheck disable=SC2054  # commas inside words, not between them
+shape=(--device "$device" --db "$out/bench.db" --methods softmax,skyformer --lengths "$train_len" --batch-size "$train_batch"
+       --precision fp32)
+# eager, its ops counted and one more step traced (LibTorch's profiler, host side); then as a graph
+# shellcheck disable=SC2016  # expanded by the stage's shell
+stage listops-step "$step_s" bench.log bash -c 'bench_run "$@" --cuda-graphs off --ops --trace "$work/traces" &&
+  trace_summary "$work/traces" && bench_run "$@" --cuda-graphs auto && listops_steps' bench_run "${shape[@]}"
+# shellcheck disable=SC2016
+stage packed "$packed_s" bench.log bash -c 'bench_run "$@" && listops_steps "$packed"' bench_run "${shape[@]}" \
+  --concurrent "$packed"
+
 # --- training: ListOps generated by LRA's rules, one experiment file per use ---------------------
 # job_file NAME METHODS STEPS EVAL_EVERY EVAL_BATCHES [TRAIN LINES]: conf/skyformer-lra.toml's
 # ListOps model and optimiser (warm-up 1,000 steps, or a tenth of a shorter run); prints its path
@@ -164,13 +261,15 @@ job_file() {
   } >"$file"
   echo "$file"
 }
-run_job() {  # FILE DB: attnlab run on the device, the generated data cached in $work
-  "$attnlab" run "$1" --db "$2" --devices "$device" --cache-dir "$work/cache"
+run_job() {  # FILE DB [ARGS...]: attnlab run on the device, the generated data cached in $work
+  local file=$1 db=$2
+  shift 2
+  "$attnlab" run "$file" --db "$db" --devices "$device" --cache-dir "$work/cache" "$@"
 }
-# same_runs DB_A DB_B: the done runs of two databases, every curve point and every result but the
-# timings, compared exactly
+# same_runs DB_A DB_B [TOLERANCE]: the done runs of two databases, every curve point and every
+# result but the timings, compared exactly, or within a relative TOLERANCE
 same_runs() {
-  python3 - "$1" "$2" <<'EOF'
+  python3 - "$1" "$2" "${3:-0}" <<'EOF'
 import sqlite3, sys
 def read(path):
     db = sqlite3.connect(path)
@@ -181,13 +280,17 @@ def read(path):
     results = db.execute(f"SELECT name, value FROM results WHERE run_id = ? AND name NOT IN {timing} ORDER BY 1", run).fetchall()
     return curves, results
 (ca, ra), (cb, rb) = read(sys.argv[1]), read(sys.argv[2])
+tolerance = float(sys.argv[3])
 only = {c[:3] for c in ca} ^ {c[:3] for c in cb}
+pairs = [(a[3], b[3]) for a, b in zip(ca, cb) if a[:3] == b[:3]] + [(a[1], b[1]) for a, b in zip(ra, rb) if a[0] == b[0]]
+gap = max([abs(a - b) / max(abs(a), abs(b), 1e-12) for a, b in pairs if a != b] or [0.0])
 differ = [(a, b) for a, b in zip(ca, cb) if a != b]
-same = not only and not differ and ra == rb
-print(f"=> {'identical' if same else 'DIFFERENT'}: {len(ca)} and {len(cb)} curve points, {len(only)} in one only, "
-      f"{len(differ)} values differ; {len(ra)} results {'equal' if ra == rb else 'differ'}")
+same = not only and len(ra) == len(rb) and gap <= tolerance
+verdict = ("identical" if gap == 0 else f"within {tolerance:g} (largest relative difference {gap:.2e})") if same else \
+          f"DIFFERENT (largest relative difference {gap:.2e})"
+print(f"=> {verdict}: {len(ca)} and {len(cb)} curve points, {len(only)} in one only, {len(differ)} values differ; "
+      f"{len(ra)} results {'equal' if ra == rb else 'differ'}")
 for a, b in differ[:5]: print("first differences:", a, b)
-if ra != rb: print("results:", ra, rb)
 sys.exit(0 if same else 1)
 EOF
 }
@@ -197,8 +300,23 @@ row = sqlite3.connect(sys.argv[1]).execute(
     "SELECT value FROM job_results WHERE state = ? AND metric = ? AND method LIKE ?", ("done", sys.argv[2], sys.argv[3])).fetchone()
 print(format(row[0], "g") if row else "")' "$1" "$2" "${3:-%}"
 }
+step_mode_of() {  # DB: how the done run's steps ran
+  python3 -c 'import sqlite3, sys
+row = sqlite3.connect(sys.argv[1]).execute("SELECT step_mode FROM runs WHERE status = ? ORDER BY id DESC", ("done",)).fetchone()
+print(row[0] if row else "")' "$1"
+}
+# determinism: the job twice as it runs by default (a CUDA graph on a GPU), then eagerly
 determinism() {
-  run_job "$det_file" "$work/det-a.db" && run_job "$det_file" "$work/det-b.db" && same_runs "$work/det-a.db" "$work/det-b.db"
+  run_job "$det_file" "$work/det-a.db" && run_job "$det_file" "$work/det-b.db" || return 1
+  echo "steps ran as: $(step_mode_of "$work/det-a.db")"
+  same_runs "$work/det-a.db" "$work/det-b.db" || return 1
+  run_job "$det_eager_file" "$work/det-eager.db" || return 1
+  echo "steps ran as: $(step_mode_of "$work/det-eager.db")"
+  same_runs "$work/det-a.db" "$work/det-eager.db" 1e-3 >"$work/det-eager.txt"
+  local rc=$?
+  cat "$work/det-eager.txt"
+  same_runs "$work/det-a.db" "$work/det-b.db" | sed "s/\$/; eagerly: $(grep '^=> ' "$work/det-eager.txt" | cut -c4- | cut -d: -f1)/"
+  return $rc
 }
 # resume: the job's own process (exec-job) SIGKILLed once the database recorded its first
 # checkpoint; the worker counts that attempt as lost and starts another, which resumes from it
@@ -216,10 +334,12 @@ except sqlite3.Error: sys.exit(1)' "$work/resume.db" 2>/dev/null; do
   wait "$run" || return 1
   same_runs "$work/det-a.db" "$work/resume.db"
 }
-export -f job_file run_job same_runs result_of determinism resume
+export -f job_file run_job same_runs result_of step_mode_of determinism resume
 det_file=$(job_file determinism softmax "$det_steps" "${det_eval[@]}" "checkpoint_every = $ckpt_every\ndeterministic = true")
-export det_file
-rm -rf "$work"/det-a.db* "$work"/det-b.db* "$work"/resume.db* "$work"/listops.db* "$work"/traces
+det_eager_file=$(job_file determinism-eager softmax "$det_steps" "${det_eval[@]}" \
+  "checkpoint_every = $ckpt_every\ndeterministic = true\ncuda_graphs = \"off\"")
+export det_file det_eager_file
+rm -rf "$work"/det-*.db* "$work"/resume.db* "$work"/listops.db* "$work"/traces
 stage determinism "$determinism_s" train.log bash -c determinism
 if [ -f "$work/det-a.db" ]; then
   stage resume "$resume_s" train.log bash -c resume
@@ -227,86 +347,73 @@ else
   report resume skipped 0 "no determinism run to compare with"
 fi
 
-# listops: first the step of each method at the jobs' shape (fp32, batch 32, 2,000 tokens: the
-# figure held against 10 ms), then each method for as many steps as fit in half of ROUND_LISTOPS_S.
+# listops: softmax and Skyformer, two jobs at once on the device, for as many of the 50,000 steps
+# as fit in the time left (ROUND_LISTOPS_S at most; what the estimate and the tables need kept),
+# from the slower method's step with two processes at once (or alone, taken as twice as long).
 # A job's step is taken as 1.25 bench steps (the first H100 round: softmax's loop 24.7 ms a step,
-# its bench step 21.1 ms; the bench waits for each step, the loop does not, but it draws batches
-# and evaluates); 10 s go to the start, the data and the test, 15% to the evaluations every 500 steps.
-bench_run() {  # attnlab bench ARGS..., then "=> " the rows it stored: done, oom, failed
-  local before
-  before=$(python3 -c 'import sqlite3, sys
-try: print(sqlite3.connect(sys.argv[1]).execute("SELECT coalesce(max(id), 0) FROM bench_results").fetchone()[0])
-except sqlite3.Error: print(0)' "$out/bench.db")
-  "$attnlab" bench "$@"
-  python3 - "$out/bench.db" "$before" <<'EOF'
-import sqlite3, sys
-rows = sqlite3.connect(sys.argv[1]).execute(
-    "SELECT status, count(*) FROM bench_results WHERE id > ? GROUP BY status ORDER BY status", (int(sys.argv[2]),)).fetchall()
-print("=> rows: " + (", ".join(f"{n} {status}" for status, n in rows) or "none"))
-EOF
-}
-step_of() {  # METHOD: the median step seconds measured at the jobs' shape
+# its bench step 21.1 ms: batches drawn, the curve kept); 15 s go to the start, the data and the
+# test, 15% to the evaluations every 500 steps.
+packed_step() {  # the slower method's step with two at once, or twice its step alone
   python3 -c 'import sqlite3, sys
-row = sqlite3.connect(sys.argv[1]).execute("SELECT step_seconds_median FROM bench_results WHERE method = ? AND seq_len = ? "
-    "AND batch_size = ? AND status = ? ORDER BY id DESC", (sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), "done")).fetchone()
-print(row[0] if row else "")' "$out/bench.db" "$1" "$train_len" "$train_batch"
+db = sqlite3.connect(sys.argv[1])
+def step(method, at_once):
+    row = db.execute("SELECT step_seconds_median FROM bench_results WHERE method = ? AND seq_len = ? AND batch_size = ? "
+                     "AND status = ? AND step_mode != ? AND step_mode NOT LIKE ? AND concurrent = ? ORDER BY id DESC",
+                     (method, int(sys.argv[2]), int(sys.argv[3]), "done", "eager", "eager (cuda graphs off: [train]%", at_once)).fetchone()
+    return row[0] if row else None
+steps = [step(m, 2) or (2 * step(m, 1) if step(m, 1) else None) for m in ("softmax", "skyformer")]
+print(max(steps) if None not in steps else "")' "$out/bench.db" "$train_len" "$train_batch"
 }
-# trace_summary DIR: each Chrome trace `bench --trace` wrote (one step of a method): its ops, the
-# host's time inside them (the top-level ops' spans on each thread), and the top-level ops that
-# took most of it; a host-bound step is read here
-trace_summary() {
-  python3 - "$1" <<'EOF'
-import collections, json, pathlib, sys
-lines = []
-for path in sorted(pathlib.Path(sys.argv[1]).glob("*.json")):
-    data = json.loads(path.read_text())
-    events = [e for e in (data.get("traceEvents", []) if isinstance(data, dict) else data) if e.get("ph") == "X"]
-    spans = collections.defaultdict(list)
-    for e in events:
-        start = float(e["ts"])
-        spans[e.get("tid")].append((start, start + float(e.get("dur", 0)), e["name"]))
-    count, took = collections.Counter(), collections.Counter()
-    for thread in spans.values():
-        end = float("-inf")
-        for start, stop, name in sorted(thread, key=lambda s: (s[0], -s[1])):
-            if start >= end:  # not inside the top-level op before it
-                count[name] += 1
-                took[name] += stop - start
-                end = stop
-    busy = sum(took.values()) / 1000
-    print(f"{path.stem}: {len(events)} ops, {sum(count.values())} top-level, {busy:.2f} ms of host time in them")
-    for name, t in took.most_common(10):
-        print(f"  {name:<64} {count[name]:6d} x {t / 1000:9.3f} ms")
-    lines.append(f"{path.stem.split('-')[0]} {len(events)} ops, {busy:.1f} ms")
-print("=> traces: " + ("; ".join(lines) or "none"))
-EOF
+listops() {
+  run_job "$listops_file" "$work/listops.db" --jobs-per-device 2 || return 1
+  local m text=""
+  for m in softmax skyformer; do
+    text+="${text:+; }$m $(result_of "$work/listops.db" test_acc "$m" | awk '{printf "%.2f", 100 * $1}') after $(result_of "$work/listops.db" steps_done "$m") steps, $(result_of "$work/listops.db" steps_per_second "$m") steps/s"
+  done
+  echo "=> test accuracy (Table 1: softmax 38.37, skyformer 38.69): $text"
 }
-export -f bench_run trace_summary
-rm -f "$out"/bench.db*
-# the step at the jobs' shape, and one more step of each traced (LibTorch's profiler, host side)
-stage listops-step 40 bench.log bash -c 'bench_run "$@" && trace_summary "$work/traces"' bench_run --device "$device" \
-  --db "$out/bench.db" --methods softmax,skyformer --lengths "$train_len" --batch-size "$train_batch" --precision fp32 \
-  --trace "$work/traces"
-for m in softmax skyformer; do
-  step=$(step_of "$m")
-  left=$(( end - $(date +%s) - 10 ))
-  seconds=$(( listops_s / 2 < left ? listops_s / 2 : left ))
-  steps=$(python3 -c 'import sys
+export -f listops
+step=$(packed_step)
+left=$(( end - $(date +%s) - 10 - 40 - estimate_s ))  # the tables' 40 s, the estimate's
+seconds=$(( listops_s < left ? listops_s : left ))
+steps=$(python3 -c 'import sys
 step, seconds, every = float(sys.argv[1] or 0), int(sys.argv[2]), int(sys.argv[3])
-steps = int((seconds - 10) * 0.85 / (1.25 * step)) // every * every if step > 0 else 0
+steps = int((seconds - 15) * 0.85 / (1.25 * step)) // every * every if step > 0 else 0
 print(min(50000, steps) if steps >= every else 0)' "$step" "$seconds" "${listops_eval[0]}")
-  if (( steps == 0 )); then
-    report "listops-$m" skipped 0 "no step time measured, or too little time for ${listops_eval[0]} steps"
-    continue
-  fi
-  say "listops-$m: its bench step ${step}s: $steps steps in ${seconds}s"
-  file=$(job_file "listops-$m" "$m" "$steps" "${listops_eval[@]}")
-  stage "listops-$m" "$seconds" train.log bash -c \
-    'run_job "$1" "$2" && echo "=> test accuracy $(result_of "$2" test_acc "$3") after $(result_of "$2" steps_done "$3") steps, $(result_of "$2" steps_per_second "$3") steps/s"' \
-    run_job "$file" "$work/listops.db" "$m"
-done
+if (( steps == 0 )); then
+  report listops skipped 0 "no step time measured, or too little time for ${listops_eval[0]} steps"
+else
+  say "listops: a packed step ${step}s: $steps steps in ${seconds}s, two jobs at once"
+  listops_file=$(job_file listops softmax,skyformer "$steps" "${listops_eval[@]}")
+  export listops_file
+  stage listops "$seconds" train.log bash -c listops
+fi
 
-# --- bench: each row stored as it is measured ----------------------------------------------------
+# estimate: Table 1's cost (conf/skyformer-lra.toml: nine methods, five tasks, three seeds) from this
+# round's bench; the bench commands it names for what it lacks run while time is left (the stage's
+# limit ends the one running), then the estimate again
+estimate() {
+  local report=$work/estimate.txt line
+  "$attnlab" estimate "$estimate_conf" --device "$device" --db "$out/bench.db" --cache-dir "$work/cache" >"$report" 2>&1
+  cat "$report"
+  grep '^  attnlab bench ' "$report" | while read -r line; do
+    # shellcheck disable=SC2086  # the command's words
+    bench_run ${line#attnlab bench } $bench_args </dev/null
+  done
+  "$attnlab" estimate "$estimate_conf" --device "$device" --db "$out/bench.db" --cache-dir "$work/cache" >"$report" 2>&1
+  local rc=$?
+  tail -n 12 "$report"
+  echo "=> $(grep -E '^[0-9]+ job\(s\) on ' "$report" | tail -1)"
+  return $rc
+}
+# the CPU stand-in estimates the round's own ListOps jobs (Table 1's benches would take hours here)
+estimate_conf=${standin:+$(job_file estimate softmax,skyformer 1000 "${listops_eval[@]}")}
+estimate_conf=${estimate_conf:-conf/skyformer-lra.toml}
+export -f estimate
+export bench_args estimate_conf
+stage estimate "$estimate_s" bench.log bash -c estimate
+
+# --- bench sweeps, with the time left: each row stored as it is measured --------------------------
 bench=(--device "$device" --db "$out/bench.db" --lengths "$lengths" --batch-size "$batch" --methods "$methods")
 # shellcheck disable=SC2206  # the extra arguments are words
 bench+=($bench_args)

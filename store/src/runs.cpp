@@ -48,6 +48,15 @@ void Database::set_run_environment(std::int64_t run_id, const RunEnvironment& en
   tx.commit();
 }
 
+void Database::set_run_step_mode(std::int64_t run_id, const std::string& mode) {
+  sql::Transaction tx(db_, path_);
+  attempts::require_lease(db_, path_, run_id);
+  sql::Statement st(db_, path_, "UPDATE runs SET step_mode = ?1 WHERE id = ?2");
+  st.bind(1, mode).bind(2, run_id);
+  st.run();
+  tx.commit();
+}
+
 void Database::append_curve(std::int64_t run_id, const std::vector<CurvePoint>& points) {
   if (points.empty()) return;
   sql::Transaction tx(db_, path_);
@@ -323,7 +332,7 @@ std::vector<PluginFile> Database::run_plugins(std::int64_t run_id) {
 
 RunEnvironment Database::run_environment(std::int64_t run_id) {
   const std::string select =
-      std::string("SELECT ") + kProvenanceColumns + ", host, attnlab_version, pid FROM runs WHERE id = ?1";
+      std::string("SELECT ") + kProvenanceColumns + ", host, attnlab_version, pid, step_mode FROM runs WHERE id = ?1";
   sql::Statement st(db_, path_, select.c_str());
   st.bind(1, run_id);
   if (!st.step()) throw StoreError(path_ + ": no run with id " + std::to_string(run_id));
@@ -332,6 +341,7 @@ RunEnvironment Database::run_environment(std::int64_t run_id) {
   env.host = st.column_text(5);
   env.attnlab_version = st.column_text(6);
   env.pid = st.column_int64(7);
+  env.step_mode = st.column_text(8);
   env.plugins = run_plugins(run_id);
   return env;
 }

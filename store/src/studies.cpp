@@ -23,7 +23,7 @@ void require_run(sqlite3* db, const std::string& path, std::int64_t run_id) {
 const std::string kBenchSelect =
     with_provenance("SELECT method, dataset, seq_len, batch_size, steps_timed, step_seconds_median, step_seconds_min, "
                     "step_seconds_max, peak_memory_bytes, status, error, config_toml, created_at, id, "
-                    "host_seconds_median, ops_per_step") +
+                    "host_seconds_median, ops_per_step, step_mode, concurrent") +
     " FROM bench_results";
 
 BenchResult bench_row(sql::Statement& st) {
@@ -44,7 +44,9 @@ BenchResult bench_row(sql::Statement& st) {
   r.id = st.column_int64(13);
   r.host_seconds_median = st.column_double(14);
   r.ops_per_step = st.column_int64(15);
-  read_provenance(st, 16, r);
+  r.step_mode = st.column_text(16);
+  r.concurrent = st.column_int64(17);
+  read_provenance(st, 18, r);
   return r;
 }
 
@@ -56,8 +58,8 @@ std::int64_t add_bench_result(Database& db, const BenchResult& r) {
   const std::string insert =
       with_provenance("INSERT INTO bench_results (method, dataset, seq_len, batch_size, steps_timed, step_seconds_median, "
                       "step_seconds_min, step_seconds_max, peak_memory_bytes, status, error, config_toml, "
-                      "host_seconds_median, ops_per_step") +
-      ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)";
+                      "host_seconds_median, ops_per_step, step_mode, concurrent") +
+      ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)";
   sql::Statement st(handle, db.path(), insert.c_str());
   st.bind(1, r.method).bind(2, r.dataset).bind(3, r.seq_len).bind(4, r.batch_size).bind(5, r.steps_timed)
       .bind(6, r.step_seconds_median).bind(7, r.step_seconds_min).bind(8, r.step_seconds_max)
@@ -65,7 +67,8 @@ std::int64_t add_bench_result(Database& db, const BenchResult& r) {
       .bind(13, r.host_seconds_median);
   if (r.ops_per_step > 0) st.bind(14, r.ops_per_step);
   else st.bind_null(14);
-  bind_provenance(st, 15, r);
+  st.bind_text_or_null(15, r.step_mode).bind(16, r.concurrent);
+  bind_provenance(st, 17, r);
   st.run();
   const std::int64_t id = sqlite3_last_insert_rowid(handle);
   tx.commit();

@@ -52,6 +52,9 @@ const ParamSpec kTrainParams[] = {
      "forward passes in fp32, or under autocast in bf16 or fp16 (fp32 weights and optimiser state; fp16 with "
      "dynamic loss scaling, skipped steps counted)"},
     {"tf32", ParamType::boolean, "false", 0, 0, nullptr, "let CUDA fp32 matmuls and convolutions use TF32 tensor cores"},
+    {"cuda_graphs", ParamType::string, "auto", 0, 0, "auto|on|off",
+     "on a GPU, each training step one replay of a captured CUDA graph (the host's launches out of the step): auto "
+     "where the run allows it (not fp16, one batch a step), else eager, saying why; on: refuse a run that cannot; off"},
     {"deterministic", ParamType::boolean, "false", 0, 0, nullptr,
      "deterministic algorithms only (an op without one fails the job, naming the op): the same job twice gives "
      "the same numbers on a GPU too"},
@@ -101,6 +104,7 @@ TrainConfig train_config_from(const ParamValues& v) {
   c.precision = v.string("precision");
   c.tf32 = v.boolean("tf32");
   c.deterministic = v.boolean("deterministic");
+  c.cuda_graphs = v.string("cuda_graphs");
   return c;
 }
 

@@ -15,12 +15,12 @@
 namespace attnlab {
 
 // The flat buffers: parameter i is params[offsets[i], offsets[i] + numel), and so are its gradient
-// and moments. One step count for all, on the device (the fused kernel's) and on the host.
+// and moments. One step count for all, on the device only (a replayed CUDA graph counts there; a
+// checkpoint reads it back).
 struct FusedAdamW::Flat {
   at::Tensor params, grads, exp_avg, exp_avg_sq;  // [total]
   at::Tensor count, lr;                           // [] float
   std::vector<std::int64_t> offsets;
-  std::int64_t steps = 0;
 
   at::Tensor slice(const at::Tensor& flat, const at::Tensor& parameter, std::size_t i) const {
     return flat.narrow(0, offsets[i], parameter.numel()).view(parameter.sizes());
@@ -131,7 +131,6 @@ void FusedAdamW::step() {
     per_tensor_->step();
     return;
   }
-  ++flat_->steps;
   const auto& f = *flat_;
   compat::fused_adamw({f.params}, {f.grads}, {f.exp_avg}, {f.exp_avg_sq}, {f.count}, f.lr, std::get<0>(options_.betas()),
                       std::get<1>(options_.betas()), options_.weight_decay(), options_.eps());
@@ -142,10 +141,11 @@ void FusedAdamW::step() {
 void FusedAdamW::save(torch::serialize::OutputArchive& archive) const {
   if (!flat_) return per_tensor_->save(archive);
   torch::optim::AdamW writer(parameters_, options_);
-  if (flat_->steps > 0)
+  const auto steps = static_cast<std::int64_t>(flat_->count.item<double>());
+  if (steps > 0)
     for (std::size_t i = 0; i < parameters_.size(); ++i) {
       auto state = std::make_unique<torch::optim::AdamWParamState>();
-      state->step(flat_->steps);
+      state->step(steps);
       state->exp_avg(flat_->slice(flat_->exp_avg, parameters_[i], i).clone());
       state->exp_avg_sq(flat_->slice(flat_->exp_avg_sq, parameters_[i], i).clone());
       writer.state()[state_key(writer.state(), parameters_[i])] = std::move(state);
@@ -182,8 +182,7 @@ void FusedAdamW::load(torch::serialize::InputArchive& archive) {
       exp_avg_sq.zero_();
     }
   }
-  flat_->steps = std::max<std::int64_t>(steps, 0);
-  flat_->count.fill_(static_cast<double>(flat_->steps));
+  flat_->count.fill_(static_cast<double>(std::max<std::int64_t>(steps, 0)));
   flat_->lr.fill_(options_.lr());
   keep_in_place();
 }

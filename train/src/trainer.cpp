@@ -16,6 +16,7 @@
 #include "attnlab/train/data_loader.hpp"
 #include "attnlab/train/instability.hpp"
 #include "attnlab/train/loss_scaler.hpp"
+#include "attnlab/train/step_runner.hpp"
 #include "attnlab/precision.hpp"
 #include "attnlab/torch_compat.hpp"
 #include "checkpoint_file.hpp"
@@ -262,6 +263,7 @@ class TrainLoop {
         optimizer_(model_->parameters(), adamw_options(job.train)),
         train_batches_(data.train, job.train.batch_size, job.device, /*shuffle=*/true, job.seed ^ kDataStream),
         scaler_(precision_ == Precision::fp16),
+        runner_(job.train, job.device, precision_),
         parts_{*model_, optimizer_, draws_, train_batches_, job.device, scaler_} {
     if (job.resume_from.empty()) {
       loop_.instability_ratio = instability_ratio_;
@@ -276,6 +278,8 @@ class TrainLoop {
     }
     if (loop_.instability_ratio) outcome_.results.push_back({"instability_ratio", *loop_.instability_ratio});
     compat::reset_peak_memory(job.device);
+    outcome_.step_mode = runner_.mode();
+    observer.on_step_mode(runner_.mode());
   }
   TrainLoop(const TrainLoop&) = delete;
   TrainLoop& operator=(const TrainLoop&) = delete;
@@ -292,22 +296,31 @@ class TrainLoop {
 
   bool steps_left() const { return loop_.steps_done < tc_.steps; }
 
-  // One optimiser step over grad_accum micro-batches; the curve's sums stay on the device.
+  // One optimiser step over grad_accum micro-batches; the curve's sums stay on the device. With a
+  // CUDA graph (StepRunner) the batch is copied into the one the graph reads, and the device's
+  // part of the step (forward, backward, clip, update) is one replay.
   void step() {
     lr_ = learning_rate_at(tc_, loop_.steps_done);
     optimizer_.set_lr(lr_);
-    optimizer_.zero_grad();
-    for (std::int64_t micro = 0; micro < tc_.grad_accum; ++micro) {
+    if (runner_.graphed() || job_.static_inputs) {
       train_batches_.next(batch_);
-      auto logits = forward_logits(model_, batch_.tokens, batch_.lengths, job_.device, precision_);
-      auto loss = at::cross_entropy_loss(logits, batch_.labels);
-      scaler_.scale(tc_.grad_accum > 1 ? loss / static_cast<double>(tc_.grad_accum) : loss).backward();
-      loop_.loss_sum += loss.detach().to(at::kDouble);
-      loop_.correct += logits.detach().argmax(1).eq(batch_.labels).sum();
-      loop_.seen += batch_.labels.size(0);
-      ++loop_.micro_batches;
+      into_static_batch(batch_);
+      runner_.run([this] {
+        optimizer_.zero_grad();
+        learn_from(static_batch_);
+        apply_gradients(optimizer_, tc_.clip_norm, scaler_);
+      });
+      if (runner_.mode() != outcome_.step_mode) observer_.on_step_mode(outcome_.step_mode = runner_.mode());
+    } else {
+      optimizer_.zero_grad();
+      for (std::int64_t micro = 0; micro < tc_.grad_accum; ++micro) {
+        train_batches_.next(batch_);
+        learn_from(batch_);
+      }
+      apply_gradients(optimizer_, tc_.clip_norm, scaler_);
     }
-    apply_gradients(optimizer_, tc_.clip_norm, scaler_);
+    loop_.seen += batch_.labels.size(0) * tc_.grad_accum;
+    loop_.micro_batches += tc_.grad_accum;
     ++loop_.steps_done;
     draws_.after_step(loop_.steps_done);
   }
@@ -418,6 +431,27 @@ class TrainLoop {
   }
 
  private:
+  // Forward, loss and backward of one micro-batch (its loss divided by grad_accum), and the
+  // training curve's sums, on the device.
+  void learn_from(const Batch& batch) {
+    auto logits = forward_logits(model_, batch.tokens, batch.lengths, job_.device, precision_);
+    auto loss = at::cross_entropy_loss(logits, batch.labels);
+    scaler_.scale(tc_.grad_accum > 1 ? loss / static_cast<double>(tc_.grad_accum) : loss).backward();
+    loop_.loss_sum.add_(loss.detach());
+    loop_.correct.add_(logits.detach().argmax(1).eq(batch.labels).sum());
+  }
+
+  // The batch into the tensors a captured graph reads (made from the first batch).
+  void into_static_batch(const Batch& batch) {
+    if (!static_batch_.tokens.defined()) {
+      static_batch_ = {batch.tokens.clone(), batch.lengths.clone(), batch.labels.clone()};
+      return;
+    }
+    static_batch_.tokens.copy_(batch.tokens, /*non_blocking=*/true);
+    static_batch_.lengths.copy_(batch.lengths, /*non_blocking=*/true);
+    static_batch_.labels.copy_(batch.labels, /*non_blocking=*/true);
+  }
+
   void add_point(const char* split, const char* name, double value, double wall) {
     points_.push_back({loop_.steps_done, split, name, value, wall});
   }
@@ -475,6 +509,7 @@ class TrainLoop {
   FusedAdamW optimizer_;
   BatchIterator train_batches_;
   LossScaler scaler_;
+  StepRunner runner_;
   const resume::Parts parts_;
   resume::LoopState loop_;  // everything the loop carries between steps, as a resume checkpoint holds it
   RunOutcome outcome_;
@@ -482,6 +517,7 @@ class TrainLoop {
   double delivered_at_ = 0;          // wall seconds of the last delivery of points to the observer
   double lr_ = 0;                    // of the last step
   Batch batch_;
+  Batch static_batch_;  // what a captured step reads (StepRunner::graphed())
 };
 
 }  // namespace

@@ -43,9 +43,13 @@ struct SplitData {
   std::int64_t size() const { return labels.defined() ? labels.size(0) : 0; }
 };
 
-// Where a dataset may keep generated files and caches, and the machine's thread budget.
+// Where a dataset may keep generated files and caches. `describe_only`: the host asks for info()
+// alone (bench and estimate build a model for the task on random tokens): a dataset whose data is
+// not on this machine describes its task all the same (the *_path helpers of dataset_plugin.hpp
+// taking the context then check nothing), and is never loaded.
 struct DatasetContext {
   std::string cache_dir;
+  bool describe_only = false;
 };
 
 // Bad or missing data: the message names the file, the line or record, and what was expected.

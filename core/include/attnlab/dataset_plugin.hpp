@@ -36,6 +36,11 @@ std::string required_path(const ParamValues& params, const std::string& param, c
 // at (permission denied, a name too long): never a std::filesystem_error, which the job process
 // would retry where a DataError ends the job at once.
 std::string existing_folder(const std::string& folder, const std::string& missing);
+
+// The folder a path parameter names, checked as the two above do, except where the host only asks
+// for the task (ctx.describe_only): then the parameter's text, set or not, unchecked.
+std::string data_folder(const DatasetContext& ctx, const ParamValues& params, const std::string& param,
+                        const std::string& what, const std::string& missing);
 // The same for a regular file: DataError "<file>: <missing>".
 std::string existing_file(const std::string& file, const std::string& missing);
 

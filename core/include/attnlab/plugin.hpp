@@ -20,7 +20,9 @@ namespace attnlab {
 // 2: TaskInfo::many_hot, SplitData::origin, the token cache; AttentionMethod::redraw_every and
 // fresh_draw_at_eval.
 // 3: Dataset::estimate_size.
-inline constexpr std::uint32_t kContractVersion = 3;
+// 4: SeedStream keeps one generator for the training draws (CUDA graphs replay it), which changes
+//    SeedStreamAttention's layout; DatasetContext::describe_only.
+inline constexpr std::uint32_t kContractVersion = 4;
 
 enum class PluginKind : std::uint32_t { attention = 1, dataset = 2 };
 enum class ParamType : std::uint32_t { integer = 1, real = 2, boolean = 3, string = 4 };

@@ -192,6 +192,7 @@ struct RunEnvironment : Provenance {
   std::string attnlab_version;
   std::vector<PluginFile> plugins;
   std::int64_t pid = 0;  // the process that trains (0: keep the claimer's pid)
+  std::string step_mode;  // read back only (set_run_step_mode writes it): "cuda graph", "eager (…)"
 };
 
 struct CurvePoint {
@@ -315,6 +316,8 @@ class Database {
   // Run-level writes. All of them require the run to hold its job's lease (LeaseLost otherwise,
   // nothing written): they are the attempt's own writes.
   void set_run_environment(std::int64_t run_id, const RunEnvironment& env);
+  // How the run's training steps run: "cuda graph", or "eager" and why not a graph (schema 11).
+  void set_run_step_mode(std::int64_t run_id, const std::string& mode);
   void append_curve(std::int64_t run_id, const std::vector<CurvePoint>& points);
   // Final status and results, in one transaction that also releases the lease and moves the job:
   // done | diverged | oom -> the job takes that state; failed -> queued again, or failed once

@@ -26,6 +26,8 @@ struct BenchResult : Provenance {
   // it, before waiting for the device; on the CPU the step itself. NaN in rows stored before.
   double host_seconds_median = std::numeric_limits<double>::quiet_NaN();
   std::int64_t ops_per_step = 0;   // ops one step runs, nested ones included (bench --ops); 0: not counted
+  std::string step_mode;           // how the steps ran: "cuda graph", "eager (…)" (schema 11)
+  std::int64_t concurrent = 1;     // measurements running at once on the device (bench --concurrent; schema 11)
   double peak_memory_bytes = 0;    // CUDA allocator peak, or the peak RSS of a fresh process (CPU)
   std::string status;              // done | oom | failed
   std::string error;

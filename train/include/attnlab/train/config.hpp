@@ -46,6 +46,7 @@ struct TrainConfig {
   std::string precision = "fp32";  // fp32 | bf16 | fp16: autocast of the forward passes, fp32 weights
   bool tf32 = false;               // TF32 tensor cores for fp32 matmuls (CUDA)
   bool deterministic = false;      // deterministic algorithms only; an op without one is an error
+  std::string cuda_graphs = "auto";  // auto | on | off: the step as a replayed CUDA graph (StepRunner)
 };
 
 extern const ParamSpec kModelParams[];

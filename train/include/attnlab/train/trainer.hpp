@@ -59,6 +59,9 @@ class TrainObserver {
   // ([train] variance_passes; they can take as long as training): `done` of `passes`, and the
   // seconds since the passes began.
   virtual void on_variance_pass(std::int64_t /*done*/, std::int64_t /*passes*/, double /*elapsed_seconds*/) {}
+  // How the training steps run (StepRunner::mode()): once before the first, and again if that
+  // changes (a CUDA graph whose capture failed under cuda_graphs = "auto").
+  virtual void on_step_mode(const std::string& /*mode*/) {}
 };
 
 struct TrainSplits {
@@ -90,6 +93,9 @@ struct TrainJob {
   // Checked once per step (relaxed load): when set, the run checkpoints at the end of that step
   // and returns status `interrupted` with what it measured so far. May be null.
   const std::atomic<bool>* stop = nullptr;
+  // The step as a CUDA graph replays it (each batch copied into static inputs first) even where it
+  // runs eagerly: the tests hold that path to the plain one on the CPU.
+  bool static_inputs = false;
 };
 
 // How a training run ended. The runner stores it as the run's status (store::RunStatus, same
@@ -113,6 +119,7 @@ struct RunOutcome {
   std::string error;
   std::vector<std::pair<std::string, double>> results;  // test_acc, best_val_acc, ... (store/README.md)
   std::string resume_checkpoint;    // the last resume checkpoint adopted ("" if none)
+  std::string step_mode;            // how the steps ran (StepRunner::mode()), as it was at the end
   std::string checkpoint_checksum;  // of the best-validation weights file as last written ("" if none)
 };
 
