@@ -27,7 +27,7 @@ for stage in determinism resume; do
     fail "$stage: the runs are not identical"
 done
 grep -qE '^determinism +ok .*; eagerly: identical' "$summary" || fail "determinism: the eager run differs (the CPU's is eager too)"
-grep -qE '^listops-step +ok .* step: softmax eager [0-9.]+ ms \([0-9]+ ops, host [0-9.]+ ms\), no graph row; skyformer' "$summary" ||
+grep -qE '^listops-step +ok .* step: softmax eager [0-9.]+ ms \([0-9]+ ops, host [0-9.]+ ms\), no graph row; bf16 [0-9.]+ ms; skyformer' "$summary" ||
   fail "listops-step: the figure"
 grep -qE '^packed +ok .* steps/s, all processes: softmax 1: [0-9]+, 2: [0-9]+; skyformer 1: [0-9]+, 2: [0-9]+$' "$summary" ||
   fail "packed: the figure"

@@ -127,7 +127,9 @@ TEST_F(ServeDefects, APortOutOfRangeIsOneLineAndExit2) {
 }
 
 // 8 connections that send nothing and 10 that drip a header line every 3 s: a plain request is
-// answered within a second, while they hang on and after the server has cut them.
+// answered sooner than the read timeout (a request stalled behind them would wait for it to cut
+// one), while they hang on and after the server has cut them. The bound is three quarters of the
+// timeout, not less: on a loaded 2-core CI machine a plain request has taken 1.03 s.
 TEST_F(ServeDefects, IdleAndDrippingClientsDoNotStallOthers) {
   start();
   std::vector<std::unique_ptr<RawClient>> idle, dripping;
@@ -150,9 +152,10 @@ TEST_F(ServeDefects, IdleAndDrippingClientsDoNotStallOthers) {
     if (reply) EXPECT_EQ(reply->status, 200);
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
-  EXPECT_LT(timed_get(), 1.0) << "with 18 slow clients connected";
+  const double bound = 0.75 * serve::Server::kReadTimeoutSeconds;
+  EXPECT_LT(timed_get(), bound) << "with 18 slow clients connected";
   std::this_thread::sleep_for(std::chrono::milliseconds(3500));  // past a drip and the read timeout
-  EXPECT_LT(timed_get(), 1.0) << "after the first drip";
+  EXPECT_LT(timed_get(), bound) << "after the first drip";
   for (auto& c : idle) EXPECT_EQ(c->reply(), "");  // cut by the server, not answered
   done = true;
   drip.join();
