@@ -157,6 +157,13 @@ void FusedAdamW::load(torch::serialize::InputArchive& archive) {
   if (!flat_) {
     per_tensor_->load(archive);
     options_ = static_cast<torch::optim::AdamWOptions&>(per_tensor_->param_groups().front().options());
+    // LibTorch 1.13's load restores the moments but not the group's options (2.x's does both):
+    // the learning rate read back from the archive's first group, as 2.x would have it
+    torch::serialize::InputArchive groups, first, options;
+    c10::IValue lr;
+    if (archive.try_read("param_groups", groups) && groups.try_read("param_groups/0", first) &&
+        first.try_read("options", options) && options.try_read("lr", lr))
+      set_lr(lr.toDouble());
     return;
   }
   torch::optim::AdamW reader(parameters_, options_);
