@@ -11,6 +11,7 @@
 #include "attnlab/store/studies.hpp"
 #include "experiment/experiment.hpp"
 #include "plugin_host/plugin_host.hpp"
+#include "queue/worker.hpp"
 #include "studies/estimate.hpp"
 #include "studies/estimate_jobs.hpp"
 
@@ -42,6 +43,7 @@ int cmd_estimate(const Args& args) {
   if (device == "cuda") device = "cuda:0";  // as bench stores it
   const auto devices = vm["devices"].as<std::int64_t>();
   if (devices < 1) throw std::invalid_argument("estimate: --devices must be 1 or more");
+  std::int64_t per_device = jobs_per_device_option(vm["jobs-per-device"].as<std::string>(), "estimate");  // 0: auto
 
   const auto registry = load_plugins(plugin_folders(vm));
   const std::string path = vm["experiment"].as<std::string>();
@@ -55,19 +57,11 @@ int cmd_estimate(const Args& args) {
   const auto rows = store::bench_results(db);
   const std::string bench_command = "attnlab bench --config " + path + " --db " + db_path;
 
-  std::int64_t per_device = 0;
-  const std::string per = vm["jobs-per-device"].as<std::string>();
-  if (per == "auto") {
+  if (per_device == 0) {
     std::string why;
     per_device = auto_jobs_per_device(jobs, rows, std::vector<std::string>(static_cast<std::size_t>(devices), device),
                                       bench_command, &why);
     std::cout << "jobs per device: " << per_device << " (" << why << ")\n";
-  } else {
-    try {
-      per_device = std::stoll(per);
-    } catch (const std::exception&) {
-    }
-    if (per_device < 1) throw std::invalid_argument("estimate: --jobs-per-device: '" + per + "' is neither 1 or more nor auto");
   }
   const auto estimate = estimate_experiment(jobs, rows, device, devices, per_device, bench_command);
   std::cout << experiment.name << " on " << device << " (bench figures of " << db_path << ")\n\n"
