@@ -307,6 +307,38 @@ TEST(Training, SameSeedSameNumbersOnCpu) {
   EXPECT_GT(result(first, "peak_memory_bytes"), 1e6);
 }
 
+// [train] keep_best_after, Skyformer's rule: the best validation accuracy is tracked from the
+// first validation, but a new best keeps its weights only after that share of the steps; a run
+// that keeps none tests its final weights. Replayed on the run's own validation curve.
+TEST(Training, KeepBestAfterKeepsOnlyLaterBestsAsSkyformersCodeDoes) {
+  for (const double share : {0.0, 0.5, 0.9}) {
+    TrainJob job = short_job(7);
+    job.train.eval_every = 4;
+    job.train.keep_best_after = share;
+    Recorder r;
+    const auto outcome = short_run(job, r);
+    ASSERT_EQ(outcome.status, TrainStatus::done) << outcome.error;
+    double seen = -1, kept_acc = -1, last = -1;
+    std::int64_t kept_step = -1;
+    for (const auto& p : r.points) {
+      if (p.split != "val" || p.name != "acc") continue;
+      last = p.value;
+      if (p.value > seen) {
+        seen = p.value;
+        if (static_cast<double>(p.step) > share * static_cast<double>(job.train.steps)) kept_step = p.step, kept_acc = p.value;
+      }
+    }
+    if (kept_step < 0) kept_step = job.train.steps, kept_acc = last;  // none kept: the final weights
+    EXPECT_EQ(result(outcome, "best_step"), kept_step) << share;
+    EXPECT_EQ(result(outcome, "best_val_acc"), kept_acc) << share;
+    for (const auto& p : r.points) {
+      if (p.split == "test") {
+        EXPECT_EQ(p.step, kept_step) << share;
+      }
+    }
+  }
+}
+
 // [train] accuracy_checkpoints: the first validation at or past each mark keeps its weights beside
 // the best checkpoint and stores the point (step, val, accuracy_mark, mark); marks never reached
 // keep nothing.

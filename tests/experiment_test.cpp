@@ -135,9 +135,10 @@ TEST(Experiment, CheckpointCadenceIsNotPartOfTheJobIdentity) {
   EXPECT_NE(load_experiment(write_file("steps.toml", steps), registry()).jobs[0].config_hash, plain.jobs[0].config_hash);
 }
 
-// [train] precision, tf32 and deterministic came after jobs were stored: at their defaults they stay
-// out of the identity, which is then the hash of the configuration without them (and without the
-// cadence keys and cuda_graphs), as before they existed; away from their defaults each makes another job.
+// [train] precision, tf32, deterministic, clip_value and keep_best_after came after jobs were stored: at their
+// defaults they stay out of the identity, which is then the hash of the configuration without them
+// (and without the cadence keys and cuda_graphs), as before they existed; away from their defaults
+// each makes another job.
 TEST(Experiment, PrecisionKeysAtTheirDefaultsKeepTheIdentityJobsHadBeforeThem) {
   const std::string base = kGood;
   const auto plain = load_experiment(write_file("plain.toml", base), registry());
@@ -147,7 +148,8 @@ TEST(Experiment, PrecisionKeysAtTheirDefaultsKeepTheIdentityJobsHadBeforeThem) {
   for (std::string line; std::getline(lines, line);)
     if (line.rfind("precision = ", 0) != 0 && line.rfind("tf32 = ", 0) != 0 && line.rfind("deterministic = ", 0) != 0 &&
         line.rfind("checkpoint_every = ", 0) != 0 && line.rfind("accuracy_checkpoints = ", 0) != 0 &&
-        line.rfind("cuda_graphs = ", 0) != 0)
+        line.rfind("cuda_graphs = ", 0) != 0 && line.rfind("clip_value = ", 0) != 0 &&
+        line.rfind("keep_best_after = ", 0) != 0)
       before += line + "\n";
   ASSERT_NE(before, job.config_toml + "\n");
   EXPECT_EQ(job.config_hash, sha256_of_text(before));
@@ -163,8 +165,33 @@ TEST(Experiment, PrecisionKeysAtTheirDefaultsKeepTheIdentityJobsHadBeforeThem) {
   EXPECT_EQ(bf16.train.string("precision"), "bf16");
   EXPECT_NE(with("tf32.toml", "tf32 = true").config_hash, job.config_hash);
   EXPECT_NE(with("det.toml", "deterministic = true").config_hash, job.config_hash);
+  EXPECT_EQ(with("clip0.toml", "clip_value = 0.0").config_hash, job.config_hash);
+  EXPECT_NE(with("clip1.toml", "clip_value = 1.0").config_hash, job.config_hash);
+  EXPECT_EQ(with("keep0.toml", "keep_best_after = 0.0").config_hash, job.config_hash);
+  EXPECT_NE(with("keep2.toml", "keep_best_after = 0.2").config_hash, job.config_hash);
   const std::string refused = error_of("[train]\nprecision = \"fp8\"\n[methods.softmax]\n[datasets.listops]\n");
   EXPECT_EQ(refused.substr(refused.find(":2:")), ":2: [train] precision: 'fp8' is not one of fp32|bf16|fp16");
+}
+
+// Kernelized attention's dropout came after its jobs were stored: at 0 it stays out of the
+// identity (the hash of the configuration without it), at the authors' 0.1 it makes another job.
+TEST(Experiment, KernelizedDropoutAtItsDefaultKeepsTheIdentityJobsHadBeforeIt) {
+  std::string base = kGood;
+  base.replace(base.find("[methods.softmax]"), std::string::npos, "[methods.kernelized]\n");
+  const auto job = load_experiment(write_file("kernelized.toml", base), registry()).jobs[0];
+  const std::string section = "[methods.kernelized]\ndropout = 0.0\n";
+  ASSERT_NE(job.config_toml.find(section), std::string::npos) << job.config_toml;
+  std::string before;  // as a build without the key wrote it, less the later [train] keys
+  std::istringstream lines(std::string(job.config_toml).replace(job.config_toml.find(section), section.size(), "[methods.kernelized]\n"));
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("precision = ", 0) != 0 && line.rfind("tf32 = ", 0) != 0 && line.rfind("deterministic = ", 0) != 0 &&
+        line.rfind("checkpoint_every = ", 0) != 0 && line.rfind("accuracy_checkpoints = ", 0) != 0 &&
+        line.rfind("cuda_graphs = ", 0) != 0 && line.rfind("clip_value = ", 0) != 0 &&
+        line.rfind("keep_best_after = ", 0) != 0)
+      before += line + "\n";
+  EXPECT_EQ(job.config_hash, sha256_of_text(before));
+  const auto with_dropout = load_experiment(write_file("kernelized-dropout.toml", base + "dropout = 0.1\n"), registry()).jobs[0];
+  EXPECT_NE(with_dropout.config_hash, job.config_hash);
 }
 
 // toml++ sorts a table's keys by name; the jobs keep the file's order (methods, then datasets,
@@ -197,12 +224,13 @@ TEST(Experiment, ErrorsNameFileLineAndKey) {
   const auto file = (fs::temp_directory_path() / ("attnlab-exp-" + std::to_string(getpid())) / "bad.toml").string();
   EXPECT_EQ(error_of("[train]\nsteps = 10\nlrr = 0.1\n[methods.softmax]\n[datasets.listops]\n"),
             file + ":3: [train] lrr: unknown key (known: steps, batch_size, grad_accum, lr, weight_decay, beta1, beta2, "
-                   "eps, warmup, decay, clip_norm, eval_every, eval_batches, log_every, instability_steps, variance_passes, "
-                   "variance_split, accuracy_checkpoints, checkpoint_every, precision, tf32, cuda_graphs, deterministic)");
+                   "eps, warmup, decay, clip_norm, clip_value, eval_every, eval_batches, log_every, instability_steps, "
+                   "variance_passes, variance_split, accuracy_checkpoints, keep_best_after, checkpoint_every, precision, "
+                   "tf32, cuda_graphs, deterministic)");
   EXPECT_EQ(error_of("[train]\nsteps = \"ten\"\n[methods.softmax]\n[datasets.listops]\n"),
             file + ":2: [train] steps: expected an integer, got a string");
   EXPECT_EQ(error_of("[model]\npooling = \"max\"\n[methods.softmax]\n[datasets.listops]\n"),
-            file + ":2: [model] pooling: 'max' is not one of mean|cls|first");
+            file + ":2: [model] pooling: 'max' is not one of mean|mean_with_padding|cls|first");
   EXPECT_EQ(error_of("[methods.softmax]\ndropout = 2.0\n[datasets.listops]\n"),
             file + ":2: [methods.softmax] dropout: 2 is out of range [0, 0.99] (attention plugin softmax)");
   EXPECT_EQ(error_of("[methods.softmax]\nlandmarks = 3\n[datasets.listops]\n"),

@@ -11,6 +11,7 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/InferenceMode.h>
+#include <torch/csrc/autograd/autograd.h>
 
 #include "attnlab/linalg.hpp"
 #include "plugin_host/plugin_host.hpp"
@@ -47,9 +48,8 @@ at::Tensor gaussian(const at::Tensor& a, const at::Tensor& b) {
 
 TEST(Methods, PluginsLoadWithTheirSchemas) {
   const auto& kernelized = plugin("kernelized");
-  EXPECT_EQ(kernelized.info->param_count, 0u);  // an empty schema (nullptr in ATTNLAB_PLUGIN_INFO)
-  EXPECT_EQ(kernelized.info->params, nullptr);
-  EXPECT_TRUE(kernelized.defaults().all().empty());
+  EXPECT_EQ(kernelized.info->param_count, 1u);  // the authors' attention dropout, off by default
+  EXPECT_DOUBLE_EQ(kernelized.defaults().real("dropout"), 0.0);
   const auto sky = plugin("skyformer").defaults();
   EXPECT_EQ(sky.integer("landmarks"), 128);
   EXPECT_DOUBLE_EQ(sky.real("gamma"), 0.1);
@@ -107,6 +107,39 @@ TEST(Kernelized, HugePaddingChangesNothing) {
     EXPECT_TRUE(at::equal(out[0], base[0])) << value;
     EXPECT_TRUE(at::equal(out[1].slice(1, 0, 4), base[1].slice(1, 0, 4))) << value;
   }
+}
+
+// With dropout while training: out = dropout(C) V, the mask the one at::dropout draws from the
+// default generator; the hand-written backward (C replaced by the dropped D) equals autograd's
+// through the formula with the same mask. In evaluation no dropout.
+TEST(Kernelized, DropoutDropsKernelEntriesAndTheBackwardFollows) {
+  const std::int64_t heads = 2, n = 7, dim = 8;
+  const double p = 0.3;
+  auto x = make_batch({n, 5}, heads, n, dim, 4);
+  auto m = make("kernelized", {{"dropout", p}});
+  m->train();
+  for (auto* t : {&x.q, &x.k, &x.v}) t->requires_grad_(true);
+  at::manual_seed(11);
+  const auto out = m->forward(x.q, x.k, x.v, x.valid);
+  const auto g = at::randn_like(out);
+  const auto grads = torch::autograd::grad({out}, {x.q, x.k, x.v}, {g});
+
+  // the formula: C_ij = exp(−‖q_i − k_j‖² / (2√p)) over real keys, then the same draw of at::dropout
+  const double root_p = std::sqrt(static_cast<double>(dim));
+  const auto kv = x.valid.unsqueeze(1).unsqueeze(-1);  // [B, 1, N, 1]
+  const auto q = x.q.masked_fill(kv.logical_not(), 0), k = x.k.masked_fill(kv.logical_not(), 0), v = x.v.masked_fill(kv.logical_not(), 0);
+  auto c = (-(q.unsqueeze(3) - k.unsqueeze(2)).square().sum(-1) / (2 * root_p)).exp();
+  c = c.masked_fill(x.valid.unsqueeze(1).unsqueeze(2).logical_not(), 0);
+  at::manual_seed(11);
+  const auto expected = at::matmul(at::dropout(c, p, true), v);
+  EXPECT_TRUE(at::allclose(out, expected, 1e-10, 1e-12)) << (out - expected).abs().max().item<double>();
+  EXPECT_FALSE(at::allclose(out, at::matmul(c, v), 1e-3, 1e-3));  // entries were dropped
+  const auto expected_grads = torch::autograd::grad({expected}, {x.q, x.k, x.v}, {g});
+  for (std::size_t i = 0; i < 3; ++i)
+    EXPECT_TRUE(at::allclose(grads[i], expected_grads[i], 1e-9, 1e-11)) << "gradient " << i;
+
+  m->eval();
+  EXPECT_TRUE(at::allclose(m->forward(x.q, x.k, x.v, x.valid), at::matmul(c, v), 1e-10, 1e-12));
 }
 
 // --- the iterative pseudo-inverse -----------------------------------------------------------

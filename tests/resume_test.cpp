@@ -175,14 +175,24 @@ class Resume : public ::testing::Test {
 
   // 60 steps of 2 micro-batches, dropout 0.1, curves every 10 steps, validation every 20, the
   // instability score first, variance passes at the end (stochastic methods). "NAME bf16": the
-  // method in a bf16 run (CPU autocast).
+  // method in a bf16 run (CPU autocast); "NAME authors": with the LRA authors' training
+  // (OneCycleLR and its cycled beta1, values clipped, their mean pooling).
   TrainJob job(std::string method) const {
     TrainJob j;
+    std::string variant;
     if (const auto space = method.find(' '); space != std::string::npos) {
-      j.train.precision = method.substr(space + 1);
+      variant = method.substr(space + 1);
       method = method.substr(0, space);
     }
     j.model = testing::tiny_model(32);
+    if (variant == "authors") {
+      j.train.decay = "onecycle";
+      j.train.clip_value = 0.05;
+      j.train.clip_norm = 0;
+      j.model.pooling = "mean_with_padding";
+    } else if (!variant.empty()) {
+      j.train.precision = variant;
+    }
     j.train.steps = 60;
     j.train.batch_size = 8;
     j.train.grad_accum = 2;
@@ -306,7 +316,8 @@ TEST_P(ResumeMethod, StoppedMidStepThenResumedMatchesAnUninterruptedRun) {
 
 INSTANTIATE_TEST_SUITE_P(Methods, ResumeMethod,
                          ::testing::Values("softmax", "random_projection", "performer", "skyformer", "softmax bf16",
-                                           "performer bf16", "scripted_projection", "scripted_features"),
+                                           "performer bf16", "scripted_projection", "scripted_features",
+                                           "performer authors"),
                          [](const auto& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), ' ', '_');

@@ -1,5 +1,5 @@
-// What a CUDA graph of the training step stands on, held on the CPU (the test that needs a GPU is
-// skipped here with its reason; the GPU round runs whole jobs with graphs): the reasons a run steps eagerly, in the order StepRunner gives them, the refusal
+// What a CUDA graph of the training step stands on, held on the CPU (the tests that need a GPU,
+// replay against eager steps, are skipped here with their reason; the GPU round runs whole jobs with graphs): the reasons a run steps eagerly, in the order StepRunner gives them, the refusal
 // of cuda_graphs = "on" where no graph can run, and the SeedStreams' training generators (what a
 // capture registers): one a stream, listed in the order made, continued across a checkpoint.
 #include <gtest/gtest.h>
@@ -17,7 +17,10 @@
 
 #include "attnlab/cuda_graph.hpp"
 #include "attnlab/seed_stream.hpp"
+#include "attnlab/train/loss_scaler.hpp"
+#include "attnlab/train/optimizer.hpp"
 #include "attnlab/train/step_runner.hpp"
+#include "attnlab/train/trainer.hpp"
 
 namespace attnlab {
 namespace {
@@ -171,6 +174,38 @@ TEST(StepRunner, ReplayedStepsDrawAndComputeAsEagerOnes) {
   };
   const auto graphed = steps("on"), eager = steps("off");
   for (std::size_t i = 0; i < eager.size(); ++i) EXPECT_TRUE(at::equal(graphed[i].cpu(), eager[i].cpu())) << "step " << i + 1;
+}
+
+// AdamW under OneCycleLR, values clipped: the rate and beta1 change every step and a replay reads
+// them (and the step count) from the optimiser's device tensors, so graphed steps equal eager ones.
+TEST(StepRunner, ReplayedAdamWFollowsOneCycleAsEagerSteps) {
+  std::string why;
+  if (!CudaGraph::available(gpu, &why) || !at::hasCUDA()) GTEST_SKIP() << "needs a CUDA GPU: " << (why.empty() ? "none here" : why);
+  auto steps = [](const std::string& cuda_graphs) {
+    TrainConfig train;
+    train.cuda_graphs = cuda_graphs;
+    train.decay = "onecycle";
+    train.lr = 0.05;
+    train.steps = 12;
+    train.warmup = 4;
+    train.clip_norm = 0;
+    train.clip_value = 0.5;
+    StepRunner runner(train, gpu, Precision::fp32);
+    auto p = at::linspace(-1, 1, 64, at::TensorOptions(gpu)).requires_grad_(true);
+    FusedAdamW optimizer({p}, adamw_options(train), cycles_beta1(train));
+    LossScaler no_scaling(false);
+    for (std::int64_t step = 0; step < train.steps; ++step) {
+      schedule_step(optimizer, train, step);
+      runner.run([&] {
+        optimizer.zero_grad();
+        (p * p * p).sum().backward();  // gradient 3p², clipped at 0.5 where |p| > 0.41
+        apply_gradients(optimizer, train, no_scaling);
+      });
+    }
+    return p.detach().cpu();
+  };
+  const auto graphed = steps("on"), eager = steps("off");
+  EXPECT_TRUE(at::allclose(graphed, eager, 1e-6, 1e-7)) << (graphed - eager).abs().max().item<double>();
 }
 
 }  // namespace

@@ -166,9 +166,13 @@ void finish_plan(JobPlan& job) {
   // Keys added after jobs were stored enter the identity only away from their defaults, which are
   // what those jobs ran with: a database's jobs keep their hashes (a re-added file adds nothing).
   for (const auto& [key, old_default] : {std::pair<const char*, std::string>{"precision", "fp32"}, {"tf32", "false"},
-                                         {"deterministic", "false"}})
+                                         {"deterministic", "false"}, {"clip_value", "0.0"},
+                                         {"keep_best_after", "0.0"}})
     if (const auto it = job.train.all().find(key); it != job.train.all().end() && to_text(it->second) == old_default)
       train.erase(key);
+  if (job.method == "kernelized")  // its dropout, added after kernelized jobs were stored
+    if (const auto it = job.method_params.all().find("dropout"); it != job.method_params.all().end() && to_text(it->second) == "0.0")
+      identity.get_as<toml::table>("methods")->get_as<toml::table>(job.method)->erase("dropout");
   std::ostringstream identity_text;
   identity_text << identity << "\n";
   job.config_hash = sha256_of_text(identity_text.str());

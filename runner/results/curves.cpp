@@ -196,6 +196,7 @@ std::string x_label(CurveX x) { return x == CurveX::step ? "step" : "wall-clock 
 
 std::string curve_label(const std::string& split, const std::string& name) {
   if (name == "lr") return "learning rate";
+  if (name == "beta1") return "AdamW beta1";
   const std::string split_word = split == "train" ? "training" : split == "val" ? "validation" : split;
   const std::string name_word = name == "acc" ? "accuracy" : name == "tau" ? "instability score tau" : name;
   return split_word + " " + name_word;

@@ -267,7 +267,6 @@ BenchCase bench_case(const std::string& method, const std::string& dataset, cons
     throw BenchUsageError(std::string("bench: [model] ") + e.what());
   }
   set_train(c.train, "batch_size", c.batch_size, "batch-size");
-  set_train(c.train, "steps", c.warmup + c.steps, "steps");
   if (vm.count("precision")) set_train(c.train, "precision", vm["precision"].as<std::string>(), "precision");
   if (vm.count("cuda-graphs")) set_train(c.train, "cuda_graphs", vm["cuda-graphs"].as<std::string>(), "cuda-graphs");
   c.attention_only = vm.count("attention-only") > 0;

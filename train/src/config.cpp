@@ -14,8 +14,10 @@ const ParamSpec kModelParams[] = {
     {"heads", ParamType::integer, "2", 1, 256, nullptr, "attention heads"},
     {"head_dim", ParamType::integer, "0", 0, 4096, nullptr, "width of one head; 0 means dim / heads"},
     {"dropout", ParamType::real, "0.1", 0, 0.99, nullptr, "dropout after embeddings, attention output and FFN"},
-    {"pooling", ParamType::string, "mean", 0, 0, "mean|cls|first",
-     "sequence pooling before the classifier head: mean of real tokens, a prepended CLS token, or the first token"},
+    {"pooling", ParamType::string, "mean", 0, 0, "mean|mean_with_padding|cls|first",
+     "sequence pooling before the classifier head: mean of the real tokens; mean over every position of the padded "
+     "sequence with padding zeroed (Skyformer's and Nystromformer's LRA code: (x * mask).mean(dim=1)); a prepended CLS "
+     "token; or the first token"},
     {"norm", ParamType::string, "pre", 0, 0, "pre|post", "layer norm before (pre) or after (post) each residual branch"},
     {"positions", ParamType::string, "learned", 0, 0, "learned|sinusoidal", "positional encoding"},
 };
@@ -30,9 +32,15 @@ const ParamSpec kTrainParams[] = {
     {"beta1", ParamType::real, "0.9", 0, 0.999999, nullptr, "AdamW beta1"},
     {"beta2", ParamType::real, "0.999", 0, 0.999999, nullptr, "AdamW beta2"},
     {"eps", ParamType::real, "1e-08", 0, 1, nullptr, "AdamW epsilon"},
-    {"warmup", ParamType::integer, "100", 0, kBig, nullptr, "steps of linear warm-up from 0 to lr"},
-    {"decay", ParamType::string, "linear", 0, 0, "constant|linear|sqrt|cosine", "learning-rate decay after warm-up"},
-    {"clip_norm", ParamType::real, "1.0", 0, 1e9, nullptr, "gradient-norm clipping; 0 turns it off"},
+    {"warmup", ParamType::integer, "100", 0, kBig, nullptr,
+     "steps of linear warm-up from 0 to lr (onecycle: from lr / 25, OneCycleLR's pct_start = warmup / steps)"},
+    {"decay", ParamType::string, "linear", 0, 0, "constant|linear|sqrt|cosine|onecycle|onecycle_cosine",
+     "learning-rate decay after warm-up; onecycle: PyTorch's OneCycleLR with its defaults (lr / 25 up to lr, then down "
+     "to lr / 25 / 1e4, linear; onecycle_cosine: its cosine anneal), AdamW's beta1 cycled 0.95 -> 0.85 -> 0.95 as its "
+     "cycle_momentum does (beta1 unused)"},
+    {"clip_norm", ParamType::real, "1.0", 0, 1e9, nullptr, "gradient-norm clipping (clip_grad_norm_); 0 turns it off"},
+    {"clip_value", ParamType::real, "0.0", 0, 1e9, nullptr,
+     "each gradient element clipped to [-clip_value, clip_value] (clip_grad_value_), before clip_norm; 0 turns it off"},
     {"eval_every", ParamType::integer, "200", 1, kBig, nullptr, "steps between validations (and checkpoint choices)"},
     {"eval_batches", ParamType::integer, "0", 0, kBig, nullptr, "validation batches per evaluation; 0 = the whole split"},
     {"log_every", ParamType::integer, "20", 1, kBig, nullptr, "steps between training-curve points"},
@@ -46,6 +54,10 @@ const ParamSpec kTrainParams[] = {
     {"accuracy_checkpoints", ParamType::real, "0", 0, 1, nullptr,
      "keep the weights when validation accuracy first reaches each multiple of this (0.2: 20, 40, 60, 80 and 100%), "
      "for attnlab gradients (the KL-Transformer's Table 14); 0 = none"},
+    {"keep_best_after", ParamType::real, "0.0", 0, 0.999, nullptr,
+     "a new best validation accuracy keeps its weights (the ones tested) only after this share of the steps; the best "
+     "is tracked from the first validation, so an earlier one holds later ones off until beaten, and a run that keeps "
+     "none tests its final weights (Skyformer's code: 0.2); 0: every new best"},
     {"checkpoint_every", ParamType::integer, "1000", 0, kBig, nullptr,
      "training steps between resume checkpoints (model, optimiser, RNG states, data position); 0 = never"},
     {"precision", ParamType::string, "fp32", 0, 0, "fp32|bf16|fp16",
@@ -91,7 +103,13 @@ TrainConfig train_config_from(const ParamValues& v) {
   c.eps = v.real("eps");
   c.warmup = v.integer("warmup");
   c.decay = v.string("decay");
+  if (c.decay.rfind("onecycle", 0) == 0 && c.warmup > c.steps)
+    throw ParamError("warmup: " + std::to_string(c.warmup) + " is more than steps (" + std::to_string(c.steps) +
+                     "); OneCycleLR's warm-up is a share of the steps");
+  if (c.decay.rfind("onecycle", 0) == 0 && c.warmup == 1)
+    throw ParamError("warmup: a one-step OneCycleLR warm-up divides by zero in PyTorch's formula; use 0 or at least 2");
   c.clip_norm = v.real("clip_norm");
+  c.clip_value = v.real("clip_value");
   c.eval_every = v.integer("eval_every");
   c.eval_batches = v.integer("eval_batches");
   c.log_every = v.integer("log_every");
@@ -101,6 +119,7 @@ TrainConfig train_config_from(const ParamValues& v) {
   c.variance_split = v.string("variance_split");
   c.checkpoint_every = v.integer("checkpoint_every");
   c.accuracy_checkpoints = v.real("accuracy_checkpoints");
+  c.keep_best_after = v.real("keep_best_after");
   c.precision = v.string("precision");
   c.tf32 = v.boolean("tf32");
   c.deterministic = v.boolean("deterministic");

@@ -31,7 +31,7 @@ at::Tensor features(EncoderClassifier& model, const Batch& batch, std::uint64_t 
 
 std::vector<double> taus(EncoderClassifier& model, const std::vector<Batch>& batches, const TrainJob& job) {
   const auto& tc = job.train;
-  FusedAdamW optimizer(model->parameters(), adamw_options(tc));
+  FusedAdamW optimizer(model->parameters(), adamw_options(tc), cycles_beta1(tc));
   std::vector<double> out;
   for (std::size_t i = 0; i < batches.size(); ++i) {
     const auto& batch = batches[i];
@@ -39,11 +39,12 @@ std::vector<double> taus(EncoderClassifier& model, const std::vector<Batch>& bat
     const auto w_before = flat_parameters(model);
     const auto f_before = features(model, batch, draw_seed);
 
-    optimizer.set_lr(learning_rate_at(tc, static_cast<std::int64_t>(i)));
+    schedule_step(optimizer, tc, static_cast<std::int64_t>(i));
     torch::manual_seed(draw_seed);  // the same dropout masks in both models
     optimizer.zero_grad();
     auto loss = at::cross_entropy_loss(model->forward(batch.tokens, batch.lengths), batch.labels);
     loss.backward();
+    if (tc.clip_value > 0) optimizer.clip_grad_value(tc.clip_value);
     if (tc.clip_norm > 0) optimizer.clip_grad_norm(tc.clip_norm);
     optimizer.step();
 

@@ -106,6 +106,14 @@ EncoderClassifierImpl::EncoderClassifierImpl(const ModelConfig& c, const TaskInf
   head_out_ = register_module("head_out", nn::Linear(c.ffn_dim, task.num_classes));
 }
 
+at::Tensor pool_sequence(const at::Tensor& x, const at::Tensor& valid, const std::string& pooling) {
+  // cls: the prepended token; first: the sequence's own first position (KL-Transformer App. E.2)
+  if (pooling == "cls" || pooling == "first") return x.select(1, 0);
+  auto weights = valid.to(x.scalar_type()).unsqueeze(2);
+  if (pooling == "mean_with_padding") return (x * weights).mean(1);
+  return (x * weights).sum(1) / weights.sum(1).clamp_min(1.0);  // mean over real tokens only
+}
+
 std::pair<at::Tensor, at::Tensor> EncoderClassifierImpl::embed(const at::Tensor& tokens, const at::Tensor& lengths) {
   const auto b = tokens.size(0), n = tokens.size(1);
   auto x = tokens_ ? tokens_->forward(tokens) : at::embedding(feature_bits_.matmul(feature_embeddings_), tokens);
@@ -146,12 +154,7 @@ at::Tensor EncoderClassifierImpl::encode(const at::Tensor& tokens, const at::Ten
   auto [x, valid] = embed(tokens, lengths);
   auto rows = rows_before(x, valid, layers());
   if (final_norm_) rows = final_norm_->forward(rows);
-  x = rows.view(x.sizes());
-  // cls: the prepended token; first: the sequence's own first position (KL-Transformer App. E.2)
-  if (cls_.defined() || config_.pooling == "first") return x.select(1, 0);
-  // mean over real tokens only
-  auto weights = valid.to(x.scalar_type()).unsqueeze(2);
-  return (x * weights).sum(1) / weights.sum(1).clamp_min(1.0);
+  return pool_sequence(rows.view(x.sizes()), valid, config_.pooling);
 }
 
 at::Tensor EncoderClassifierImpl::forward(const at::Tensor& tokens, const at::Tensor& lengths) {

@@ -20,6 +20,7 @@ namespace attnlab {
 struct FusedAdamW::Flat {
   at::Tensor params, grads, exp_avg, exp_avg_sq;  // [total]
   at::Tensor count, lr;                           // [] float
+  at::Tensor beta1;                               // [] of the parameters' type, where beta1 varies
   std::vector<std::int64_t> offsets;
 
   at::Tensor slice(const at::Tensor& flat, const at::Tensor& parameter, std::size_t i) const {
@@ -56,7 +57,8 @@ bool one_buffer(const std::vector<at::Tensor>& parameters) {
 
 }  // namespace
 
-FusedAdamW::FusedAdamW(const std::vector<at::Tensor>& parameters, const torch::optim::AdamWOptions& options)
+FusedAdamW::FusedAdamW(const std::vector<at::Tensor>& parameters, const torch::optim::AdamWOptions& options,
+                       bool varying_beta1)
     : options_(options) {
   if (options.amsgrad()) throw std::invalid_argument("FusedAdamW: amsgrad is not supported");
   for (const auto& p : parameters)
@@ -78,6 +80,7 @@ FusedAdamW::FusedAdamW(const std::vector<at::Tensor>& parameters, const torch::o
   flat_->exp_avg_sq = at::zeros({total}, on);
   flat_->count = at::zeros({}, on.dtype(at::kFloat));
   flat_->lr = at::full({}, options.lr(), on.dtype(at::kFloat));
+  if (varying_beta1) flat_->beta1 = at::full({}, std::get<0>(options.betas()), on);
   keep_in_place();
 }
 
@@ -107,6 +110,16 @@ void FusedAdamW::set_lr(double lr) {
 
 double FusedAdamW::lr() const { return options_.lr(); }
 
+void FusedAdamW::set_beta1(double beta1) {
+  options_.betas(std::make_tuple(beta1, std::get<1>(options_.betas())));
+  if (flat_) {
+    if (!flat_->beta1.defined()) throw std::logic_error("FusedAdamW::set_beta1 on an optimiser made without varying_beta1");
+    flat_->beta1.fill_(beta1);
+  } else {
+    for (auto& group : per_tensor_->param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).betas(options_.betas());
+  }
+}
+
 void FusedAdamW::zero_grad() {
   if (flat_) {
     keep_in_place();
@@ -126,14 +139,37 @@ std::vector<at::Tensor> FusedAdamW::gradients() const {
 
 void FusedAdamW::clip_grad_norm(double max_norm) { compat::clip_grad_norm(gradients(), max_norm); }
 
+void FusedAdamW::clip_grad_value(double limit) {
+  for (auto& g : gradients()) g.clamp_(-limit, limit);
+}
+
 void FusedAdamW::step() {
   if (!flat_) {
     per_tensor_->step();
     return;
   }
+  if (flat_->beta1.defined()) return step_reading_beta1();
   const auto& f = *flat_;
   compat::fused_adamw({f.params}, {f.grads}, {f.exp_avg}, {f.exp_avg_sq}, {f.count}, f.lr, std::get<0>(options_.betas()),
                       std::get<1>(options_.betas()), options_.weight_decay(), options_.eps());
+}
+
+// AdamW (Alg. 2) over the flat buffers with the learning rate, beta1 and the step count read on
+// the device, in torch.optim.AdamW's order of operations (its capturable single-tensor update).
+void FusedAdamW::step_reading_beta1() {
+  torch::NoGradGuard no_grad;
+  auto& f = *flat_;
+  const double beta2 = std::get<1>(options_.betas()), eps = options_.eps(), decay = options_.weight_decay();
+  const auto lr = f.lr.to(f.params.scalar_type());
+  f.count.add_(1);
+  if (decay != 0) f.params.mul_(1 - lr * decay);
+  f.exp_avg.lerp_(f.grads, 1 - f.beta1);
+  f.exp_avg_sq.mul_(beta2).addcmul_(f.grads, f.grads, 1 - beta2);
+  const auto step = f.count.to(f.params.scalar_type());
+  const auto bias_correction1 = 1 - at::pow(f.beta1, step), bias_correction2 = 1 - at::pow(beta2, step);
+  const auto step_size_neg = -(lr / bias_correction1);
+  const auto denom = (f.exp_avg_sq.sqrt() / (bias_correction2.sqrt() * step_size_neg)).add_(eps / step_size_neg);
+  f.params.addcdiv_(f.exp_avg, denom);
 }
 
 // torch::optim::AdamW writes the archive: a temporary one over the same parameters (the archive

@@ -125,6 +125,8 @@ JobKey job_key(const TrainJob& job, std::int64_t train_examples) {
   if (t.precision != "fp32") c << "train.precision=" << t.precision << "\n";
   if (t.tf32) c << "train.tf32=true\n";
   if (t.deterministic) c << "train.deterministic=true\n";
+  if (t.clip_value != 0) c << "train.clip_value=" << real_text(t.clip_value) << "\n";
+  if (t.keep_best_after != 0) c << "train.keep_best_after=" << real_text(t.keep_best_after) << "\n";
   return {job.identity, job.seed, c.str()};
 }
 
@@ -155,6 +157,7 @@ std::string save(const std::string& path, const JobKey& key, const LoopState& lo
   archive.write("micro_batches", c10::IValue(loop.micro_batches));
   archive.write("best_val", c10::IValue(loop.best_val));
   archive.write("best_step", c10::IValue(loop.best_step));
+  archive.write("best_seen", c10::IValue(loop.best_seen));
   archive.write("last_val", c10::IValue(loop.last_val));
   archive.write("last_train_loss", c10::IValue(loop.last_train_loss));
   archive.write("last_train_acc", c10::IValue(loop.last_train_acc));
@@ -222,6 +225,8 @@ LoopState load(const std::string& path, const Expected& expected, const JobKey& 
     loop.micro_batches = file.integer("micro_batches");
     loop.best_val = file.real("best_val");
     loop.best_step = file.integer("best_step");
+    c10::IValue best_seen;  // a checkpoint from before keep_best_after kept every best it saw
+    loop.best_seen = archive.try_read("best_seen", best_seen) ? best_seen.toDouble() : loop.best_val;
     loop.last_val = file.real("last_val");
     loop.last_train_loss = file.real("last_train_loss");
     loop.last_train_acc = file.real("last_train_acc");

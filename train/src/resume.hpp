@@ -26,8 +26,9 @@ struct LoopState {
   // training-curve accumulators since the last log step (on the device)
   at::Tensor loss_sum, correct;
   std::int64_t seen = 0, micro_batches = 0;
-  double best_val = -1;
+  double best_val = -1;                    // of the kept weights
   std::int64_t best_step = -1;
+  double best_seen = -1;                   // the best validation so far, kept or not ([train] keep_best_after)
   std::vector<at::Tensor> best_state;  // the best-validation weights, parameters then buffers
   double last_val = std::numeric_limits<double>::quiet_NaN();
   double last_train_loss = std::numeric_limits<double>::quiet_NaN();

@@ -87,10 +87,11 @@ at::Tensor forward_logits(EncoderClassifier& model, const at::Tensor& tokens, co
   return logits.scalar_type() == at::kFloat ? logits : logits.to(at::kFloat);
 }
 
-bool apply_gradients(FusedAdamW& optimizer, double clip_norm, LossScaler& scaler) {
+bool apply_gradients(FusedAdamW& optimizer, const TrainConfig& train, LossScaler& scaler) {
   const bool finite = scaler.unscale(optimizer.gradients());
   if (finite) {
-    if (clip_norm > 0) optimizer.clip_grad_norm(clip_norm);
+    if (train.clip_value > 0) optimizer.clip_grad_value(train.clip_value);
+    if (train.clip_norm > 0) optimizer.clip_grad_norm(train.clip_norm);
     optimizer.step();
   }
   scaler.update(finite);
@@ -202,7 +203,46 @@ std::vector<double> accuracy_marks(double every) {
   return marks;
 }
 
+namespace {
+
+// PyTorch's OneCycleLR (Smith & Topor, 2017) with its defaults, two phases, as the LRA code of
+// Skyformer and Nystromformer drives it: total_steps = steps, pct_start = warmup / steps, max_lr =
+// lr; initial lr / 25, final lr / 25 / 1e4; momentum (Adam's beta1) from 0.95 down to 0.85 over
+// the warm-up and back. Written as torch/optim/lr_scheduler.py computes it, step for step.
+struct OneCycle {
+  double lr, beta1;
+};
+OneCycle one_cycle_at(const TrainConfig& c, std::int64_t step) {
+  constexpr double div_factor = 25, final_div_factor = 1e4, base_momentum = 0.85, max_momentum = 0.95;
+  const double initial_lr = c.lr / div_factor, min_lr = initial_lr / final_div_factor;
+  const double pct_start = static_cast<double>(c.warmup) / static_cast<double>(c.steps);
+  const double warm_end = pct_start * static_cast<double>(c.steps) - 1, last = static_cast<double>(c.steps - 1);
+  const bool cosine = c.decay == "onecycle_cosine";
+  const auto anneal = [cosine](double start, double end, double pct) {
+    return cosine ? end + (start - end) / 2.0 * (std::cos(M_PI * pct) + 1) : (end - start) * pct + start;
+  };
+  const double s = static_cast<double>(step);
+  if (s <= warm_end) {
+    const double pct = s / warm_end;
+    return {anneal(initial_lr, c.lr, pct), anneal(max_momentum, base_momentum, pct)};
+  }
+  const double pct = (s - warm_end) / (last - warm_end);
+  return {anneal(c.lr, min_lr, pct), anneal(base_momentum, max_momentum, pct)};
+}
+
+}  // namespace
+
+bool cycles_beta1(const TrainConfig& c) { return c.decay.rfind("onecycle", 0) == 0; }
+
+double beta1_at(const TrainConfig& c, std::int64_t step) { return cycles_beta1(c) ? one_cycle_at(c, step).beta1 : c.beta1; }
+
+void schedule_step(FusedAdamW& optimizer, const TrainConfig& c, std::int64_t step) {
+  optimizer.set_lr(learning_rate_at(c, step));
+  if (cycles_beta1(c)) optimizer.set_beta1(beta1_at(c, step));
+}
+
 double learning_rate_at(const TrainConfig& c, std::int64_t step) {
+  if (cycles_beta1(c)) return one_cycle_at(c, step).lr;
   if (step < c.warmup) return c.lr * static_cast<double>(step + 1) / static_cast<double>(c.warmup);
   const double span = static_cast<double>(std::max<std::int64_t>(1, c.steps - c.warmup));
   const double progress = std::min(1.0, static_cast<double>(step - c.warmup) / span);
@@ -260,7 +300,7 @@ class TrainLoop {
         instability_ratio_(instability_first(job, data, observer)),
         model_(seeded_model(job)),
         draws_(model_->attention_methods(), job.seed ^ kAttentionStream),
-        optimizer_(model_->parameters(), adamw_options(job.train)),
+        optimizer_(model_->parameters(), adamw_options(job.train), cycles_beta1(job.train)),
         train_batches_(data.train, job.train.batch_size, job.device, /*shuffle=*/true, job.seed ^ kDataStream),
         scaler_(precision_ == Precision::fp16),
         runner_(job.train, job.device, precision_),
@@ -300,15 +340,15 @@ class TrainLoop {
   // CUDA graph (StepRunner) the batch is copied into the one the graph reads, and the device's
   // part of the step (forward, backward, clip, update) is one replay.
   void step() {
-    lr_ = learning_rate_at(tc_, loop_.steps_done);
-    optimizer_.set_lr(lr_);
+    schedule_step(optimizer_, tc_, loop_.steps_done);
+    lr_ = optimizer_.lr();
     if (runner_.graphed() || job_.static_inputs) {
       train_batches_.next(batch_);
       into_static_batch(batch_);
       runner_.run([this] {
         optimizer_.zero_grad();
         learn_from(static_batch_);
-        apply_gradients(optimizer_, tc_.clip_norm, scaler_);
+        apply_gradients(optimizer_, tc_, scaler_);
       });
       if (runner_.mode() != outcome_.step_mode) observer_.on_step_mode(outcome_.step_mode = runner_.mode());
     } else {
@@ -317,7 +357,7 @@ class TrainLoop {
         train_batches_.next(batch_);
         learn_from(batch_);
       }
-      apply_gradients(optimizer_, tc_.clip_norm, scaler_);
+      apply_gradients(optimizer_, tc_, scaler_);
     }
     loop_.seen += batch_.labels.size(0) * tc_.grad_accum;
     loop_.micro_batches += tc_.grad_accum;
@@ -341,6 +381,7 @@ class TrainLoop {
     add_point("train", "loss", loop_.last_train_loss, wall);
     add_point("train", "acc", loop_.last_train_acc, wall);
     add_point("train", "lr", lr_, wall);
+    if (cycles_beta1(tc_)) add_point("train", "beta1", beta1_at(tc_, loop_.steps_done - 1), wall);  // OneCycleLR's
     if (scaler_.enabled()) add_point("train", "loss_scale", scaler_.current_scale(), wall);
     if (!std::isfinite(loop_.last_train_loss)) {
       outcome_.status = TrainStatus::diverged;
@@ -365,11 +406,9 @@ class TrainLoop {
     const double wall = seconds_since(start_);
     add_point("val", "loss", val.loss, wall);
     add_point("val", "acc", val.acc, wall);
-    if (val.acc > loop_.best_val) {
-      loop_.best_val = val.acc;
-      loop_.best_step = loop_.steps_done;
-      loop_.best_state = snapshot(model_);
-      if (!job_.checkpoint_path.empty()) outcome_.checkpoint_checksum = save_checkpoint(model_, job_.checkpoint_path);
+    if (val.acc > loop_.best_seen) {
+      loop_.best_seen = val.acc;
+      if (static_cast<double>(loop_.steps_done) > tc_.keep_best_after * static_cast<double>(tc_.steps)) keep_best(val.acc);
     }
     save_accuracy_marks(val.acc, wall);
     deliver_points(wall);
@@ -412,6 +451,8 @@ class TrainLoop {
       add_result("skipped_steps", static_cast<double>(scaler_.skipped_steps()));
       add_result("loss_scale", scaler_.current_scale());
     }
+    // keep_best_after: a best before it never beaten after it leaves the final weights, as Skyformer's code tests them
+    if (outcome_.status == TrainStatus::done && loop_.best_step < 0 && loop_.best_seen >= 0) keep_best(loop_.last_val);
     if (loop_.best_step >= 0) {
       add_result("best_val_acc", loop_.best_val);
       add_result("best_step", static_cast<double>(loop_.best_step));
@@ -472,6 +513,14 @@ class TrainLoop {
       save_checkpoint(model_, path);
       add_point("val", "accuracy_mark", mark, wall);
     }
+  }
+
+  // The weights tested at the end (in memory, and in the best file).
+  void keep_best(double val_acc) {
+    loop_.best_val = val_acc;
+    loop_.best_step = loop_.steps_done;
+    loop_.best_state = snapshot(model_);
+    if (!job_.checkpoint_path.empty()) outcome_.checkpoint_checksum = save_checkpoint(model_, job_.checkpoint_path);
   }
 
   void test_with_best_weights() {

@@ -18,7 +18,7 @@ struct ModelConfig {
   std::int64_t heads = 2;
   std::int64_t head_dim = 32;  // resolved: TOML 0 (the default) means dim / heads
   double dropout = 0.1;
-  std::string pooling = "mean";      // mean | cls
+  std::string pooling = "mean";      // mean | mean_with_padding | cls | first
   std::string norm = "pre";          // pre | post
   std::string positions = "learned"; // learned | sinusoidal
 };
@@ -33,8 +33,9 @@ struct TrainConfig {
   double beta2 = 0.999;
   double eps = 1e-8;
   std::int64_t warmup = 100;
-  std::string decay = "linear";  // constant | linear | sqrt | cosine
-  double clip_norm = 1.0;        // 0: no clipping
+  std::string decay = "linear";  // constant | linear | sqrt | cosine | onecycle | onecycle_cosine
+  double clip_norm = 1.0;        // 0: no clipping of the gradients' norm
+  double clip_value = 0.0;       // 0: no clipping of each gradient element to [-clip_value, clip_value]
   std::int64_t eval_every = 200;
   std::int64_t eval_batches = 0; // 0: the whole validation split
   std::int64_t log_every = 20;
@@ -43,6 +44,7 @@ struct TrainConfig {
   std::string variance_split = "test"; // val | test
   std::int64_t checkpoint_every = 1000;  // steps between resume checkpoints (0: none)
   double accuracy_checkpoints = 0;       // > 0: weights kept at each multiple of it first reached (val accuracy)
+  double keep_best_after = 0;            // share of the steps before which a new best keeps no weights
   std::string precision = "fp32";  // fp32 | bf16 | fp16: autocast of the forward passes, fp32 weights
   bool tf32 = false;               // TF32 tensor cores for fp32 matmuls (CUDA)
   bool deterministic = false;      // deterministic algorithms only; an op without one is an error

@@ -1,7 +1,7 @@
 #pragma once
 // The LRA encoder classifier built around an attention plugin: token embedding + positions,
-// L blocks (attention -> residual -> norm -> FFN -> residual -> norm, pre- or post-norm), mean or
-// CLS pooling, MLP head. Pair tasks (TaskInfo::inputs == 2) encode both inputs with the same
+// L blocks (attention -> residual -> norm -> FFN -> residual -> norm, pre- or post-norm), mean,
+// CLS or first-token pooling, MLP head. Pair tasks (TaskInfo::inputs == 2) encode both inputs with the same
 // encoder and classify [u, v, u*v, u-v] (LRA's two-tower matching model).
 #include <array>
 #include <functional>
@@ -22,6 +22,12 @@ namespace attnlab {
 // Inverted dropout (keep with probability 1 - p, scale kept values by 1 / (1 - p)); identity when
 // not training. On the CPU a counter-based mask, one generator draw per call (src/dropout.cpp).
 at::Tensor inverted_dropout(const at::Tensor& x, double p, bool training);
+
+// One vector per sequence of x [B, N, dim] as [model] pooling says, `valid` [B, N] its real
+// positions: "mean" averages the real ones; "mean_with_padding" is (x ⊙ valid).mean(dim=1), the
+// mean over all N positions with padding zeroed (Skyformer's and Nystromformer's LRA "MEAN", so
+// scaled by length / N); "first" and "cls" take position 0.
+at::Tensor pool_sequence(const at::Tensor& x, const at::Tensor& valid, const std::string& pooling);
 
 // layer(x) for rows x [R, in]: the same numbers as torch::nn::Linear (autocast included), its
 // backward one node of three products (src/linear.cpp).

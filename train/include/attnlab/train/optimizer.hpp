@@ -15,7 +15,10 @@
 //
 // Checkpoints are torch::optim::AdamW's archive either way: a checkpoint either writes resumes on
 // the other. The learning rate lives in a device tensor too, set before each step and read there by
-// the fused update (a captured CUDA graph replays with the value of the step it replays).
+// the fused update (a captured CUDA graph replays with the value of the step it replays). Where
+// beta1 changes every step (OneCycleLR's cycled momentum) it lives in a device tensor as well, and
+// the flat update is written out in ops that read it there (as torch.optim.AdamW's capturable
+// update), since the fused kernel takes beta1 as a host number.
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -28,7 +31,9 @@ namespace attnlab {
 class FusedAdamW {
  public:
   // The parameters that require a gradient are optimised (on 2.x moved into the flat buffer now).
-  FusedAdamW(const std::vector<at::Tensor>& parameters, const torch::optim::AdamWOptions& options);
+  // `varying_beta1`: set_beta1 will be called before steps (the update reads beta1 on the device).
+  FusedAdamW(const std::vector<at::Tensor>& parameters, const torch::optim::AdamWOptions& options,
+             bool varying_beta1 = false);
   FusedAdamW(const FusedAdamW&) = delete;
   FusedAdamW& operator=(const FusedAdamW&) = delete;
   ~FusedAdamW();
@@ -37,6 +42,7 @@ class FusedAdamW {
   bool fused() const { return flat_ != nullptr; }
   void set_lr(double lr);  // of the steps from now on
   double lr() const;
+  void set_beta1(double beta1);  // of the steps from now on; bias correction 1 - beta1^t with this beta1, as PyTorch's
   // Before a step's backward passes: flat, the gradient buffer zeroed (backward adds into it);
   // otherwise every gradient dropped.
   void zero_grad();
@@ -45,6 +51,8 @@ class FusedAdamW {
   // Every gradient scaled by min(1, max_norm / (‖g‖ + 1e-6)), ‖g‖ the 2-norm of all of them, on the
   // device (nothing read back), as torch.nn.utils.clip_grad_norm_.
   void clip_grad_norm(double max_norm);
+  // Every gradient element clamped to [-limit, limit], on the device, as torch.nn.utils.clip_grad_value_.
+  void clip_grad_value(double limit);
   void step();
   // torch::optim::AdamW's archive: moments and step count per parameter, and the options.
   void save(torch::serialize::OutputArchive& archive) const;
@@ -55,6 +63,7 @@ class FusedAdamW {
  private:
   struct Flat;
   void keep_in_place();  // flat: each parameter and gradient a view of its slice
+  void step_reading_beta1();  // flat, beta1 in a device tensor
 
   std::vector<at::Tensor> parameters_;  // those that require a gradient
   torch::optim::AdamWOptions options_;

@@ -161,16 +161,24 @@ Precision apply_precision_settings(const TrainConfig& train, const c10::Device& 
 // The model's logits in fp32, its forward pass autocast at `precision` (AutocastScope).
 at::Tensor forward_logits(EncoderClassifier& model, const at::Tensor& tokens, const at::Tensor& lengths,
                           const c10::Device& device, Precision precision);
-// After the backward pass: fp16's gradients unscaled, clipped to `clip_norm` (0: not; on the device,
-// FusedAdamW::clip_grad_norm), the optimiser's step, the loss scale updated. A step whose gradients
-// hold an inf or NaN is skipped (returns false); without loss scaling every step is taken.
-bool apply_gradients(FusedAdamW& optimizer, double clip_norm, LossScaler& scaler);
+// After the backward pass: fp16's gradients unscaled, clipped element-wise to [train] clip_value
+// then in norm to clip_norm (each where not 0; on the device, FusedAdamW's clips), the optimiser's
+// step, the loss scale updated. A step whose gradients hold an inf or NaN is skipped (returns
+// false); without loss scaling every step is taken.
+bool apply_gradients(FusedAdamW& optimizer, const TrainConfig& train, LossScaler& scaler);
 
 // [train] lr, beta1, beta2, eps and weight_decay as AdamW's options (the trainer's optimiser, FusedAdamW).
 torch::optim::AdamWOptions adamw_options(const TrainConfig& train);
 
-// Learning rate at `step` (0-based): linear warm-up to lr, then constant, linear, sqrt or cosine decay.
+// Learning rate at `step` (0-based): linear warm-up to lr, then constant, linear, sqrt or cosine
+// decay; or PyTorch's OneCycleLR (decay = onecycle, onecycle_cosine) as it sets the rate of step `step`.
 double learning_rate_at(const TrainConfig& config, std::int64_t step);
+// AdamW's beta1 at `step`: [train] beta1, or under onecycle OneCycleLR's cycled momentum.
+double beta1_at(const TrainConfig& config, std::int64_t step);
+// Whether beta1 changes from step to step (onecycle).
+bool cycles_beta1(const TrainConfig& config);
+// The optimiser's learning rate and beta1 set for step `step` (0-based), as the schedule says.
+void schedule_step(FusedAdamW& optimizer, const TrainConfig& config, std::int64_t step);
 
 // Share of the most frequent label: the accuracy of always guessing the majority class.
 double majority_rate(const at::Tensor& labels, std::int64_t num_classes);
