@@ -135,6 +135,21 @@ TEST(Experiment, CheckpointCadenceIsNotPartOfTheJobIdentity) {
   EXPECT_NE(load_experiment(write_file("steps.toml", steps), registry()).jobs[0].config_hash, plain.jobs[0].config_hash);
 }
 
+// A job's configuration as a build before the later [train] keys wrote it: without them (and
+// without the cadence keys and cuda_graphs, never part of the identity).
+std::string without_later_train_keys(const std::string& config_toml) {
+  std::string before;
+  std::istringstream lines(config_toml);
+  for (std::string line; std::getline(lines, line);) {
+    bool later = false;
+    for (const char* key : {"precision = ", "tf32 = ", "deterministic = ", "checkpoint_every = ", "accuracy_checkpoints = ",
+                            "cuda_graphs = ", "clip_value = ", "keep_best_after = "})
+      later |= line.rfind(key, 0) == 0;
+    if (!later) before += line + "\n";
+  }
+  return before;
+}
+
 // [train] precision, tf32, deterministic, clip_value and keep_best_after came after jobs were stored: at their
 // defaults they stay out of the identity, which is then the hash of the configuration without them
 // (and without the cadence keys and cuda_graphs), as before they existed; away from their defaults
@@ -143,14 +158,7 @@ TEST(Experiment, PrecisionKeysAtTheirDefaultsKeepTheIdentityJobsHadBeforeThem) {
   const std::string base = kGood;
   const auto plain = load_experiment(write_file("plain.toml", base), registry());
   const auto& job = plain.jobs[0];
-  std::string before;  // the configuration as a build without the three keys wrote it
-  std::istringstream lines(job.config_toml);
-  for (std::string line; std::getline(lines, line);)
-    if (line.rfind("precision = ", 0) != 0 && line.rfind("tf32 = ", 0) != 0 && line.rfind("deterministic = ", 0) != 0 &&
-        line.rfind("checkpoint_every = ", 0) != 0 && line.rfind("accuracy_checkpoints = ", 0) != 0 &&
-        line.rfind("cuda_graphs = ", 0) != 0 && line.rfind("clip_value = ", 0) != 0 &&
-        line.rfind("keep_best_after = ", 0) != 0)
-      before += line + "\n";
+  const std::string before = without_later_train_keys(job.config_toml);
   ASSERT_NE(before, job.config_toml + "\n");
   EXPECT_EQ(job.config_hash, sha256_of_text(before));
 
@@ -181,14 +189,9 @@ TEST(Experiment, KernelizedDropoutAtItsDefaultKeepsTheIdentityJobsHadBeforeIt) {
   const auto job = load_experiment(write_file("kernelized.toml", base), registry()).jobs[0];
   const std::string section = "[methods.kernelized]\ndropout = 0.0\n";
   ASSERT_NE(job.config_toml.find(section), std::string::npos) << job.config_toml;
-  std::string before;  // as a build without the key wrote it, less the later [train] keys
-  std::istringstream lines(std::string(job.config_toml).replace(job.config_toml.find(section), section.size(), "[methods.kernelized]\n"));
-  for (std::string line; std::getline(lines, line);)
-    if (line.rfind("precision = ", 0) != 0 && line.rfind("tf32 = ", 0) != 0 && line.rfind("deterministic = ", 0) != 0 &&
-        line.rfind("checkpoint_every = ", 0) != 0 && line.rfind("accuracy_checkpoints = ", 0) != 0 &&
-        line.rfind("cuda_graphs = ", 0) != 0 && line.rfind("clip_value = ", 0) != 0 &&
-        line.rfind("keep_best_after = ", 0) != 0)
-      before += line + "\n";
+  // as a build without the key wrote it, less the later [train] keys
+  const std::string before = without_later_train_keys(
+      std::string(job.config_toml).replace(job.config_toml.find(section), section.size(), "[methods.kernelized]\n"));
   EXPECT_EQ(job.config_hash, sha256_of_text(before));
   const auto with_dropout = load_experiment(write_file("kernelized-dropout.toml", base + "dropout = 0.1\n"), registry()).jobs[0];
   EXPECT_NE(with_dropout.config_hash, job.config_hash);
