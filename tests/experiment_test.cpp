@@ -143,14 +143,15 @@ std::string without_later_train_keys(const std::string& config_toml) {
   for (std::string line; std::getline(lines, line);) {
     bool later = false;
     for (const char* key : {"precision = ", "tf32 = ", "deterministic = ", "checkpoint_every = ", "accuracy_checkpoints = ",
-                            "cuda_graphs = ", "clip_value = ", "keep_best_after = "})
+                            "cuda_graphs = ", "clip_value = ", "keep_best_after = ", "attention_precision = "})
       later |= line.rfind(key, 0) == 0;
     if (!later) before += line + "\n";
   }
   return before;
 }
 
-// [train] precision, tf32, deterministic, clip_value and keep_best_after came after jobs were stored: at their
+// [train] precision, tf32, deterministic, clip_value, keep_best_after and [model] attention_precision
+// came after jobs were stored: at their
 // defaults they stay out of the identity, which is then the hash of the configuration without them
 // (and without the cadence keys and cuda_graphs), as before they existed; away from their defaults
 // each makes another job.
@@ -177,6 +178,15 @@ TEST(Experiment, PrecisionKeysAtTheirDefaultsKeepTheIdentityJobsHadBeforeThem) {
   EXPECT_NE(with("clip1.toml", "clip_value = 1.0").config_hash, job.config_hash);
   EXPECT_EQ(with("keep0.toml", "keep_best_after = 0.0").config_hash, job.config_hash);
   EXPECT_NE(with("keep2.toml", "keep_best_after = 0.2").config_hash, job.config_hash);
+  auto with_model = [&](const std::string& name, const std::string& setting) {
+    std::string text = base;
+    text.replace(text.find("layers = 1"), 10, "layers = 1\n" + setting);
+    return load_experiment(write_file(name, text), registry()).jobs[0];
+  };
+  EXPECT_EQ(with_model("autocast.toml", "attention_precision = \"autocast\"").config_hash, job.config_hash);
+  const auto fp32 = with_model("attention32.toml", "attention_precision = \"fp32\"");
+  EXPECT_NE(fp32.config_hash, job.config_hash);
+  EXPECT_TRUE(model_config_from(fp32.model).attention_in_fp32);
   const std::string refused = error_of("[train]\nprecision = \"fp8\"\n[methods.softmax]\n[datasets.listops]\n");
   EXPECT_EQ(refused.substr(refused.find(":2:")), ":2: [train] precision: 'fp8' is not one of fp32|bf16|fp16");
 }

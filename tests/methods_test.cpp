@@ -470,6 +470,35 @@ TEST(Nystromformer, SegmentMeansIgnorePadding) {
   EXPECT_TRUE(at::equal(out, base));
 }
 
+// The authors' LRA code (Skyformer's src/models/attention_nystrom.py) written out: Q and K zeroed
+// at padding and scaled by p^-1/4, landmarks the means of N/m consecutive positions of the padded
+// sequence, only B's keys masked, global initial norms.
+TEST(Nystromformer, PaddedSegmentsAreTheAuthorsReshapedMeans) {
+  const std::int64_t n = 24, m = 6, p = 8;
+  auto x = make_batch({n, 13}, 2, n, p, 21);
+  const auto mask = x.valid.to(at::kDouble).view({2, 1, n, 1});
+  const double scale = std::pow(static_cast<double>(p), -0.25);
+  const auto q = x.q * mask * scale, k = x.k * mask * scale;
+  const auto q_marks = q.reshape({2, 2, m, n / m, p}).mean(-2), k_marks = k.reshape({2, 2, m, n / m, p}).mean(-2);
+  const auto f = at::softmax(q.matmul(k_marks.transpose(-1, -2)), -1);
+  const auto a = at::softmax(q_marks.matmul(k_marks.transpose(-1, -2)), -1);
+  const auto b = at::softmax(q_marks.matmul(k.transpose(-1, -2)) - 1e9 * (1 - mask.view({2, 1, 1, n})), -1);
+  const auto want = f.matmul(at::pinverse(a)).matmul(b.matmul(x.v));
+
+  auto nys = make("nystromformer", {{"landmarks", m}, {"segments", std::string("padded")}, {"pinv", std::string("exact")},
+                                    {"conv_kernel", std::int64_t{0}}});
+  const auto got = nys->forward(x.q, x.k, x.v, x.valid);
+  for (std::int64_t s = 0; s < 2; ++s) {
+    const std::int64_t real = s == 0 ? n : 13;
+    EXPECT_TRUE(at::allclose(got[s].slice(1, 0, real), want[s].slice(1, 0, real), 1e-9, 1e-11))
+        << s << ": " << max_diff(got[s].slice(1, 0, real), want[s].slice(1, 0, real));
+  }
+  // and unlike the default, the padded sequence's output depends on its padding's length
+  auto one = alone(x, 1, 13);
+  const auto single = nys->forward(one.q, one.k, one.v, one.valid)[0];
+  EXPECT_FALSE(at::allclose(single, got[1].slice(1, 0, 13), 1e-6, 1e-8));
+}
+
 TEST(Nystromformer, GlobalInitCouplesTheBatch) {
   // per head (default): a sequence's output does not depend on its batch; global: it does (the
   // peaked attention of the first sequence sets the norms the second one starts from)

@@ -94,7 +94,7 @@ TEST(Autocast, PrecisionNamesParseAndUnknownOnesAreRefused) {
 #endif
 }
 
-// Softmax attention that records the type of every q it is given, and with `put` runs at::put_,
+// Softmax attention that records the type of every q it is given and of its product q kᵀ, and with `put` runs at::put_,
 // which has no deterministic implementation.
 struct ProbeAttention : AttentionMethod {
   ProbeAttention(std::vector<at::ScalarType>* seen, bool put) : seen(seen), put(put) {}
@@ -102,6 +102,7 @@ struct ProbeAttention : AttentionMethod {
     seen->push_back(q.scalar_type());
     if (put) at::zeros({4}).put_(at::tensor({1, 1}, at::kLong), at::ones({2}));
     auto scores = at::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(-1)));
+    seen->push_back(scores.scalar_type());  // what autocast made of the method's own product
     scores = scores.masked_fill(valid.logical_not().unsqueeze(1).unsqueeze(2), -1e4);
     return at::matmul(at::softmax(scores, -1), v);
   }
@@ -128,12 +129,14 @@ class MixedPrecision : public ::testing::Test {
     compat::set_tf32(false);
   }
 
-  RunOutcome run(const std::string& precision, bool deterministic = false, bool put = false, bool tf32 = false) {
+  RunOutcome run(const std::string& precision, bool deterministic = false, bool put = false, bool tf32 = false,
+                 bool attention_in_fp32 = false) {
     static const TrainSplits data{testing::first_token_split(160, 12, 1), testing::first_token_split(48, 12, 2),
                                   testing::first_token_split(48, 12, 3)};
     TrainJob job;
     job.model = testing::tiny_model(32);
     job.model.dropout = 0;
+    job.model.attention_in_fp32 = attention_in_fp32;
     job.train.steps = 60;
     job.train.batch_size = 16;
     job.train.lr = 3e-3;
@@ -172,6 +175,16 @@ TEST_F(MixedPrecision, ABf16RunAutocastsEveryForwardAndLearnsTheTask) {
   EXPECT_NEAR(result(bf16, "test_acc"), result(fp32, "test_acc"), 0.1);
   EXPECT_TRUE(std::isnan(result(bf16, "skipped_steps")));  // loss scaling is fp16's alone
   for (const auto& p : points) EXPECT_NE(p.name, "loss_scale");
+}
+
+// [model] attention_precision = "fp32" (the LRA authors' code): under autocast the method gets q,
+// k, v as float and its own products stay float, while the projections around it are bf16.
+TEST_F(MixedPrecision, AttentionInFp32GetsFloatInputsAndRunsWithoutAutocast) {
+  const auto out = run("bf16", false, false, false, /*attention_in_fp32=*/true);
+  ASSERT_EQ(out.status, TrainStatus::done) << out.error;
+  ASSERT_FALSE(seen.empty());
+  for (const auto type : seen) ASSERT_EQ(type, at::kFloat);
+  EXPECT_GT(result(out, "test_acc"), 0.9);
 }
 
 #if TORCH_VERSION_MAJOR < 2

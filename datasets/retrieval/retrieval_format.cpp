@@ -35,8 +35,8 @@ int parse_label(std::string_view text) {
   return text[0] - '0';
 }
 
-ByteRows read_pairs(const std::string& path, std::int64_t max_len) {
-  if (max_len < 1) throw std::invalid_argument("retrieval: max_len must be at least 1");
+ByteRows read_pairs(const std::string& path, text::RowShape shape) {
+  text::check_row_shape("retrieval", shape);
   std::ifstream in;
   std::vector<char> iobuf(1 << 20);
   in.rdbuf()->pubsetbuf(iobuf.data(), static_cast<std::streamsize>(iobuf.size()));
@@ -44,9 +44,9 @@ ByteRows read_pairs(const std::string& path, std::int64_t max_len) {
   if (!in) throw DataError(path + ": cannot open file (" + std::strerror(errno) + ")");
 
   ByteRows out;
-  out.max_len = max_len;
+  out.max_len = shape.width;
   out.inputs = 2;
-  const auto width = static_cast<std::size_t>(max_len);
+  const auto width = static_cast<std::size_t>(shape.width);
   const std::size_t reserve = count_lines(path);
   if (reserve > 0 && reserve <= std::numeric_limits<std::size_t>::max() / (2 * width)) {
     out.tokens.reserve(reserve * 2 * width);
@@ -77,9 +77,9 @@ ByteRows read_pairs(const std::string& path, std::int64_t max_len) {
       if (cols[3 + t].empty()) fail(path, lineno, "empty text" + std::to_string(t + 1) + " (column " + std::to_string(4 + t) + ")");
 
     const std::size_t base = out.tokens.size();
-    out.tokens.resize(base + 2 * width);
+    out.tokens.resize(base + 2 * width);  // kPad (0) past each text's tokens
     for (std::size_t t = 0; t < 2; ++t)
-      out.lengths.push_back(text::encode_bytes(cols[3 + t], max_len, out.tokens.data() + base + t * width));
+      out.lengths.push_back(text::encode_bytes(cols[3 + t], shape.cut, out.tokens.data() + base + t * width));
     out.labels.push_back(label);
   }
   if (in.bad()) throw DataError(path + ":" + std::to_string(lineno + 1) + ": read error");

@@ -27,10 +27,10 @@ int parse_label(std::string_view text);
 
 // Reads one TSV file in the official format: no header, one pair per line ("\n" or "\r\n"), five
 // tab-separated columns without quoting: label, id1, id2, text1, text2. Each text is tokenised
-// (byte + 1), truncated or padded to max_len: rows.inputs = 2, tokens [N, 2, max_len] and lengths
-// [N, 2] in ByteRows's layout. Throws attnlab::DataError naming the file (and line) for a file that
+// (byte + 1), cut and padded as `shape` says: rows.inputs = 2, tokens [N, 2, shape.width] and
+// lengths [N, 2] in ByteRows's layout. Throws attnlab::DataError naming the file (and line) for a file that
 // cannot be opened or read, a file without pairs, a line without exactly five columns (blank lines
 // included), a label other than 0/1 and an empty text.
-ByteRows read_pairs(const std::string& path, std::int64_t max_len);
+ByteRows read_pairs(const std::string& path, text::RowShape shape);
 
 }  // namespace attnlab::retrieval

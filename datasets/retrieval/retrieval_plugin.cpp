@@ -15,8 +15,8 @@ const ParamSpec kParams[] = {
     {"path", ParamType::string, "", 0, 0, nullptr,
      "folder holding the LRA files new_aan_pairs.train.tsv, new_aan_pairs.eval.tsv (validation) and "
      "new_aan_pairs.test.tsv"},
-    {"max_len", ParamType::integer, "4000", 1, 1000000, nullptr,
-     "bytes per document: longer texts are truncated, shorter ones padded with id 0 (LRA: 4000)"},
+    text::kMaxLenParam,
+    text::kPadToParam,
 };
 
 class RetrievalDataset final : public Dataset {
@@ -25,10 +25,10 @@ class RetrievalDataset final : public Dataset {
       : cache_dir_(ctx.cache_dir),
         dir_(data_folder(ctx, params, "path", "the folder with the LRA files new_aan_pairs.{train,eval,test}.tsv",
                          "no such folder (retrieval path)")),
-        max_len_(params.integer("max_len")) {}
+        shape_(text::row_shape(params)) {}
 
   // vocabulary, classes, max_len, inputs: two documents per example (a two-tower model)
-  TaskInfo info() const override { return {kVocabSize, kNumClasses, max_len_, 2}; }
+  TaskInfo info() const override { return {kVocabSize, kNumClasses, shape_.width, 2}; }
 
   SizeEstimate estimate_size() const override {
     std::int64_t rows = 0;  // one line per pair
@@ -38,13 +38,13 @@ class RetrievalDataset final : public Dataset {
 
   SplitData load(Split split) override {
     const std::string file = split_file(dir_, kSplitFiles, split);
-    const TokenCacheKey key{"retrieval", split, std::string(text::kTokeniserVersion) + " max_len=" + std::to_string(max_len_), {file}};
-    return cached_split(cache_dir_, key, [&] { return padded_split(read_pairs(file, max_len_), 2, max_len_); });
+    const TokenCacheKey key{"retrieval", split, text::kTokeniserVersion + text::cache_words(shape_), {file}};
+    return cached_split(cache_dir_, key, [&] { return padded_split(read_pairs(file, shape_), 2, shape_.width); });
   }
 
  private:
   std::string cache_dir_, dir_;
-  std::int64_t max_len_ = 0;
+  text::RowShape shape_;
 };
 
 }  // namespace

@@ -74,25 +74,45 @@ std::vector<Review> list_reviews(const std::string& root, const std::string& spl
 
 // ---- Reader -------------------------------------------------------------------------------------
 
-ByteRows read_reviews(const std::vector<Review>& reviews, std::int64_t max_len) {
-  if (max_len < 1) throw std::invalid_argument("text: max_len must be at least 1");
+void check_row_shape(const char* what, RowShape shape) {
+  if (shape.cut < 1) throw std::invalid_argument(std::string(what) + ": max_len must be at least 1");
+  if (shape.width < shape.cut)
+    throw std::invalid_argument(std::string(what) + ": rows of " + std::to_string(shape.width) + " positions cannot hold " +
+                                std::to_string(shape.cut) + " tokens");
+}
+
+RowShape row_shape(const ParamValues& params) {
+  const std::int64_t max_len = params.integer("max_len"), pad_to = params.integer("pad_to");
+  if (pad_to != 0 && pad_to < max_len)
+    throw ParamError("pad_to: " + std::to_string(pad_to) + " is less than max_len " + std::to_string(max_len));
+  return {max_len, pad_to == 0 ? max_len : pad_to};
+}
+
+std::string cache_words(RowShape shape) {
+  std::string words = " max_len=" + std::to_string(shape.cut);
+  if (shape.width != shape.cut) words += " pad_to=" + std::to_string(shape.width);
+  return words;
+}
+
+ByteRows read_reviews(const std::vector<Review>& reviews, RowShape shape) {
+  check_row_shape("text", shape);
   ByteRows out;
-  out.max_len = max_len;
+  out.max_len = shape.width;
   out.inputs = 1;
-  const auto width = static_cast<std::size_t>(max_len);
-  out.tokens.resize(reviews.size() * width);
+  const auto width = static_cast<std::size_t>(shape.width), cut = static_cast<std::size_t>(shape.cut);
+  out.tokens.resize(reviews.size() * width);  // kPad (0) past each review's tokens
   out.lengths.reserve(reviews.size());
   out.labels.reserve(reviews.size());
 
-  std::string buf(width, '\0');
+  std::string buf(cut, '\0');
   for (std::size_t r = 0; r < reviews.size(); ++r) {
     const std::string& path = reviews[r].path;
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) throw DataError(path + ": cannot open file (" + std::strerror(errno) + ")");
-    // Only the first max_len bytes matter: the rest of a long review is never read.
+    // Only the first `cut` bytes matter: the rest of a long review is never read.
     std::size_t got = 0;
-    while (got < width) {
-      const ssize_t n = ::read(fd, buf.data() + got, width - got);
+    while (got < cut) {
+      const ssize_t n = ::read(fd, buf.data() + got, cut - got);
       if (n == 0) break;
       if (n < 0) {
         if (errno == EINTR) continue;
@@ -104,7 +124,7 @@ ByteRows read_reviews(const std::vector<Review>& reviews, std::int64_t max_len) 
     }
     ::close(fd);
     if (got == 0) throw DataError(path + ": empty review file");
-    out.lengths.push_back(encode_bytes(std::string_view(buf.data(), got), max_len, out.tokens.data() + r * width));
+    out.lengths.push_back(encode_bytes(std::string_view(buf.data(), got), shape.cut, out.tokens.data() + r * width));
     out.labels.push_back(reviews[r].label);
   }
   return out;

@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "attnlab/params.hpp"
+
 namespace attnlab::text {
 
 // ---- Byte tokeniser -----------------------------------------------------------------------------
@@ -24,13 +26,21 @@ inline constexpr const char* kTokeniserVersion = "bytes-v1";
 // kPad. Returns the number of real tokens, min(bytes.size(), max_len).
 std::int64_t encode_bytes(std::string_view bytes, std::int64_t max_len, std::int16_t* dst);
 
+// Where a text is cut and how wide its row is: its first `cut` bytes become tokens, then padding
+// up to `width` positions (width >= cut). The LRA authors cut documents at 4,000 bytes and pad them
+// to 4,096 positions; attnlab's default pads to the cut.
+struct RowShape {
+  std::int64_t cut = 0;
+  std::int64_t width = 0;
+};
+
 // Tokenised examples with `inputs` texts each: example i, input j has its tokens at
 // tokens[(i*inputs + j)*max_len, +max_len) and its length at lengths[i*inputs + j].
 struct ByteRows {
-  std::int64_t max_len = 0;
+  std::int64_t max_len = 0;  // the row's width
   std::int64_t inputs = 1;
   std::vector<std::int16_t> tokens;
-  std::vector<std::int64_t> lengths;  // min(bytes, max_len), >= 1
+  std::vector<std::int64_t> lengths;  // min(bytes, cut), >= 1
   std::vector<std::int64_t> labels;
   std::size_t size() const { return labels.size(); }
 };
@@ -56,9 +66,25 @@ bool review_name_less(const std::string& a, const std::string& b);
 // holds no review file.
 std::vector<Review> list_reviews(const std::string& root, const std::string& split);
 
-// Reads and tokenises the reviews, in the order given, truncated or padded to max_len; only the
-// first max_len bytes of a file are read. Throws DataError naming the file for a file that cannot
-// be opened or read and for an empty one.
-ByteRows read_reviews(const std::vector<Review>& reviews, std::int64_t max_len);
+// Reads and tokenises the reviews, in the order given, cut and padded as `shape` says; only the
+// first shape.cut bytes of a file are read. Throws DataError naming the file for a file that
+// cannot be opened or read and for an empty one; std::invalid_argument for a shape with cut < 1 or
+// width < cut.
+ByteRows read_reviews(const std::vector<Review>& reviews, RowShape shape);
+// Throws std::invalid_argument "<what>: ..." unless 1 <= shape.cut <= shape.width.
+void check_row_shape(const char* what, RowShape shape);
+
+// The parameters max_len and pad_to that the text and retrieval plugins share, and the shape they
+// give: cut at max_len, padded to pad_to (0: to max_len).
+inline constexpr ParamSpec kMaxLenParam = {"max_len", ParamType::integer, "4000", 1, 1000000, nullptr,
+                                           "bytes per text: longer texts are cut, shorter ones padded with id 0 (LRA: "
+                                           "1000, 2000 or 4000)"};
+inline constexpr ParamSpec kPadToParam = {"pad_to", ParamType::integer, "0", 0, 1000000, nullptr,
+                                          "positions per text, at least max_len (0: max_len): the LRA authors cut at 4000 "
+                                          "bytes and pad to 4096, so their mean pooling divides by 4096"};
+// ParamError "pad_to: 4000 is less than max_len 4096" when pad_to is neither 0 nor >= max_len.
+RowShape row_shape(const ParamValues& params);
+// What the shape adds to a token cache key: " max_len=<cut>", then " pad_to=<width>" when wider.
+std::string cache_words(RowShape shape);
 
 }  // namespace attnlab::text

@@ -16,8 +16,8 @@ namespace {
 const ParamSpec kParams[] = {
     {"path", ParamType::string, "", 0, 0, nullptr,
      "the aclImdb folder (holding train/neg, train/pos, test/neg, test/pos with one review per .txt file)"},
-    {"max_len", ParamType::integer, "4000", 1, 1000000, nullptr,
-     "bytes per review: longer reviews are truncated, shorter ones padded with id 0 (LRA: 1000, 2000 or 4000)"},
+    kMaxLenParam,
+    kPadToParam,
     {"val", ParamType::string, "test", 0, 0, "test|holdout",
      "validation split: 'test' evaluates on the test set as LRA did; 'holdout' holds val_size reviews out of train"},
     {"val_size", ParamType::integer, "2500", 1, 100000000, nullptr, "reviews held out of train when val = \"holdout\""},
@@ -30,11 +30,11 @@ class TextDataset final : public Dataset {
   TextDataset(const DatasetContext& ctx, const ParamValues& params)
       : cache_dir_(ctx.cache_dir),
         root_(data_folder(ctx, params, "path", "the aclImdb folder (with train/ and test/)", "no such folder (text path)")),
-        max_len_(params.integer("max_len")),
+        shape_(row_shape(params)),
         val_is_holdout_(params.string("val") == "holdout"),
         holdout_(Holdout::from(params)) {}
 
-  TaskInfo info() const override { return {kVocabSize, kNumClasses, max_len_}; }  // vocabulary, classes, max_len
+  TaskInfo info() const override { return {kVocabSize, kNumClasses, shape_.width}; }  // vocabulary, classes, max_len
 
   SizeEstimate estimate_size() const override {
     return {static_cast<std::int64_t>(list_reviews(root_, "train").size() + list_reviews(root_, "test").size()), 2};
@@ -57,17 +57,17 @@ class TextDataset final : public Dataset {
   // The reviews `pick` selects (all when empty), through the token cache. The key's sources are
   // every file listed, since the holdout drawn depends on all of them.
   SplitData load_files(Split split, std::vector<Review> reviews, const std::vector<std::int64_t>& pick) {
-    TokenCacheKey key{"text", split, std::string(kTokeniserVersion) + " max_len=" + std::to_string(max_len_), {}};
+    TokenCacheKey key{"text", split, kTokeniserVersion + cache_words(shape_), {}};
     if (val_is_holdout_ && split != Split::test) key.params += " holdout" + holdout_.key();
     key.sources.reserve(reviews.size());
     for (const auto& r : reviews) key.sources.push_back(r.path);
     return cached_split(cache_dir_, key, [&] {
-      return padded_split(read_reviews(pick.empty() ? reviews : gather_rows(reviews, 1, pick), max_len_), 1, max_len_);
+      return padded_split(read_reviews(pick.empty() ? reviews : gather_rows(reviews, 1, pick), shape_), 1, shape_.width);
     });
   }
 
   std::string cache_dir_, root_;
-  std::int64_t max_len_ = 0;
+  RowShape shape_;
   bool val_is_holdout_ = false;
   Holdout holdout_;
 };

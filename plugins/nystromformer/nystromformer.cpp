@@ -17,12 +17,15 @@ namespace attnlab::nystromformer {
 
 const ParamSpec kParams[] = {
     {"landmarks", ParamType::integer, "64", 1, 65536, nullptr,
-     "landmarks m: segment means over the real tokens (a sequence with fewer real tokens uses each as its own)"},
+     "landmarks m: segment means of Q and K (a sequence with fewer positions to cover uses each as its own)"},
     {"iterations", ParamType::integer, "6", 1, 100, nullptr, "iterations of the pseudo-inverse (pinv = iterative)"},
     {"init", ParamType::string, "per_head", 0, 0, "per_head|global",
      "norms of the iteration's initial value: each (batch, head) matrix its own, or the largest over the batch (the "
      "authors' code; couples the sequences of a batch)"},
     {"pinv", ParamType::string, "iterative", 0, 0, "iterative|exact", "pseudo-inverse of A: the iteration, or exact (SVD)"},
+    {"segments", ParamType::string, "real_tokens", 0, 0, "real_tokens|padded",
+     "what the landmarks' segments cover: the real tokens, or every position of the padded sequence with padding "
+     "counted as zeros (the authors' LRA code: n/m positions a segment)"},
     {"conv_kernel", ParamType::integer, "33", 0, 1025, nullptr,
      "odd kernel of the depthwise convolution of V added to the output (the paper's 33; the authors' LRA configs "
      "use 35), 0 = none"},
@@ -30,9 +33,11 @@ const ParamSpec kParams[] = {
 
 class NystromformerAttention : public AttentionMethod {
  public:
-  NystromformerAttention(const AttentionShape& shape, std::int64_t landmarks, linalg::PinvOptions pinv,
+  enum class Cover { real_tokens, padded };
+
+  NystromformerAttention(const AttentionShape& shape, std::int64_t landmarks, Cover cover, linalg::PinvOptions pinv,
                          std::int64_t conv_kernel)
-      : landmarks_(landmarks), pinv_(pinv), conv_kernel_(conv_kernel) {
+      : landmarks_(landmarks), cover_(cover), pinv_(pinv), conv_kernel_(conv_kernel) {
     if (conv_kernel_ > 0) {
       // one kernel per head, as nn.Conv2d(H, H, (k, 1), groups = H, bias = False), with its
       // default initialisation U(−1/√k, 1/√k)
@@ -50,7 +55,8 @@ class NystromformerAttention : public AttentionMethod {
     const auto m = landmarks_;
     // q kᵀ/√p as (q/p^¼)(k/p^¼)ᵀ; padded rows zeroed, so nothing there reaches a real token.
     const auto [qs, ks, vs, valid] = linalg::scale_and_mask(q, k, v, key_valid);
-    const auto segments = segments_of(valid, q.scalar_type());
+    // the authors' segments cover the padded positions too, whose zeroed rows pull the means to 0
+    const auto segments = segments_of(cover_ == Cover::padded ? at::ones_like(valid) : valid, q.scalar_type());
     const auto q_marks = segment_means(segments.average, qs);  // Q̃ [B, H, m, p]
     const auto k_marks = segment_means(segments.average, ks);  // K̃ [B, H, m, p]
 
@@ -72,8 +78,9 @@ class NystromformerAttention : public AttentionMethod {
   }
 
  private:
-  // Segments over the L real tokens of each sequence, in order: m' = min(m, L) segments as equal
-  // as possible, the real token of rank r (0-based) in segment ⌊r m' / L⌋. Landmark slots m' .. m-1
+  // Segments over the L positions `covered` of each sequence (its real tokens, or all N), in order:
+  // m' = min(m, L) segments as equal as possible, the position of rank r (0-based) in segment
+  // ⌊r m' / L⌋ (with all N covered and m dividing N, the authors' reshape into m rows of N/m). Landmark slots m' .. m-1
   // of a short sequence stay unused and are masked out. Their means as one batched product with
   // the averaging matrix S [B, m, N] (deterministic, unlike a scatter on the GPU): S[b, j, i] =
   // 1/|segment j| for the tokens i of segment j.
@@ -81,13 +88,13 @@ class NystromformerAttention : public AttentionMethod {
     at::Tensor average;  // S [B, m, N]
     at::Tensor used;     // [B, m] bool
   };
-  Segments segments_of(const at::Tensor& valid, at::ScalarType type) const {
-    const auto m = landmarks_, n = valid.size(1);
-    const auto count = valid.cumsum(1);          // r + 1 at the real tokens [B, N] (int64)
+  Segments segments_of(const at::Tensor& covered, at::ScalarType type) const {
+    const auto m = landmarks_, n = covered.size(1);
+    const auto count = covered.cumsum(1);        // r + 1 at the covered positions [B, N] (int64)
     const auto len = count.narrow(1, n - 1, 1);  // L [B, 1]
     const auto used = len.clamp_max(m);          // m' [B, 1]
-    const auto segment = (count * used).sub_(used).div_(len.clamp_min(1), "floor").masked_fill_(valid.logical_not(), m);
-    const auto slots = at::arange(m, valid.options().dtype(at::kLong));
+    const auto segment = (count * used).sub_(used).div_(len.clamp_min(1), "floor").masked_fill_(covered.logical_not(), m);
+    const auto slots = at::arange(m, covered.options().dtype(at::kLong));
     auto average = segment.unsqueeze(1).eq(slots.view({1, m, 1})).to(type);
     average.div_(average.sum(-1, /*keepdim=*/true).clamp_min_(1.0));
     return {average, slots.view({1, m}).lt(used)};
@@ -112,6 +119,7 @@ class NystromformerAttention : public AttentionMethod {
   }
 
   std::int64_t landmarks_;
+  Cover cover_;
   linalg::PinvOptions pinv_;
   std::int64_t conv_kernel_;
   at::Tensor conv_weight_;
@@ -125,7 +133,9 @@ std::shared_ptr<AttentionMethod> create(const AttentionShape& shape, const Param
   const auto conv_kernel = params.integer("conv_kernel");
   if (conv_kernel > 0 && conv_kernel % 2 == 0)
     throw ParamError("conv_kernel: " + std::to_string(conv_kernel) + " is even; the convolution needs an odd kernel (or 0)");
-  return std::make_shared<NystromformerAttention>(shape, params.integer("landmarks"), pinv, conv_kernel);
+  using Cover = NystromformerAttention::Cover;
+  const auto cover = params.choice<Cover>("segments", {{"real_tokens", Cover::real_tokens}, {"padded", Cover::padded}});
+  return std::make_shared<NystromformerAttention>(shape, params.integer("landmarks"), cover, pinv, conv_kernel);
 }
 
 }  // namespace attnlab::nystromformer

@@ -57,6 +57,8 @@ int cmd_data(const Args& args) {
     if (!seen.insert(data_key).second) continue;
     auto dataset = registry.find(PluginKind::dataset, plan.dataset)->make_dataset({cache}, plan.dataset_params);
     const TaskInfo task = dataset->info();
+    // where inputs are cut: max_len where rows are padded past it (pad_to), else the row's width
+    const std::int64_t cut = plan.dataset_params.has("max_len") ? plan.dataset_params.integer("max_len") : task.max_len;
     if (!vm.count("force")) {
       try {
         check_data_size(plan.dataset, *dataset, task, cache);
@@ -72,7 +74,7 @@ int cmd_data(const Args& args) {
         const auto lengths = data.lengths.to(at::kDouble);
         char mean_len[32], at_max[32], majority[32], load[32];
         std::snprintf(mean_len, sizeof mean_len, "%.1f", lengths.mean().item<double>());
-        std::snprintf(at_max, sizeof at_max, "%.1f%%", 100.0 * (data.lengths == task.max_len).to(at::kDouble).mean().item<double>());
+        std::snprintf(at_max, sizeof at_max, "%.1f%%", 100.0 * (data.lengths == cut).to(at::kDouble).mean().item<double>());
         std::snprintf(majority, sizeof majority, "%.4f", majority_rate(data.labels, task.num_classes));
         std::snprintf(load, sizeof load, "%.3f s", seconds);
         table.add({plan.dataset, to_string(split), std::to_string(data.size()), std::to_string(task.inputs),

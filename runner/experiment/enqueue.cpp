@@ -59,7 +59,14 @@ void check_datasets(const std::string& path, const Experiment& experiment, const
   }
 }
 
-// Each scripted method once per shape (heads, head size, the dataset's max_len where it has one):
+// The positions a job's inputs have, where its dataset says it in its parameters: pad_to when the
+// rows are padded past max_len (the text tasks), else max_len; 32 for a dataset with neither.
+std::int64_t job_length(const ParamValues& dataset) {
+  if (dataset.has("pad_to") && dataset.integer("pad_to") > 0) return dataset.integer("pad_to");
+  return dataset.has("max_len") ? dataset.integer("max_len") : 32;
+}
+
+// Each scripted method once per shape (heads, head size, the dataset's length where it has one):
 // the file loads, its forward has attnlab's signature, runs on two sequences (one padded) without
 // raising and returns q's shape. At the job's length, so that a script sized for shorter sequences
 // (a Linformer E of 64 columns on 96 tokens) is refused here, not in every job.
@@ -69,7 +76,7 @@ void check_scripts(const std::string& path, const Experiment& experiment, const 
     const auto& method = *registry.find(PluginKind::attention, job.method);
     if (!method.scripted()) continue;
     const ModelConfig model = model_config_from(job.model);
-    const std::int64_t length = job.dataset_params.has("max_len") ? job.dataset_params.integer("max_len") : 32;
+    const std::int64_t length = job_length(job.dataset_params);
     const std::string shape =
         std::to_string(model.heads) + " " + std::to_string(model.head_dim) + " " + std::to_string(length);
     if (!checked.insert(job.method + " " + shape).second) continue;

@@ -170,6 +170,8 @@ void finish_plan(JobPlan& job) {
                                          {"keep_best_after", "0.0"}})
     if (const auto it = job.train.all().find(key); it != job.train.all().end() && to_text(it->second) == old_default)
       train.erase(key);
+  if (const auto it = job.model.all().find("attention_precision"); it != job.model.all().end() && to_text(it->second) == "autocast")
+    identity.get_as<toml::table>("model")->erase("attention_precision");
   if (job.method == "kernelized")  // its dropout, added after kernelized jobs were stored
     if (const auto it = job.method_params.all().find("dropout"); it != job.method_params.all().end() && to_text(it->second) == "0.0")
       identity.get_as<toml::table>("methods")->get_as<toml::table>(job.method)->erase("dropout");

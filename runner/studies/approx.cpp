@@ -152,8 +152,10 @@ ParamValues dataset_params(const LoadedPlugin& plugin, ParamValues values, const
   }
   if (!max_len_given && data.max_length > 0)
     if (const ParamSpec* spec = find_param(plugin.info->params, plugin.info->param_count, "max_len"))
-      if (spec->type == ParamType::integer && static_cast<double>(data.max_length) <= spec->max_value)
+      if (spec->type == ParamType::integer && static_cast<double>(data.max_length) <= spec->max_value) {
         values.set("max_len", data.max_length);
+        if (values.has("pad_to")) values.set("pad_to", std::int64_t{0});  // rows as long as the length
+      }
   return values;
 }
 

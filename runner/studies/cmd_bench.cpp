@@ -286,6 +286,7 @@ std::vector<Planned> plan_lengths(const std::vector<BenchCase>& cases, const std
       if (max_len) {
         try {
           c.dataset_params.set("max_len", check_param(*max_len, length));
+          if (c.dataset_params.has("pad_to")) c.dataset_params.set("pad_to", std::int64_t{0});  // rows as long as the length
         } catch (const ParamError&) {
         }
       }

@@ -20,6 +20,9 @@ const ParamSpec kModelParams[] = {
      "token; or the first token"},
     {"norm", ParamType::string, "pre", 0, 0, "pre|post", "layer norm before (pre) or after (post) each residual branch"},
     {"positions", ParamType::string, "learned", 0, 0, "learned|sinusoidal", "positional encoding"},
+    {"attention_precision", ParamType::string, "autocast", 0, 0, "autocast|fp32",
+     "the attention method's precision under [train] precision = bf16 | fp16: as autocast types its ops, or fp32 on "
+     "q, k, v cast to float with autocast off inside it (the LRA authors' code: fp16 autocast, attention in fp32)"},
 };
 const std::size_t kModelParamCount = sizeof(kModelParams) / sizeof(kModelParams[0]);
 
@@ -86,6 +89,7 @@ ModelConfig model_config_from(const ParamValues& v) {
   }
   c.dropout = v.real("dropout");
   c.pooling = v.string("pooling");
+  c.attention_in_fp32 = v.string("attention_precision") == "fp32";
   c.norm = v.string("norm");
   c.positions = v.string("positions");
   return c;

@@ -7,11 +7,18 @@
 #include <ATen/ATen.h>
 #include <torch/nn/init.h>
 
+#include "attnlab/precision.hpp"
+
 namespace attnlab {
 namespace nn = torch::nn;
 
 EncoderBlockImpl::EncoderBlockImpl(const ModelConfig& c, std::shared_ptr<AttentionMethod> attention)
-    : heads_(c.heads), head_dim_(c.head_dim), pre_norm_(c.norm == "pre"), dropout_p_(c.dropout), attention_(std::move(attention)) {
+    : heads_(c.heads),
+      head_dim_(c.head_dim),
+      pre_norm_(c.norm == "pre"),
+      attention_in_fp32_(c.attention_in_fp32),
+      dropout_p_(c.dropout),
+      attention_(std::move(attention)) {
   const std::int64_t width = c.heads * c.head_dim;
   qkv_ = register_module("qkv", nn::Linear(c.dim, 3 * width));
   out_ = register_module("out", nn::Linear(width, c.dim));
@@ -41,15 +48,20 @@ std::array<at::Tensor, 3> EncoderBlockImpl::project_qkv(const at::Tensor& x, std
 
 std::array<at::Tensor, 2> EncoderBlockImpl::attention_outputs(const at::Tensor& x, const at::Tensor& key_valid) {
   // attend() as forward() calls it (project_qkv applies the pre-norm), without the dropout
-  const auto qkv = project_qkv(x, key_valid.size(0));
-  auto heads = attention_->forward(qkv[0], qkv[1], qkv[2], key_valid);
+  const auto heads = heads_of(project_qkv(x, key_valid.size(0)), key_valid);
   return {heads, linear_rows(merge_heads(heads), out_).view({key_valid.size(0), key_valid.size(1), -1})};
 }
 
 at::Tensor EncoderBlockImpl::attend(const at::Tensor& x, const at::Tensor& key_valid) {
-  const auto qkv = split_heads(linear_rows(x, qkv_), key_valid.size(0), heads_, head_dim_);
-  const auto heads = attention_->forward(qkv[0], qkv[1], qkv[2], key_valid);
+  const auto heads = heads_of(split_heads(linear_rows(x, qkv_), key_valid.size(0), heads_, head_dim_), key_valid);
   return inverted_dropout(linear_rows(merge_heads(heads), out_), dropout_p_, is_training());
+}
+
+at::Tensor EncoderBlockImpl::heads_of(const std::array<at::Tensor, 3>& qkv, const at::Tensor& key_valid) {
+  if (!attention_in_fp32_) return attention_->forward(qkv[0], qkv[1], qkv[2], key_valid);
+  // The LRA authors' Attention module: Q, K, V cast to float and autocast off around the method.
+  NoAutocast fp32;
+  return attention_->forward(full_precision(qkv[0]), full_precision(qkv[1]), full_precision(qkv[2]), key_valid);
 }
 
 at::Tensor EncoderBlockImpl::feed_forward(const at::Tensor& x) {

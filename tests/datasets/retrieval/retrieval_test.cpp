@@ -29,12 +29,13 @@ struct Retrieval : attnlab::testing::CliTest {
     return file;
   }
 
-  std::shared_ptr<attnlab::Dataset> open(const std::string& data_dir, std::int64_t max_len) const {
+  std::shared_ptr<attnlab::Dataset> open(const std::string& data_dir, std::int64_t max_len, std::int64_t pad_to = 0) const {
     const auto* plugin = attnlab::testing::built_plugins().find(attnlab::PluginKind::dataset, "retrieval");
     if (!plugin) throw std::runtime_error("data_retrieval plugin not found");
     attnlab::ParamValues params = plugin->defaults();
     params.set("path", data_dir);
     params.set("max_len", max_len);
+    params.set("pad_to", pad_to);
     return plugin->make_dataset(attnlab::DatasetContext{path("cache")}, params);
   }
 
@@ -77,7 +78,7 @@ TEST_F(Retrieval, ReaderTokenisesBothTextsTruncatesAndPads) {
                           "1.0\tA1\tB1\tabc\tWXYZ12\r\n"
                           "0\tA2\tB2\tq\t\xff\n"
                           "0.0\tA3\tB3\tlast line\tno newline");
-  const ByteRows rows = read_pairs(file, 4);
+  const ByteRows rows = read_pairs(file, {4, 4});
   ASSERT_EQ(rows.size(), 3u);
   EXPECT_EQ(rows.inputs, 2);
   EXPECT_EQ(rows.labels, (std::vector<std::int64_t>{1, 0, 0}));
@@ -91,7 +92,7 @@ TEST_F(Retrieval, MalformedLinesGiveOneLineErrorsNamingFileAndLine) {
   const std::string good = "1\ta\tb\tx\ty\n";
   auto error = [&](const std::string& text) {
     const auto file = write("bad.tsv", text);
-    return message([&] { read_pairs(file, 8); });
+    return message([&] { read_pairs(file, {8, 8}); });
   };
   const std::string f = path("bad.tsv");
   EXPECT_EQ(error(good + "1\ta\tb\tx\n"), f + ":2: expected 5 tab-separated columns (label, id1, id2, text1, text2), found 4");
@@ -103,7 +104,7 @@ TEST_F(Retrieval, MalformedLinesGiveOneLineErrorsNamingFileAndLine) {
   EXPECT_EQ(error(good + good + "0\ta\tb\tx\t\n"), f + ":3: empty text2 (column 5)");
   EXPECT_EQ(error("0\ta\tb\t\ty\n"), f + ":1: empty text1 (column 4)");
   EXPECT_EQ(error(""), f + ": no pairs (empty file)");
-  EXPECT_EQ(message([&] { read_pairs(path("absent.tsv"), 8); }), path("absent.tsv") + ": cannot open file (No such file or directory)");
+  EXPECT_EQ(message([&] { read_pairs(path("absent.tsv"), {8, 8}); }), path("absent.tsv") + ": cannot open file (No such file or directory)");
 }
 
 TEST_F(Retrieval, PluginLoadsTwoInputSplitsThroughTheCache) {
@@ -142,6 +143,26 @@ TEST_F(Retrieval, PluginLoadsTwoInputSplitsThroughTheCache) {
     EXPECT_EQ(std::string(e.what()).rfind("path: ", 0), 0u) << e.what();
   }
   EXPECT_EQ(message([&] { open(path("nowhere"), 8); }), path("nowhere") + ": no such folder (retrieval path)");
+}
+
+// The LRA authors' rows: documents cut at max_len, both padded to pad_to positions.
+TEST_F(Retrieval, PluginPadsBothDocumentsToPadTo) {
+  const std::string data = path("aan");
+  fs::create_directories(data);
+  std::ofstream(data + "/new_aan_pairs.train.tsv") << "1\tp\tq\thello\tworld, again\n";
+  auto ds = open(data, 8, 12);
+  EXPECT_EQ(ds->info().max_len, 12);
+  const SplitData train = attnlab::load_checked("retrieval", *ds, Split::train);
+  EXPECT_EQ(train.tokens.sizes(), (at::IntArrayRef{1, 2, 12}));
+  EXPECT_TRUE(train.lengths.equal(at::tensor({5, 8}, at::kLong).view({1, 2})));
+  EXPECT_EQ(train.tokens.slice(2, 8).count_nonzero().item<std::int64_t>(), 0);
+  EXPECT_TRUE(open(data, 8)->load(Split::train).tokens.equal(train.tokens.slice(2, 0, 8)));
+  try {
+    open(data, 8, 7);
+    ADD_FAILURE() << "pad_to below max_len was accepted";
+  } catch (const attnlab::ParamError& e) {
+    EXPECT_EQ(std::string(e.what()), "pad_to: 7 is less than max_len 8");
+  }
 }
 
 TEST_F(Retrieval, TwoTowerRunThroughTheCliFinishesWithATestAccuracy) {

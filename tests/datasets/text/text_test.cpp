@@ -112,19 +112,51 @@ TEST_F(Text, ListingIsNegThenPosInIdOrderAndSkipsOtherFiles) {
 TEST_F(Text, ReaderTokenisesTruncatesAndPads) {
   const auto a = review("train", "neg", "1_1.txt", "Bad.");
   const auto b = review("train", "pos", "1_9.txt", "Great film\r\n\xc3\xa9");  // bytes as they are, UTF-8 included
-  const ByteRows rows = read_reviews({{a, 0}, {b, 1}}, 8);
+  const ByteRows rows = read_reviews({{a, 0}, {b, 1}}, {8, 8});
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows.inputs, 1);
   EXPECT_EQ(rows.lengths, (std::vector<std::int64_t>{4, 8}));
   EXPECT_EQ(rows.labels, (std::vector<std::int64_t>{0, 1}));
   EXPECT_EQ(rows.tokens, (std::vector<std::int16_t>{'B' + 1, 'a' + 1, 'd' + 1, '.' + 1, 0, 0, 0, 0,  //
                                                     'G' + 1, 'r' + 1, 'e' + 1, 'a' + 1, 't' + 1, ' ' + 1, 'f' + 1, 'i' + 1}));
-  const ByteRows whole = read_reviews({{b, 1}}, 20);
+  const ByteRows whole = read_reviews({{b, 1}}, {20, 20});
   EXPECT_EQ(whole.lengths, (std::vector<std::int64_t>{14}));
   EXPECT_EQ(whole.tokens[10], '\r' + 1);
   EXPECT_EQ(whole.tokens[12], 0xc3 + 1);
   EXPECT_EQ(whole.tokens[13], 0xa9 + 1);
   EXPECT_EQ(whole.tokens[14], 0);
+}
+
+// The LRA authors cut at 4,000 bytes and pad to 4,096 positions: rows wider than the cut.
+TEST_F(Text, ReaderCutsAtMaxLenAndPadsToTheRowWidth) {
+  const auto a = review("train", "neg", "1_1.txt", "Bad.");
+  const auto b = review("train", "pos", "1_9.txt", "Great film");
+  const ByteRows rows = read_reviews({{a, 0}, {b, 1}}, {6, 8});
+  EXPECT_EQ(rows.max_len, 8);
+  EXPECT_EQ(rows.lengths, (std::vector<std::int64_t>{4, 6}));
+  EXPECT_EQ(rows.tokens, (std::vector<std::int16_t>{'B' + 1, 'a' + 1, 'd' + 1, '.' + 1, 0, 0, 0, 0,  //
+                                                    'G' + 1, 'r' + 1, 'e' + 1, 'a' + 1, 't' + 1, ' ' + 1, 0, 0}));
+  EXPECT_THROW(read_reviews({{a, 0}}, {8, 6}), std::invalid_argument);
+}
+
+TEST_F(Text, PluginPadsToPadToAndRefusesOneBelowMaxLen) {
+  corpus(1);
+  auto ds = open(path("cache"), {{"max_len", std::int64_t{6}}, {"pad_to", std::int64_t{16}}});
+  EXPECT_EQ(ds->info().max_len, 16);
+  const SplitData train = load_checked("text", *ds, Split::train);
+  EXPECT_EQ(train.tokens.size(2), 16);
+  EXPECT_LE(train.lengths.max().item<std::int64_t>(), 6);
+  EXPECT_EQ(train.tokens.slice(2, 6).count_nonzero().item<std::int64_t>(), 0);
+  // a different width is a different cache entry, never the 6-wide rows of another run
+  const SplitData narrow = load_checked("text", *open(path("cache"), {{"max_len", std::int64_t{6}}}), Split::train);
+  EXPECT_EQ(narrow.tokens.size(2), 6);
+  EXPECT_TRUE(narrow.tokens.equal(train.tokens.slice(2, 0, 6)));
+  try {
+    open(path("cache"), {{"max_len", std::int64_t{6}}, {"pad_to", std::int64_t{5}}});
+    ADD_FAILURE() << "pad_to below max_len was accepted";
+  } catch (const ParamError& e) {
+    EXPECT_EQ(std::string(e.what()), "pad_to: 5 is less than max_len 6");
+  }
 }
 
 TEST_F(Text, MalformedLayoutsAndFilesGiveOneLineErrors) {
@@ -135,12 +167,12 @@ TEST_F(Text, MalformedLayoutsAndFilesGiveOneLineErrors) {
   EXPECT_EQ(message([&] { list_reviews(root(), "train"); }), root() + "/train/pos: no review files (*.txt)");
 
   const auto empty = review("train", "pos", "4_8.txt", "");
-  EXPECT_EQ(message([&] { read_reviews(list_reviews(root(), "train"), 16); }), empty + ": empty review file");
+  EXPECT_EQ(message([&] { read_reviews(list_reviews(root(), "train"), {16, 16}); }), empty + ": empty review file");
   fs::remove(empty);
 
   const std::string dangling = root() + "/train/pos/5_9.txt";
   fs::create_symlink(root() + "/nowhere.txt", dangling);
-  EXPECT_EQ(message([&] { read_reviews(list_reviews(root(), "train"), 16); }),
+  EXPECT_EQ(message([&] { read_reviews(list_reviews(root(), "train"), {16, 16}); }),
             dangling + ": cannot open file (No such file or directory)");
 }
 
@@ -149,6 +181,7 @@ TEST_F(Text, PluginDeclaresItsParametersAndTask) {
   ASSERT_NE(plugin, nullptr);
   const ParamValues d = plugin->defaults();
   EXPECT_EQ(d.integer("max_len"), 4000);
+  EXPECT_EQ(d.integer("pad_to"), 0);
   EXPECT_EQ(d.string("val"), "test");
   EXPECT_EQ(d.integer("val_size"), 2500);
   EXPECT_EQ(d.integer("split_seed"), 0);

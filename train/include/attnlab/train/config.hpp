@@ -21,6 +21,7 @@ struct ModelConfig {
   std::string pooling = "mean";      // mean | mean_with_padding | cls | first
   std::string norm = "pre";          // pre | post
   std::string positions = "learned"; // learned | sinusoidal
+  bool attention_in_fp32 = false;    // attention_precision = "fp32": the method in fp32 under autocast
 };
 
 struct TrainConfig {
