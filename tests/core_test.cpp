@@ -339,6 +339,62 @@ TEST(Training, KeepBestAfterKeepsOnlyLaterBestsAsSkyformersCodeDoes) {
   }
 }
 
+// [train] eval_draw = "stream": each validation runs the next eval_batches batches of one pass
+// through the reshuffled split after another. With the weights fixed (lr 0), the validations of
+// one pass together are the whole split: their mean loss is the whole split's; and unlike "first",
+// they differ from one another.
+TEST(Training, AStreamedValidationGoesThroughTheShuffledSplitOneEvaluationAfterAnother) {
+  TrainJob job = short_job(7);
+  job.train.lr = 0;
+  job.train.eval_every = 5;  // 8 validations of 2 batches of 8: two passes through the 64 examples
+  job.train.eval_batches = 0;
+  Recorder whole;
+  ASSERT_EQ(short_run(job, whole).status, TrainStatus::done);
+  auto val_losses = [](const Recorder& r) {
+    std::vector<double> losses;
+    for (const auto& p : r.points)
+      if (p.split == "val" && p.name == "loss") losses.push_back(p.value);
+    return losses;
+  };
+  const double split_loss = val_losses(whole).front();
+
+  job.train.eval_batches = 2;
+  Recorder first;
+  ASSERT_EQ(short_run(job, first).status, TrainStatus::done);
+  for (const double loss : val_losses(first)) EXPECT_EQ(loss, val_losses(first).front());
+
+  job.train.eval_stream = true;
+  Recorder stream;
+  ASSERT_EQ(short_run(job, stream).status, TrainStatus::done);
+  const auto losses = val_losses(stream);
+  ASSERT_EQ(losses.size(), 8u);
+  for (std::size_t pass = 0; pass < 2; ++pass) {
+    double sum = 0;
+    for (std::size_t i = 4 * pass; i < 4 * pass + 4; ++i) sum += losses[i];
+    EXPECT_NEAR(sum / 4, split_loss, 1e-6 * split_loss) << "pass " << pass;  // float losses summed per batch
+  }
+  EXPECT_NE(losses[0], losses[1]);
+  EXPECT_NE(losses[0], losses[4]);  // the second pass in another order
+}
+
+// [train] test_drop_last: 64 test examples in batches of 24 are tested as their first 48. The
+// same seed trains the same weights whatever the test split, so the cut run's test figures are
+// those of a run tested on the first 48 examples alone, to the bit.
+TEST(Training, TestDropLastLeavesTheShortBatchOut) {
+  TrainJob job = short_job(7);
+  job.train.batch_size = 24;
+  const SplitData test = toy_split(64, 12, 13);
+  const SplitData first48{test.tokens.slice(0, 0, 48), test.lengths.slice(0, 0, 48), test.labels.slice(0, 0, 48), ""};
+  Recorder a, b;
+  const auto plain = train_and_evaluate(job, {toy_split(256, 12, 11), toy_split(64, 12, 12), first48}, a);
+  job.train.test_drop_last = true;
+  const auto cut = train_and_evaluate(job, {toy_split(256, 12, 11), toy_split(64, 12, 12), test}, b);
+  ASSERT_EQ(cut.status, TrainStatus::done) << cut.error;
+  EXPECT_EQ(result(cut, "test_acc"), result(plain, "test_acc"));
+  EXPECT_EQ(result(cut, "test_loss"), result(plain, "test_loss"));
+  EXPECT_NEAR(result(cut, "test_acc") * 48, std::round(result(cut, "test_acc") * 48), 1e-9);
+}
+
 // [train] accuracy_checkpoints: the first validation at or past each mark keeps its weights beside
 // the best checkpoint and stores the point (step, val, accuracy_mark, mark); marks never reached
 // keep nothing.

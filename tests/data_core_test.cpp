@@ -349,6 +349,27 @@ TEST(CheckSplit, AcceptsAValidSplitAndNamesEachProblem) {
             "toy train: tokens have shape [3, 1, 5], expected [3, 1, 6]");
 }
 
+// [model] mask = "nonzero_tokens", the LRA authors' mask = ids != 0: a token 0 is padding wherever
+// it stands (a black pixel), for attention and pooling alike; past the length it stays padding.
+TEST(Model, NonzeroTokensMaskHidesEveryZeroTokenFromAttentionAndPooling) {
+  at::manual_seed(0);
+  ModelConfig mc = testing::tiny_model();
+  mc.dropout = 0;
+  const TaskInfo task{8, 3, 5, 1};
+  const auto tokens = at::tensor({3, 0, 5, 0, 7, 0, 2, 2, 2, 4}, at::kLong).view({2, 5});
+  const auto lengths = at::tensor({3, 5}, at::kLong);
+  for (const bool zero_masked : {false, true}) {
+    mc.zero_tokens_masked = zero_masked;
+    const auto* softmax = testing::built_plugins().find(PluginKind::attention, "softmax");
+    EncoderClassifier model(mc, task, [softmax](const AttentionShape& s) { return softmax->make_attention(s, softmax->defaults()); });
+    const auto valid = model->embed(tokens, lengths).second;
+    const auto want = (zero_masked ? at::tensor({1, 0, 1, 0, 0, 0, 1, 1, 1, 1}) : at::tensor({1, 1, 1, 0, 0, 1, 1, 1, 1, 1}))
+                          .to(at::kBool)
+                          .view({2, 5});
+    EXPECT_TRUE(valid.equal(want)) << zero_masked << ": " << valid;
+  }
+}
+
 TEST(Model, ManyHotTokensEmbedAsTheSumOfTheirFeatures) {
   at::manual_seed(0);
   ModelConfig mc = testing::tiny_model();

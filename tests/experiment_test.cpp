@@ -143,15 +143,16 @@ std::string without_later_train_keys(const std::string& config_toml) {
   for (std::string line; std::getline(lines, line);) {
     bool later = false;
     for (const char* key : {"precision = ", "tf32 = ", "deterministic = ", "checkpoint_every = ", "accuracy_checkpoints = ",
-                            "cuda_graphs = ", "clip_value = ", "keep_best_after = ", "attention_precision = "})
+                            "cuda_graphs = ", "clip_value = ", "keep_best_after = ", "attention_precision = ",
+                            "eval_draw = ", "test_drop_last = ", "mask = "})
       later |= line.rfind(key, 0) == 0;
     if (!later) before += line + "\n";
   }
   return before;
 }
 
-// [train] precision, tf32, deterministic, clip_value, keep_best_after and [model] attention_precision
-// came after jobs were stored: at their
+// [train] precision, tf32, deterministic, clip_value, keep_best_after, eval_draw, test_drop_last and
+// [model] attention_precision and mask came after jobs were stored: at their
 // defaults they stay out of the identity, which is then the hash of the configuration without them
 // (and without the cadence keys and cuda_graphs), as before they existed; away from their defaults
 // each makes another job.
@@ -163,9 +164,10 @@ TEST(Experiment, PrecisionKeysAtTheirDefaultsKeepTheIdentityJobsHadBeforeThem) {
   ASSERT_NE(before, job.config_toml + "\n");
   EXPECT_EQ(job.config_hash, sha256_of_text(before));
 
-  auto with = [&](const std::string& name, const std::string& setting) {
+  // the job of kGood with `setting` added after its `after` line ([train]'s steps by default)
+  auto with = [&](const std::string& name, const std::string& setting, const std::string& after = "steps = 30") {
     std::string text = base;
-    text.replace(text.find("steps = 30"), 10, "steps = 30\n" + setting);
+    text.replace(text.find(after), after.size(), after + "\n" + setting);
     return load_experiment(write_file(name, text), registry()).jobs[0];
   };
   EXPECT_EQ(with("explicit.toml", "precision = \"fp32\"\ntf32 = false\ndeterministic = false").config_hash, job.config_hash);
@@ -178,15 +180,18 @@ TEST(Experiment, PrecisionKeysAtTheirDefaultsKeepTheIdentityJobsHadBeforeThem) {
   EXPECT_NE(with("clip1.toml", "clip_value = 1.0").config_hash, job.config_hash);
   EXPECT_EQ(with("keep0.toml", "keep_best_after = 0.0").config_hash, job.config_hash);
   EXPECT_NE(with("keep2.toml", "keep_best_after = 0.2").config_hash, job.config_hash);
-  auto with_model = [&](const std::string& name, const std::string& setting) {
-    std::string text = base;
-    text.replace(text.find("layers = 1"), 10, "layers = 1\n" + setting);
-    return load_experiment(write_file(name, text), registry()).jobs[0];
-  };
-  EXPECT_EQ(with_model("autocast.toml", "attention_precision = \"autocast\"").config_hash, job.config_hash);
-  const auto fp32 = with_model("attention32.toml", "attention_precision = \"fp32\"");
+  EXPECT_EQ(with("first.toml", "eval_draw = \"first\"\ntest_drop_last = false").config_hash, job.config_hash);
+  EXPECT_NE(with("stream.toml", "eval_draw = \"stream\"\neval_batches = 2").config_hash, job.config_hash);
+  EXPECT_NE(with("droplast.toml", "test_drop_last = true").config_hash, job.config_hash);
+  EXPECT_EQ(with("lengths.toml", "mask = \"lengths\"", "layers = 1").config_hash, job.config_hash);
+  EXPECT_NE(with("nonzero.toml", "mask = \"nonzero_tokens\"", "layers = 1").config_hash, job.config_hash);
+  EXPECT_EQ(with("autocast.toml", "attention_precision = \"autocast\"", "layers = 1").config_hash, job.config_hash);
+  const auto fp32 = with("attention32.toml", "attention_precision = \"fp32\"", "layers = 1");
   EXPECT_NE(fp32.config_hash, job.config_hash);
-  EXPECT_TRUE(model_config_from(fp32.model).attention_in_fp32);
+  EXPECT_EQ(model_config_from(fp32.model).attention_precision, AttentionPrecision::fp32);
+  const std::string endless = error_of("[train]\neval_draw = \"stream\"\n[methods.softmax]\n[datasets.listops]\n");
+  EXPECT_NE(endless.find("eval_draw: \"stream\" draws eval_batches batches an evaluation; set eval_batches"), std::string::npos)
+      << endless;
   const std::string refused = error_of("[train]\nprecision = \"fp8\"\n[methods.softmax]\n[datasets.listops]\n");
   EXPECT_EQ(refused.substr(refused.find(":2:")), ":2: [train] precision: 'fp8' is not one of fp32|bf16|fp16");
 }
@@ -237,7 +242,8 @@ TEST(Experiment, ErrorsNameFileLineAndKey) {
   const auto file = (fs::temp_directory_path() / ("attnlab-exp-" + std::to_string(getpid())) / "bad.toml").string();
   EXPECT_EQ(error_of("[train]\nsteps = 10\nlrr = 0.1\n[methods.softmax]\n[datasets.listops]\n"),
             file + ":3: [train] lrr: unknown key (known: steps, batch_size, grad_accum, lr, weight_decay, beta1, beta2, "
-                   "eps, warmup, decay, clip_norm, clip_value, eval_every, eval_batches, log_every, instability_steps, "
+                   "eps, warmup, decay, clip_norm, clip_value, eval_every, eval_batches, eval_draw, test_drop_last, log_every, "
+                   "instability_steps, "
                    "variance_passes, variance_split, accuracy_checkpoints, keep_best_after, checkpoint_every, precision, "
                    "tf32, cuda_graphs, deterministic)");
   EXPECT_EQ(error_of("[train]\nsteps = \"ten\"\n[methods.softmax]\n[datasets.listops]\n"),

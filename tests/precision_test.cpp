@@ -100,6 +100,7 @@ struct ProbeAttention : AttentionMethod {
   ProbeAttention(std::vector<at::ScalarType>* seen, bool put) : seen(seen), put(put) {}
   at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& valid) override {
     seen->push_back(q.scalar_type());
+    bf16_values.push_back(q.to(at::kBFloat16).to(q.scalar_type()).equal(q));  // nothing finer than bf16 in q
     if (put) at::zeros({4}).put_(at::tensor({1, 1}, at::kLong), at::ones({2}));
     auto scores = at::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(-1)));
     seen->push_back(scores.scalar_type());  // what autocast made of the method's own product
@@ -108,6 +109,7 @@ struct ProbeAttention : AttentionMethod {
   }
   std::vector<at::ScalarType>* seen;
   bool put;
+  std::vector<bool> bf16_values;
 };
 
 struct Quiet : TrainObserver {
@@ -130,13 +132,13 @@ class MixedPrecision : public ::testing::Test {
   }
 
   RunOutcome run(const std::string& precision, bool deterministic = false, bool put = false, bool tf32 = false,
-                 bool attention_in_fp32 = false) {
+                 AttentionPrecision attention = AttentionPrecision::autocast) {
     static const TrainSplits data{testing::first_token_split(160, 12, 1), testing::first_token_split(48, 12, 2),
                                   testing::first_token_split(48, 12, 3)};
     TrainJob job;
     job.model = testing::tiny_model(32);
     job.model.dropout = 0;
-    job.model.attention_in_fp32 = attention_in_fp32;
+    job.model.attention_precision = attention;
     job.train.steps = 60;
     job.train.batch_size = 16;
     job.train.lr = 3e-3;
@@ -151,13 +153,17 @@ class MixedPrecision : public ::testing::Test {
     job.task = {10, 4, 12, 1};
     job.seed = 3;
     seen.clear();
-    job.make_attention = [this, put](const AttentionShape&) { return std::make_shared<ProbeAttention>(&seen, put); };
+    probes.clear();
+    job.make_attention = [this, put](const AttentionShape&) {
+      return probes.emplace_back(std::make_shared<ProbeAttention>(&seen, put));
+    };
     Quiet observer;
     auto outcome = train_and_evaluate(job, data, observer);
     points = observer.points;
     return outcome;
   }
   std::vector<at::ScalarType> seen;
+  std::vector<std::shared_ptr<ProbeAttention>> probes;  // one per layer, kept past the run
   std::vector<MetricPoint> points;
 };
 
@@ -178,13 +184,19 @@ TEST_F(MixedPrecision, ABf16RunAutocastsEveryForwardAndLearnsTheTask) {
 }
 
 // [model] attention_precision = "fp32" (the LRA authors' code): under autocast the method gets q,
-// k, v as float and its own products stay float, while the projections around it are bf16.
+// k, v as float and its own products stay float, while the projection before it is bf16 (q holds
+// bf16 values); "fp32_qkv" (their Reformer) projects in fp32 too.
 TEST_F(MixedPrecision, AttentionInFp32GetsFloatInputsAndRunsWithoutAutocast) {
-  const auto out = run("bf16", false, false, false, /*attention_in_fp32=*/true);
-  ASSERT_EQ(out.status, TrainStatus::done) << out.error;
-  ASSERT_FALSE(seen.empty());
-  for (const auto type : seen) ASSERT_EQ(type, at::kFloat);
-  EXPECT_GT(result(out, "test_acc"), 0.9);
+  for (const auto attention : {AttentionPrecision::fp32, AttentionPrecision::fp32_qkv}) {
+    const auto out = run("bf16", false, false, false, attention);
+    ASSERT_EQ(out.status, TrainStatus::done) << out.error;
+    ASSERT_FALSE(seen.empty());
+    for (const auto type : seen) ASSERT_EQ(type, at::kFloat);
+    ASSERT_FALSE(probes.empty());
+    for (const auto& probe : probes)
+      for (const bool bf16 : probe->bf16_values) ASSERT_EQ(bf16, attention == AttentionPrecision::fp32);
+    EXPECT_GT(result(out, "test_acc"), 0.9);
+  }
 }
 
 #if TORCH_VERSION_MAJOR < 2

@@ -266,6 +266,38 @@ TEST(Performer, ForwardIsLinearAttentionWithItsFeaturesOfQOverDQuarter) {
   }
 }
 
+// form = "performer_pytorch": Skyformer's and Nystromformer's attention_performer.py, written out
+// as that code runs: FastAttention(Q / d^¼, K / d^¼ · mask, V · mask) with performer_pytorch's
+// softmax_kernel (which scales by d^-¼ again, adds 1e-4, takes one key maximum for the batch) and
+// linear_attention (padded keys in the normaliser, no guard), on the plugin's own Ω.
+TEST(Performer, PerformerPytorchFormIsTheLraCodesFastAttention) {
+  const std::int64_t n = 10, d = 8, features = 24;
+  auto x = make_batch({10, 6}, 2, n, d, 6, 1.0);
+  auto m = make("performer", {{"features", features}, {"form", std::string("performer_pytorch")}}, {2, d, n});
+  redraw(*m, 9);
+  c10::InferenceMode guard;
+  const auto out = m->forward(x.q, x.k, x.v, x.valid);
+  const auto omega = tensor_named(*m, "omega");
+  const auto mask = x.valid.to(at::kDouble).view({2, 1, n, 1});
+  const double quarter = std::pow(double(d), -0.25);
+  auto softmax_kernel = [&](const at::Tensor& data, bool is_query) {
+    const auto dash = at::einsum("bhid,jd->bhij", {data * quarter, omega});
+    const auto diag = (data * data).sum(-1, /*keepdim=*/true) / 2.0 * (quarter * quarter);
+    const auto stabiliser = is_query ? std::get<0>(dash.max(-1, /*keepdim=*/true)) : dash.max();
+    return (at::exp(dash - diag - stabiliser) + 1e-4) * std::pow(double(features), -0.5);
+  };
+  const auto q = softmax_kernel(x.q * quarter, true), k = softmax_kernel(x.k * quarter * mask, false);
+  const auto d_inv = 1.0 / at::einsum("bhnd,bhd->bhn", {q, k.sum(-2)});
+  const auto context = at::einsum("bhnd,bhne->bhde", {k, x.v * mask});
+  const auto want = at::einsum("bhde,bhnd,bhn->bhne", {context, q, d_inv});
+  EXPECT_TRUE(at::allclose(out, want, 1e-10, 1e-12)) << (out - want).abs().max().item<double>();
+  // unlike favor, a padded sequence gives not what it gives alone: its padding is counted, and the
+  // key maximum is the batch's
+  const auto alone = m->forward(x.q.slice(0, 1, 2).slice(2, 0, 6), x.k.slice(0, 1, 2).slice(2, 0, 6),
+                                x.v.slice(0, 1, 2).slice(2, 0, 6), x.valid.slice(0, 1, 2).slice(1, 0, 6));
+  EXPECT_FALSE(at::allclose(alone[0], out[1].slice(1, 0, 6), 1e-4, 1e-6));
+}
+
 TEST(Performer, ApproachesSoftmaxAttentionAsFeaturesGrow) {
   const std::int64_t n = 16, d = 8;
   auto x = make_batch({16, 11}, 2, n, d, 7, 0.6);

@@ -176,7 +176,7 @@ class Resume : public ::testing::Test {
   // 60 steps of 2 micro-batches, dropout 0.1, curves every 10 steps, validation every 20, the
   // instability score first, variance passes at the end (stochastic methods). "NAME bf16": the
   // method in a bf16 run (CPU autocast); "NAME authors": with the LRA authors' training
-  // (OneCycleLR and its cycled beta1, values clipped, their mean pooling).
+  // (OneCycleLR and its cycled beta1, values clipped, their mean pooling, the validation stream).
   TrainJob job(std::string method) const {
     TrainJob j;
     std::string variant;
@@ -190,6 +190,10 @@ class Resume : public ::testing::Test {
       j.train.clip_value = 0.05;
       j.train.clip_norm = 0;
       j.model.pooling = "mean_with_padding";
+      j.model.attention_precision = AttentionPrecision::fp32_qkv;
+      j.model.zero_tokens_masked = true;
+      j.train.eval_stream = true;  // validation goes on through the reshuffled split (set below: 4 batches)
+      j.train.test_drop_last = true;
     } else if (!variant.empty()) {
       j.train.precision = variant;
     }
@@ -200,6 +204,7 @@ class Resume : public ::testing::Test {
     j.train.warmup = 5;
     j.train.eval_every = 20;
     j.train.log_every = 10;
+    if (j.train.eval_stream) j.train.eval_batches = 4;  // of 6 a pass: each validation starts where the last stopped
     j.train.instability_steps = 3;
     j.train.variance_passes = 4;
     j.train.checkpoint_every = 0;

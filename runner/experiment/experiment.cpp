@@ -167,11 +167,12 @@ void finish_plan(JobPlan& job) {
   // what those jobs ran with: a database's jobs keep their hashes (a re-added file adds nothing).
   for (const auto& [key, old_default] : {std::pair<const char*, std::string>{"precision", "fp32"}, {"tf32", "false"},
                                          {"deterministic", "false"}, {"clip_value", "0.0"},
-                                         {"keep_best_after", "0.0"}})
+                                         {"keep_best_after", "0.0"}, {"eval_draw", "first"}, {"test_drop_last", "false"}})
     if (const auto it = job.train.all().find(key); it != job.train.all().end() && to_text(it->second) == old_default)
       train.erase(key);
-  if (const auto it = job.model.all().find("attention_precision"); it != job.model.all().end() && to_text(it->second) == "autocast")
-    identity.get_as<toml::table>("model")->erase("attention_precision");
+  for (const auto& [key, old_default] : {std::pair<const char*, const char*>{"attention_precision", "autocast"}, {"mask", "lengths"}})
+    if (const auto it = job.model.all().find(key); it != job.model.all().end() && to_text(it->second) == old_default)
+      identity.get_as<toml::table>("model")->erase(key);
   if (job.method == "kernelized")  // its dropout, added after kernelized jobs were stored
     if (const auto it = job.method_params.all().find("dropout"); it != job.method_params.all().end() && to_text(it->second) == "0.0")
       identity.get_as<toml::table>("methods")->get_as<toml::table>(job.method)->erase("dropout");

@@ -20,9 +20,13 @@ const ParamSpec kModelParams[] = {
      "token; or the first token"},
     {"norm", ParamType::string, "pre", 0, 0, "pre|post", "layer norm before (pre) or after (post) each residual branch"},
     {"positions", ParamType::string, "learned", 0, 0, "learned|sinusoidal", "positional encoding"},
-    {"attention_precision", ParamType::string, "autocast", 0, 0, "autocast|fp32",
-     "the attention method's precision under [train] precision = bf16 | fp16: as autocast types its ops, or fp32 on "
-     "q, k, v cast to float with autocast off inside it (the LRA authors' code: fp16 autocast, attention in fp32)"},
+    {"mask", ParamType::string, "lengths", 0, 0, "lengths|nonzero_tokens",
+     "the positions attention and pooling see: those before each input's length; or, of those, only the ones whose "
+     "token id is not 0 (the LRA authors' code, mask = ids != 0: a black pixel of Image or Pathfinder is padding too)"},
+    {"attention_precision", ParamType::string, "autocast", 0, 0, "autocast|fp32|fp32_qkv",
+     "the attention method's precision under [train] precision = bf16 | fp16: as autocast types its ops; fp32 on "
+     "q, k, v cast to float with autocast off inside it (the LRA authors' code: fp16 autocast, attention in fp32); "
+     "fp32_qkv: the q, k, v projection in fp32 too (their Reformer, HuggingFace's module, projects inside)"},
 };
 const std::size_t kModelParamCount = sizeof(kModelParams) / sizeof(kModelParams[0]);
 
@@ -46,6 +50,12 @@ const ParamSpec kTrainParams[] = {
      "each gradient element clipped to [-clip_value, clip_value] (clip_grad_value_), before clip_norm; 0 turns it off"},
     {"eval_every", ParamType::integer, "200", 1, kBig, nullptr, "steps between validations (and checkpoint choices)"},
     {"eval_batches", ParamType::integer, "0", 0, kBig, nullptr, "validation batches per evaluation; 0 = the whole split"},
+    {"eval_draw", ParamType::string, "first", 0, 0, "first|stream",
+     "which eval_batches batches an evaluation runs: the split's first ones, in order, every time; or the next ones of "
+     "one stream through the split, reshuffled at each pass and going on from one evaluation to the next (the LRA "
+     "authors' endless validation loader)"},
+    {"test_drop_last", ParamType::boolean, "false", 0, 0, nullptr,
+     "leave the test split's last short batch out of the test accuracy, as the LRA authors' test loader (drop_last)"},
     {"log_every", ParamType::integer, "20", 1, kBig, nullptr, "steps between training-curve points"},
     {"instability_steps", ParamType::integer, "0", 0, 10000, nullptr,
      "measure Skyformer's instability score (App. F) over this many steps before training, against softmax "
@@ -89,7 +99,10 @@ ModelConfig model_config_from(const ParamValues& v) {
   }
   c.dropout = v.real("dropout");
   c.pooling = v.string("pooling");
-  c.attention_in_fp32 = v.string("attention_precision") == "fp32";
+  c.attention_precision = v.choice<AttentionPrecision>(
+      "attention_precision",
+      {{"autocast", AttentionPrecision::autocast}, {"fp32", AttentionPrecision::fp32}, {"fp32_qkv", AttentionPrecision::fp32_qkv}});
+  c.zero_tokens_masked = v.string("mask") == "nonzero_tokens";
   c.norm = v.string("norm");
   c.positions = v.string("positions");
   return c;
@@ -116,6 +129,10 @@ TrainConfig train_config_from(const ParamValues& v) {
   c.clip_value = v.real("clip_value");
   c.eval_every = v.integer("eval_every");
   c.eval_batches = v.integer("eval_batches");
+  c.eval_stream = v.string("eval_draw") == "stream";
+  if (c.eval_stream && c.eval_batches == 0)
+    throw ParamError("eval_draw: \"stream\" draws eval_batches batches an evaluation; set eval_batches (0 is the whole split)");
+  c.test_drop_last = v.boolean("test_drop_last");
   c.log_every = v.integer("log_every");
   c.instability_steps = v.integer("instability_steps");
   c.variance_passes = v.integer("variance_passes");

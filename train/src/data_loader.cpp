@@ -21,7 +21,7 @@ BatchIterator::BatchIterator(const SplitData& data, std::int64_t batch_size, c10
       generator_(at::make_generator<at::CPUGeneratorImpl>(seed)) {
   if (data.size() == 0) throw std::invalid_argument("empty split");
   if (shuffle && data.size() < batch_size)
-    throw std::invalid_argument("training split has " + std::to_string(data.size()) + " examples, fewer than batch_size " +
+    throw std::invalid_argument("a shuffled split of " + std::to_string(data.size()) + " examples, fewer than batch_size " +
                                 std::to_string(batch_size));
   new_epoch();
 }

@@ -16,7 +16,7 @@ EncoderBlockImpl::EncoderBlockImpl(const ModelConfig& c, std::shared_ptr<Attenti
     : heads_(c.heads),
       head_dim_(c.head_dim),
       pre_norm_(c.norm == "pre"),
-      attention_in_fp32_(c.attention_in_fp32),
+      attention_precision_(c.attention_precision),
       dropout_p_(c.dropout),
       attention_(std::move(attention)) {
   const std::int64_t width = c.heads * c.head_dim;
@@ -43,7 +43,7 @@ at::Tensor merge_heads(const at::Tensor& heads) {
 }  // namespace
 
 std::array<at::Tensor, 3> EncoderBlockImpl::project_qkv(const at::Tensor& x, std::int64_t batch) {
-  return split_heads(linear_rows(pre_norm_ ? norm1_->forward(x) : x, qkv_), batch, heads_, head_dim_);
+  return split_heads(qkv_rows(pre_norm_ ? norm1_->forward(x) : x), batch, heads_, head_dim_);
 }
 
 std::array<at::Tensor, 2> EncoderBlockImpl::attention_outputs(const at::Tensor& x, const at::Tensor& key_valid) {
@@ -53,12 +53,18 @@ std::array<at::Tensor, 2> EncoderBlockImpl::attention_outputs(const at::Tensor& 
 }
 
 at::Tensor EncoderBlockImpl::attend(const at::Tensor& x, const at::Tensor& key_valid) {
-  const auto heads = heads_of(split_heads(linear_rows(x, qkv_), key_valid.size(0), heads_, head_dim_), key_valid);
+  const auto heads = heads_of(split_heads(qkv_rows(x), key_valid.size(0), heads_, head_dim_), key_valid);
   return inverted_dropout(linear_rows(merge_heads(heads), out_), dropout_p_, is_training());
 }
 
+at::Tensor EncoderBlockImpl::qkv_rows(const at::Tensor& x) {
+  if (attention_precision_ != AttentionPrecision::fp32_qkv) return linear_rows(x, qkv_);
+  NoAutocast fp32;  // their Reformer: HuggingFace's module projects X.float() itself
+  return linear_rows(full_precision(x), qkv_);
+}
+
 at::Tensor EncoderBlockImpl::heads_of(const std::array<at::Tensor, 3>& qkv, const at::Tensor& key_valid) {
-  if (!attention_in_fp32_) return attention_->forward(qkv[0], qkv[1], qkv[2], key_valid);
+  if (attention_precision_ == AttentionPrecision::autocast) return attention_->forward(qkv[0], qkv[1], qkv[2], key_valid);
   // The LRA authors' Attention module: Q, K, V cast to float and autocast off around the method.
   NoAutocast fp32;
   return attention_->forward(full_precision(qkv[0]), full_precision(qkv[1]), full_precision(qkv[2]), key_valid);
@@ -130,6 +136,7 @@ std::pair<at::Tensor, at::Tensor> EncoderClassifierImpl::embed(const at::Tensor&
   const auto b = tokens.size(0), n = tokens.size(1);
   auto x = tokens_ ? tokens_->forward(tokens) : at::embedding(feature_bits_.matmul(feature_embeddings_), tokens);
   auto valid = at::arange(n, lengths.options()).unsqueeze(0) < lengths.unsqueeze(1);  // [B, N]
+  if (config_.zero_tokens_masked) valid.logical_and_(tokens.ne(0));                    // the authors' ids != 0
   if (cls_.defined()) {
     x = at::cat({cls_.expand({b, 1, config_.dim}), x}, 1);
     valid = at::cat({at::ones({b, 1}, valid.options()), valid}, 1);

@@ -127,6 +127,11 @@ JobKey job_key(const TrainJob& job, std::int64_t train_examples) {
   if (t.deterministic) c << "train.deterministic=true\n";
   if (t.clip_value != 0) c << "train.clip_value=" << real_text(t.clip_value) << "\n";
   if (t.keep_best_after != 0) c << "train.keep_best_after=" << real_text(t.keep_best_after) << "\n";
+  if (t.eval_stream) c << "train.eval_draw=stream\n";
+  if (t.test_drop_last) c << "train.test_drop_last=true\n";
+  if (m.attention_precision != AttentionPrecision::autocast)
+    c << "model.attention_precision=" << (m.attention_precision == AttentionPrecision::fp32 ? "fp32" : "fp32_qkv") << "\n";
+  if (m.zero_tokens_masked) c << "model.mask=nonzero_tokens\n";
   return {job.identity, job.seed, c.str()};
 }
 
@@ -173,6 +178,13 @@ std::string save(const std::string& path, const JobKey& key, const LoopState& lo
   archive.write("data_order", data.order, true);
   archive.write("data_position", c10::IValue(data.position));
   archive.write("data_epoch", c10::IValue(data.epoch));
+  if (parts.val_stream) {
+    const auto val = parts.val_stream->state();
+    archive.write("val_generator", val.generator, true);
+    archive.write("val_order", val.order, true);
+    archive.write("val_position", c10::IValue(val.position));
+    archive.write("val_epoch", c10::IValue(val.epoch));
+  }
   archive.write("loss_scale", c10::IValue(parts.scaler.current_scale()));
   archive.write("loss_scale_clean_steps", c10::IValue(parts.scaler.clean_steps()));
   archive.write("skipped_steps", c10::IValue(parts.scaler.skipped_steps()));
@@ -243,6 +255,9 @@ LoopState load(const std::string& path, const Expected& expected, const JobKey& 
     parts.draws.set_generator_state(file.tensor("rng_attention").cpu());
     parts.batches.restore({file.tensor("data_generator").cpu(), file.tensor("data_order").cpu(),
                            file.integer("data_position"), file.integer("data_epoch")});
+    if (parts.val_stream)  // the job key says eval_draw = "stream": the file has its position
+      parts.val_stream->restore({file.tensor("val_generator").cpu(), file.tensor("val_order").cpu(),
+                                 file.integer("val_position"), file.integer("val_epoch")});
     if (c10::IValue scale; archive.try_read("loss_scale", scale))
       parts.scaler.restore(scale.toDouble(), file.integer("loss_scale_clean_steps"), file.integer("skipped_steps"));
   } catch (const ResumeCheckpointError&) {

@@ -52,6 +52,7 @@ struct Parts {
   FusedAdamW& optimizer;
   AttentionDraws& draws;
   BatchIterator& batches;
+  BatchIterator* val_stream;  // [train] eval_draw = "stream": where validation stands; else nullptr
   c10::Device device;
   LossScaler& scaler;  // fp16's loss scale; written always, read when present (older files: fp32 runs)
 };

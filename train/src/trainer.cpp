@@ -36,16 +36,18 @@ struct Evaluation {
   double loss = kNaN, acc = kNaN;
 };
 
-Evaluation evaluate(EncoderClassifier& model, const SplitData& split, std::int64_t batch_size, c10::Device device,
-                    std::int64_t max_batches, Precision precision) {
+// Loss and accuracy over up to max_batches (0: all) batches of `batches`; with drop_last, a batch
+// shorter than batch_size ends the pass unused (the LRA authors' test loader).
+Evaluation evaluate(EncoderClassifier& model, BatchIterator& batches, std::int64_t batch_size, c10::Device device,
+                    std::int64_t max_batches, bool drop_last, Precision precision) {
   c10::InferenceMode no_grad;
   model->eval();
-  BatchIterator batches(split, batch_size, device, /*shuffle=*/false, 0);
   Batch batch;
   auto loss_sum = at::zeros({}, at::TensorOptions(device).dtype(at::kDouble));
   auto correct = at::zeros({}, at::TensorOptions(device).dtype(at::kLong));
   std::int64_t seen = 0, used = 0;
   while ((max_batches == 0 || used < max_batches) && batches.next(batch)) {
+    if (drop_last && batch.labels.size(0) < batch_size) break;
     auto logits = forward_logits(model, batch.tokens, batch.lengths, device, precision);
     loss_sum += at::cross_entropy_loss(logits, batch.labels, {}, at::Reduction::Sum).to(at::kDouble);
     correct += logits.argmax(1).eq(batch.labels).sum();
@@ -54,6 +56,13 @@ Evaluation evaluate(EncoderClassifier& model, const SplitData& split, std::int64
   }
   model->train();
   return {loss_sum.item<double>() / seen, static_cast<double>(correct.item<std::int64_t>()) / seen};
+}
+
+// The same over a split's first max_batches batches, in order.
+Evaluation evaluate(EncoderClassifier& model, const SplitData& split, std::int64_t batch_size, c10::Device device,
+                    std::int64_t max_batches, bool drop_last, Precision precision) {
+  BatchIterator batches(split, batch_size, device, /*shuffle=*/false, 0);
+  return evaluate(model, batches, batch_size, device, max_batches, drop_last, precision);
 }
 
 // The first line of a failure (c10 errors append a backtrace). LibTorch's refusal of an op under
@@ -302,9 +311,12 @@ class TrainLoop {
         draws_(model_->attention_methods(), job.seed ^ kAttentionStream),
         optimizer_(model_->parameters(), adamw_options(job.train), cycles_beta1(job.train)),
         train_batches_(data.train, job.train.batch_size, job.device, /*shuffle=*/true, job.seed ^ kDataStream),
+        val_stream_(job.train.eval_stream ? std::make_optional<BatchIterator>(data.val, job.train.batch_size, job.device,
+                                                                            /*shuffle=*/true, job.seed ^ kValidationStream)
+                                          : std::nullopt),
         scaler_(precision_ == Precision::fp16),
         runner_(job.train, job.device, precision_),
-        parts_{*model_, optimizer_, draws_, train_batches_, job.device, scaler_} {
+        parts_{*model_, optimizer_, draws_, train_batches_, val_stream_ ? &*val_stream_ : nullptr, job.device, scaler_} {
     if (job.resume_from.empty()) {
       loop_.instability_ratio = instability_ratio_;
       // Training-curve accumulators stay on the device: reading them synchronises, so only at log steps.
@@ -400,7 +412,9 @@ class TrainLoop {
   void validate() {
     const auto eval_start = Clock::now();
     draws_.before_evaluation();
-    const auto val = evaluate(model_, data_.val, tc_.batch_size, job_.device, tc_.eval_batches, precision_);
+    const auto val = val_stream_
+                         ? evaluate(model_, *val_stream_, tc_.batch_size, job_.device, tc_.eval_batches, false, precision_)
+                         : evaluate(model_, data_.val, tc_.batch_size, job_.device, tc_.eval_batches, false, precision_);
     loop_.eval_seconds += seconds_since(eval_start);
     loop_.last_val = val.acc;
     const double wall = seconds_since(start_);
@@ -526,7 +540,7 @@ class TrainLoop {
   void test_with_best_weights() {
     restore(model_, loop_.best_state);
     draws_.before_evaluation();
-    const auto test = evaluate(model_, data_.test, tc_.batch_size, job_.device, 0, precision_);
+    const auto test = evaluate(model_, data_.test, tc_.batch_size, job_.device, 0, tc_.test_drop_last, precision_);
     add_result("test_acc", test.acc);
     add_result("test_loss", test.loss);
     points_.push_back({loop_.best_step, "test", "acc", test.acc, seconds_since(start_)});
@@ -557,6 +571,7 @@ class TrainLoop {
   AttentionDraws draws_;
   FusedAdamW optimizer_;
   BatchIterator train_batches_;
+  std::optional<BatchIterator> val_stream_;  // the validation batches under eval_draw = "stream"
   LossScaler scaler_;
   StepRunner runner_;
   const resume::Parts parts_;

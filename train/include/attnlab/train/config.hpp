@@ -9,6 +9,11 @@
 
 namespace attnlab {
 
+// The precision of the attention sublayer under autocast ([model] attention_precision): as
+// autocast types its ops; the method in fp32 on q, k, v cast to float; or the q, k, v projection in
+// fp32 too.
+enum class AttentionPrecision { autocast, fp32, fp32_qkv };
+
 // Defaults follow Skyformer's LRA setting: 2 layers, dim 64, FFN 128, 2 heads of 32, dropout 0.1,
 // mean pooling, pre-norm, learned positions.
 struct ModelConfig {
@@ -21,7 +26,8 @@ struct ModelConfig {
   std::string pooling = "mean";      // mean | mean_with_padding | cls | first
   std::string norm = "pre";          // pre | post
   std::string positions = "learned"; // learned | sinusoidal
-  bool attention_in_fp32 = false;    // attention_precision = "fp32": the method in fp32 under autocast
+  AttentionPrecision attention_precision = AttentionPrecision::autocast;
+  bool zero_tokens_masked = false;   // mask = "nonzero_tokens": a token id 0 is padding wherever it is
 };
 
 struct TrainConfig {
@@ -39,6 +45,8 @@ struct TrainConfig {
   double clip_value = 0.0;       // 0: no clipping of each gradient element to [-clip_value, clip_value]
   std::int64_t eval_every = 200;
   std::int64_t eval_batches = 0; // 0: the whole validation split
+  bool eval_stream = false;      // eval_draw = "stream": batches from one reshuffled pass after another
+  bool test_drop_last = false;   // the test split's last short batch left out
   std::int64_t log_every = 20;
   std::int64_t instability_steps = 0;  // > 0: Skyformer's instability score over that many steps first
   std::int64_t variance_passes = 100;  // stochastic methods: passes for the variance metrics (0: off)

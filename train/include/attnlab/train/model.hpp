@@ -51,11 +51,13 @@ class EncoderBlockImpl : public torch::nn::Module {
 
  private:
   at::Tensor attend(const at::Tensor& x, const at::Tensor& key_valid);
+  at::Tensor qkv_rows(const at::Tensor& x);
   at::Tensor heads_of(const std::array<at::Tensor, 3>& qkv, const at::Tensor& key_valid);
   at::Tensor feed_forward(const at::Tensor& x);
 
   std::int64_t heads_, head_dim_;
-  bool pre_norm_, attention_in_fp32_;
+  bool pre_norm_;
+  AttentionPrecision attention_precision_;
   double dropout_p_;
   torch::nn::Linear qkv_{nullptr}, out_{nullptr}, ffn_in_{nullptr}, ffn_out_{nullptr};
   torch::nn::LayerNorm norm1_{nullptr}, norm2_{nullptr};

@@ -35,6 +35,7 @@ namespace attnlab {
 // are independent of each other and of the weights, yet all fixed by the one seed.
 inline constexpr std::uint64_t kDataStream = 0x9E3779B97F4A7C15ULL;
 inline constexpr std::uint64_t kAttentionStream = 0xD1B54A32D192ED03ULL;
+inline constexpr std::uint64_t kValidationStream = 0x94D049BB133111EBULL;  // [train] eval_draw = "stream"
 
 // Receives measurements as the run goes: curve points in batches (at each validation and at the
 // end), progress at each logging step. Called on the training thread, outside the timed step.
