@@ -251,6 +251,99 @@ TEST(Model, PairTasksShareOneEncoder) {
   EXPECT_EQ(model->attention_methods().size(), 2u);
 }
 
+// The KL authors' model ([model] norm = "normed_input", attention_bias = false, init =
+// "kl_authors", pair_head = "concat"), each against its formula.
+ModelConfig kl_model_config() {
+  ModelConfig mc;
+  mc.layers = 1;
+  mc.dim = 16;
+  mc.ffn_dim = 24;
+  mc.heads = 2;
+  mc.head_dim = 8;
+  mc.pooling = "cls";
+  mc.norm = "normed_input";
+  mc.attention_bias = false;
+  mc.init = "kl_authors";
+  return mc;
+}
+
+at::Tensor param(const torch::nn::Module& m, const std::string& name) { return *m.named_parameters().find(name); }
+
+// x' = s + FFN(LN2(s)), s = h + Out(Attn(QKV(h))), h = LN1(x): the residual starts from LN1(x).
+TEST(Model, NormedInputLayerIsTheKLAuthorsLayer) {
+  at::manual_seed(31);
+  const auto mc = kl_model_config();
+  EncoderBlock block(mc, make_softmax());
+  block->eval();
+  const auto x = at::randn({2 * 5, mc.dim}) * 3 + 1;
+  const auto valid = at::ones({2, 5}, at::kBool);
+  const auto ln = [&](const at::Tensor& t, const std::string& norm) {
+    return at::layer_norm(t, {mc.dim}, param(*block, norm + ".weight"), param(*block, norm + ".bias"));
+  };
+  const auto h = ln(x, "norm1");
+  const auto qkv = h.matmul(param(*block, "qkv.weight").t()).view({2, 5, 3, 2, 8}).permute({2, 0, 3, 1, 4});
+  auto softmax = make_softmax();
+  softmax->eval();
+  const auto heads = softmax->forward(qkv[0], qkv[1], qkv[2], valid);
+  const auto s = h + heads.transpose(1, 2).reshape({10, 16}).matmul(param(*block, "out.weight").t());
+  const auto ffn = at::gelu(at::linear(ln(s, "norm2"), param(*block, "ffn_in.weight"), param(*block, "ffn_in.bias")));
+  const auto expected = s + at::linear(ffn, param(*block, "ffn_out.weight"), param(*block, "ffn_out.bias"));
+  EXPECT_LT((block->forward(x, valid) - expected).abs().max().item<double>(), 1e-5);
+  // no biases in the attention's projections, and a gradient reaches every weight through them
+  EXPECT_EQ(block->named_parameters().find("qkv.bias"), nullptr);
+  EXPECT_EQ(block->named_parameters().find("out.bias"), nullptr);
+  block->forward(x, valid).sum().backward();
+  EXPECT_GT(param(*block, "qkv.weight").grad().abs().max().item<double>(), 0.0);
+}
+
+// Token embeddings N(0, 1), CLS zeros, the q, k, v thirds and the other attention and feed-forward
+// weights Xavier-uniform (bound sqrt(6 / (fan_in + fan_out))), feed-forward biases N(0, 1e-6), the
+// classifier's biases zero.
+TEST(Model, KLAuthorsInitialisation) {
+  at::manual_seed(32);
+  const auto mc = kl_model_config();
+  EncoderClassifier model(mc, TaskInfo{200, 3, 40, 1}, [](const AttentionShape&) { return make_softmax(); });
+  EXPECT_NEAR(param(*model, "tokens.weight").std().item<double>(), 1.0, 0.05);
+  EXPECT_EQ(param(*model, "cls").abs().max().item<double>(), 0.0);
+  const double third = std::sqrt(6.0 / (16 + 16)), whole = std::sqrt(6.0 / (16 + 48));
+  for (const auto& part : param(*model, "block0.qkv.weight").chunk(3, 0)) {
+    EXPECT_LE(part.abs().max().item<double>(), third);
+    EXPECT_GT(part.abs().max().item<double>(), whole);  // a third's own bound, not the fused matrix's
+  }
+  EXPECT_LE(param(*model, "block0.ffn_in.weight").abs().max().item<double>(), std::sqrt(6.0 / (16 + 24)));
+  EXPECT_GT(param(*model, "block0.ffn_in.weight").abs().max().item<double>(), 0.9 * std::sqrt(6.0 / (16 + 24)));
+  EXPECT_LT(param(*model, "block0.ffn_in.bias").abs().max().item<double>(), 1e-5);
+  EXPECT_GT(param(*model, "block0.ffn_in.bias").abs().max().item<double>(), 0.0);
+  EXPECT_EQ(param(*model, "head_in.bias").abs().max().item<double>(), 0.0);
+  EXPECT_EQ(param(*model, "head_out.bias").abs().max().item<double>(), 0.0);
+  // the default stays N(0, 0.02), with biases in the projections
+  EncoderClassifier plain(ModelConfig{}, TaskInfo{200, 3, 40, 1}, [](const AttentionShape&) { return make_softmax(); });
+  EXPECT_NEAR(param(*plain, "tokens.weight").std().item<double>(), 0.02, 0.002);
+  EXPECT_NE(plain->named_parameters().find("block0.qkv.bias"), nullptr);
+}
+
+// pair_head = "concat": logits = W3 relu(W2 relu(W1 [u, v] + b1) + b2) + b3 (the KL authors'
+// DualClassificationHead), widths ffn_dim and ffn_dim / 2.
+TEST(Model, ConcatPairHeadIsTwoHiddenLayersOnBothEncodings) {
+  at::manual_seed(33);
+  auto mc = kl_model_config();
+  mc.pair_head = "concat";
+  EncoderClassifier model(mc, TaskInfo{10, 2, 8, 2}, [](const AttentionShape&) { return make_softmax(); });
+  model->eval();
+  EXPECT_EQ(param(*model, "head_in.weight").sizes(), (at::IntArrayRef{24, 32}));
+  EXPECT_EQ(param(*model, "head_mid.weight").sizes(), (at::IntArrayRef{12, 24}));
+  EXPECT_EQ(param(*model, "head_out.weight").sizes(), (at::IntArrayRef{2, 12}));
+  const auto tokens = at::randint(1, 10, {3, 2, 8}, at::kLong);
+  const auto lengths = at::tensor({8, 5, 8, 3, 6, 8}, at::kLong).view({3, 2});
+  const auto u = model->encode(tokens.select(1, 0), lengths.select(1, 0));
+  const auto v = model->encode(tokens.select(1, 1), lengths.select(1, 1));
+  const auto layer = [&](const at::Tensor& x, const std::string& name) {
+    return at::linear(x, param(*model, name + ".weight"), param(*model, name + ".bias"));
+  };
+  const auto expected = layer(at::relu(layer(at::relu(layer(at::cat({u, v}, 1), "head_in")), "head_mid")), "head_out");
+  EXPECT_LT((model->forward(tokens, lengths) - expected).abs().max().item<double>(), 1e-5);
+}
+
 struct Recorder : TrainObserver {
   std::vector<MetricPoint> points;
   void on_metrics(const std::vector<MetricPoint>& p) override { points.insert(points.end(), p.begin(), p.end()); }

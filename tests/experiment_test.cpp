@@ -8,6 +8,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "experiment/experiment.hpp"
 #include "plugin_host/hashing.hpp"
@@ -140,19 +141,21 @@ TEST(Experiment, CheckpointCadenceIsNotPartOfTheJobIdentity) {
 std::string without_later_train_keys(const std::string& config_toml) {
   std::string before;
   std::istringstream lines(config_toml);
+  std::string section;
   for (std::string line; std::getline(lines, line);) {
+    if (line.rfind('[', 0) == 0) section = line;
     bool later = false;
     for (const char* key : {"precision = ", "tf32 = ", "deterministic = ", "checkpoint_every = ", "accuracy_checkpoints = ",
                             "cuda_graphs = ", "clip_value = ", "keep_best_after = ", "attention_precision = ",
-                            "eval_draw = ", "test_drop_last = ", "mask = "})
-      later |= line.rfind(key, 0) == 0;
+                            "eval_draw = ", "test_drop_last = ", "mask = ", "attention_bias = ", "init = ", "pair_head = "})
+      later |= (section == "[model]" || section == "[train]") && line.rfind(key, 0) == 0;
     if (!later) before += line + "\n";
   }
   return before;
 }
 
 // [train] precision, tf32, deterministic, clip_value, keep_best_after, eval_draw, test_drop_last and
-// [model] attention_precision and mask came after jobs were stored: at their
+// [model] attention_precision, mask, attention_bias, init and pair_head came after jobs were stored: at their
 // defaults they stay out of the identity, which is then the hash of the configuration without them
 // (and without the cadence keys and cuda_graphs), as before they existed; away from their defaults
 // each makes another job.
@@ -186,6 +189,11 @@ TEST(Experiment, PrecisionKeysAtTheirDefaultsKeepTheIdentityJobsHadBeforeThem) {
   EXPECT_EQ(with("lengths.toml", "mask = \"lengths\"", "layers = 1").config_hash, job.config_hash);
   EXPECT_NE(with("nonzero.toml", "mask = \"nonzero_tokens\"", "layers = 1").config_hash, job.config_hash);
   EXPECT_EQ(with("autocast.toml", "attention_precision = \"autocast\"", "layers = 1").config_hash, job.config_hash);
+  EXPECT_EQ(with("kl-defaults.toml", "attention_bias = true\ninit = \"default\"\npair_head = \"nli\"", "layers = 1").config_hash,
+            job.config_hash);
+  EXPECT_NE(with("no-bias.toml", "attention_bias = false", "layers = 1").config_hash, job.config_hash);
+  EXPECT_NE(with("kl-init.toml", "init = \"kl_authors\"", "layers = 1").config_hash, job.config_hash);
+  EXPECT_NE(with("concat.toml", "pair_head = \"concat\"", "layers = 1").config_hash, job.config_hash);
   const auto fp32 = with("attention32.toml", "attention_precision = \"fp32\"", "layers = 1");
   EXPECT_NE(fp32.config_hash, job.config_hash);
   EXPECT_EQ(model_config_from(fp32.model).attention_precision, AttentionPrecision::fp32);
@@ -196,20 +204,27 @@ TEST(Experiment, PrecisionKeysAtTheirDefaultsKeepTheIdentityJobsHadBeforeThem) {
   EXPECT_EQ(refused.substr(refused.find(":2:")), ":2: [train] precision: 'fp8' is not one of fp32|bf16|fp16");
 }
 
-// Kernelized attention's dropout came after its jobs were stored: at 0 it stays out of the
-// identity (the hash of the configuration without it), at the authors' 0.1 it makes another job.
-TEST(Experiment, KernelizedDropoutAtItsDefaultKeepsTheIdentityJobsHadBeforeIt) {
-  std::string base = kGood;
-  base.replace(base.find("[methods.softmax]"), std::string::npos, "[methods.kernelized]\n");
-  const auto job = load_experiment(write_file("kernelized.toml", base), registry()).jobs[0];
-  const std::string section = "[methods.kernelized]\ndropout = 0.0\n";
-  ASSERT_NE(job.config_toml.find(section), std::string::npos) << job.config_toml;
-  // as a build without the key wrote it, less the later [train] keys
-  const std::string before = without_later_train_keys(
-      std::string(job.config_toml).replace(job.config_toml.find(section), section.size(), "[methods.kernelized]\n"));
-  EXPECT_EQ(job.config_hash, sha256_of_text(before));
-  const auto with_dropout = load_experiment(write_file("kernelized-dropout.toml", base + "dropout = 0.1\n"), registry()).jobs[0];
-  EXPECT_NE(with_dropout.config_hash, job.config_hash);
+// Methods' parameters that came after their jobs were stored (kernelized attention's dropout,
+// Nystromformer's segments, Performer's form, Linformer's share_e): at their defaults they stay out
+// of the identity (the hash of the configuration without them); away from them, another job.
+TEST(Experiment, LaterMethodParametersAtTheirDefaultsKeepTheIdentityJobsHadBeforeThem) {
+  for (const auto& [method, key, away] : {std::tuple<std::string, std::string, std::string>{"kernelized", "dropout", "0.1"},
+                                          {"nystromformer", "segments", "\"padded\""},
+                                          {"performer", "form", "\"performer_pytorch\""},
+                                          {"linformer", "share_e", "true"}}) {
+    SCOPED_TRACE(method);
+    std::string base = kGood;
+    base.replace(base.find("[methods.softmax]"), std::string::npos, "[methods." + method + "]\n");
+    const auto job = load_experiment(write_file(method + ".toml", base), registry()).jobs[0];
+    // as a build without the key wrote it: its line out of the method's section, less the later [train] keys
+    std::string before = job.config_toml;
+    const auto line = before.find("\n" + key + " = ", before.find("[methods." + method + "]"));
+    ASSERT_NE(line, std::string::npos) << job.config_toml;
+    before.erase(line + 1, before.find('\n', line + 1) - line);
+    EXPECT_EQ(job.config_hash, sha256_of_text(without_later_train_keys(before)));
+    const auto changed = load_experiment(write_file(method + "-changed.toml", base + key + " = " + away + "\n"), registry()).jobs[0];
+    EXPECT_NE(changed.config_hash, job.config_hash);
+  }
 }
 
 // toml++ sorts a table's keys by name; the jobs keep the file's order (methods, then datasets,

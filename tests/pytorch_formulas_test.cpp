@@ -1,5 +1,6 @@
 // The training formulas attnlab writes itself, held to PyTorch's own values: OneCycleLR's learning
-// rate and beta1 over whole schedules (decay = onecycle, onecycle_cosine), AdamW under it with
+// rate and beta1 over whole schedules (decay = onecycle, onecycle_cosine), the KL authors' LambdaLR
+// (decay = sqrt_from_zero), AdamW under it with
 // clip_grad_value_ over 100 steps (the optimiser's update that reads beta1 on the device, or on
 // 1.13 torch::optim::AdamW's), clip_grad_value_, and the LRA code's "MEAN" pooling
 // (pooling = mean_with_padding). The values come from tests/reference/training_formulas.py, run
@@ -13,6 +14,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <unistd.h>
 #include <vector>
 
@@ -102,6 +104,26 @@ TEST(PyTorchFormulas, OneCycleLRStepByStep) {
   EXPECT_NEAR(sky.front(), 1e-4 / 25, 1e-18);
   EXPECT_NEAR(sky[999], 1e-4, 1e-18);
   EXPECT_NEAR(sky.back(), 1e-4 / 25 / 1e4, 1e-20);
+}
+
+// The KL authors' LambdaLR, min(1, s / W) / sqrt(max(s, W)) times their rate, at every step of
+// their ListOps schedule and of Text's: decay = sqrt_from_zero with lr = their rate / sqrt(W). Its
+// first step has rate 0 (AdamW's moments still take that step's gradient).
+TEST(PyTorchFormulas, KLAuthorsLambdaLRStepByStep) {
+  for (const auto& [name, rate, warmup, steps] : {std::tuple<std::string, double, std::int64_t, std::int64_t>{"kl_listops", 5e-3, 1000, 12000},
+                                                  {"kl_text", 5e-2, 8000, 20000}}) {
+    TrainConfig c = one_cycle(rate / std::sqrt(static_cast<double>(warmup)), warmup, steps, "sqrt_from_zero");
+    const auto& lrs = series(name + "_lr");
+    ASSERT_EQ(lrs.size(), static_cast<std::size_t>(steps)) << name;
+    for (std::int64_t step = 0; step < steps; ++step)
+      ASSERT_NEAR(learning_rate_at(c, step), lrs[step], 1e-12 * lrs[warmup]) << name << " step " << step;
+    EXPECT_EQ(learning_rate_at(c, 0), 0.0);
+    EXPECT_NEAR(learning_rate_at(c, warmup), rate / std::sqrt(static_cast<double>(warmup)), 1e-15);
+  }
+  auto values = ParamValues::defaults(kTrainParams, kTrainParamCount);
+  values.set("decay", std::string("sqrt_from_zero"));
+  values.set("warmup", std::int64_t{0});
+  EXPECT_THROW(train_config_from(values), ParamError);
 }
 
 // A warm-up longer than the run, or of one step (PyTorch's formula divides by zero), is refused.

@@ -3,7 +3,8 @@
 // head, E_h [k, L] (L = max_len, its first n columns used),
 //   K̄ = E_h (K ⊙ m),  V̄ = E_h (V ⊙ m),  out = softmax(Q K̄ᵀ/√p) V̄,
 // with m the key mask (padded rows zeroed) and no mask over the k slots, as Skyformer's code runs
-// it. O(n · k · p) time, O(n · k) memory; E is H·k·L parameters per layer, N(0, 0.02²).
+// it. O(n · k · p) time, O(n · k) memory; E is H·k·L parameters per layer, N(0, 0.02²), or one E
+// for every layer (share_e: Nyströmformer's LRA code, whose Linformer keeps E in a class attribute).
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -19,13 +20,18 @@ const ParamSpec kParams[] = {
     {"k", ParamType::integer, "128", 1, 65536, nullptr, "projected length: the rows of E_h (LRA: 128 on every task)"},
     {"freeze_e", ParamType::boolean, "false", 0, 0, nullptr,
      "false: E is learned (the paper); true: E stays at its random initialisation, a buffer (Skyformer's runs)"},
+    {"share_e", ParamType::boolean, "false", 0, 0, nullptr,
+     "false: an E per layer (the paper, Skyformer's code); true: every layer uses the first layer's E (Nystromformer's code)"},
 };
 
 class LinformerAttention : public AttentionMethod {
  public:
-  LinformerAttention(const AttentionShape& shape, std::int64_t k, bool freeze_e) : max_len_(shape.max_len) {
-    // from the global generator, which the host seeds before building the model
-    auto e = at::empty({shape.heads, k, shape.max_len}).normal_(0.0, 0.02);
+  // `shared`: the first layer's E (the same tensor, so one weight that every layer's gradient
+  // reaches); undefined: a new one, drawn from the global generator, which the host seeds before
+  // building the model.
+  LinformerAttention(const AttentionShape& shape, std::int64_t k, bool freeze_e, const at::Tensor& shared)
+      : max_len_(shape.max_len) {
+    auto e = shared.defined() ? shared : at::empty({shape.heads, k, shape.max_len}).normal_(0.0, 0.02);
     // frozen: a buffer, so that it still travels with the model (device moves, checkpoints)
     e_ = freeze_e ? register_buffer("E", e) : register_parameter("E", e);
   }
@@ -47,18 +53,29 @@ class LinformerAttention : public AttentionMethod {
     return at::matmul(probs, v_bar);
   }
 
+  const at::Tensor& e() const { return e_; }
+
  private:
   std::int64_t max_len_;
   at::Tensor e_;  // E [H, k, L]
 };
 
+// The first layer's E, where this layer shares it (undefined otherwise).
+at::Tensor first_layers_e(const AttentionShape& shape, const ParamValues& params) {
+  if (!params.boolean("share_e") || shape.first_layer == nullptr) return {};
+  const auto* first = dynamic_cast<const LinformerAttention*>(shape.first_layer);
+  if (first == nullptr) throw std::invalid_argument("linformer: share_e, but the first layer's attention is not Linformer");
+  return first->e();
+}
+
 std::shared_ptr<AttentionMethod> create(const AttentionShape& shape, const ParamValues& params) {
-  return std::make_shared<LinformerAttention>(shape, params.integer("k"), params.boolean("freeze_e"));
+  return std::make_shared<LinformerAttention>(shape, params.integer("k"), params.boolean("freeze_e"),
+                                              first_layers_e(shape, params));
 }
 
 }  // namespace attnlab::linformer
 
 ATTNLAB_PLUGIN_INFO(attention, "linformer", "1.0",
-                    "Linformer: keys and values projected to k rows by a per-head E [k, max_len] shared by K and V",
+                    "Linformer: keys and values projected to k rows by a per-head E [k, max_len] shared by K and V (and by the layers, with share_e)",
                     attnlab::linformer::kParams);
 ATTNLAB_ATTENTION_FACTORY(attnlab::linformer::create);

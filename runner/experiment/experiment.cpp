@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <tuple>
 
 #include <toml++/toml.h>
 
@@ -170,12 +171,19 @@ void finish_plan(JobPlan& job) {
                                          {"keep_best_after", "0.0"}, {"eval_draw", "first"}, {"test_drop_last", "false"}})
     if (const auto it = job.train.all().find(key); it != job.train.all().end() && to_text(it->second) == old_default)
       train.erase(key);
-  for (const auto& [key, old_default] : {std::pair<const char*, const char*>{"attention_precision", "autocast"}, {"mask", "lengths"}})
+  for (const auto& [key, old_default] : {std::pair<const char*, const char*>{"attention_precision", "autocast"}, {"mask", "lengths"},
+                                                                     {"attention_bias", "true"}, {"init", "default"},
+                                                                     {"pair_head", "nli"}})
     if (const auto it = job.model.all().find(key); it != job.model.all().end() && to_text(it->second) == old_default)
       identity.get_as<toml::table>("model")->erase(key);
-  if (job.method == "kernelized")  // its dropout, added after kernelized jobs were stored
-    if (const auto it = job.method_params.all().find("dropout"); it != job.method_params.all().end() && to_text(it->second) == "0.0")
-      identity.get_as<toml::table>("methods")->get_as<toml::table>(job.method)->erase("dropout");
+  // Methods' parameters added after their jobs were stored, likewise.
+  for (const auto& [method, key, old_default] : {std::tuple<const char*, const char*, const char*>{"kernelized", "dropout", "0.0"},
+                                                 {"nystromformer", "segments", "real_tokens"},
+                                                 {"performer", "form", "favor"},
+                                                 {"linformer", "share_e", "false"}})
+    if (const auto it = job.method_params.all().find(key);
+        job.method == method && it != job.method_params.all().end() && to_text(it->second) == old_default)
+      identity.get_as<toml::table>("methods")->get_as<toml::table>(job.method)->erase(key);
   std::ostringstream identity_text;
   identity_text << identity << "\n";
   job.config_hash = sha256_of_text(identity_text.str());

@@ -222,7 +222,7 @@ StepTimes time_training_steps(const BenchCase& c, const PluginRegistry& registry
   model->to(device);
   model->train();
   AttentionDraws draws(model->attention_methods(), static_cast<std::uint64_t>(c.seed) ^ kAttentionStream);
-  FusedAdamW optimizer(model->parameters(), adamw_options(train), cycles_beta1(train));  // the run's update
+  FusedAdamW optimizer(model->unique_parameters(), adamw_options(train), cycles_beta1(train));  // the run's update
 
   // One batch of random token ids, every position real, and random labels; drawn on the CPU so that
   // the same seed gives the same batch on any device.

@@ -1,6 +1,7 @@
 // Linformer: K̄ = E_h[:, :n] (K ⊙ m), V̄ = E_h[:, :n] (V ⊙ m), out = softmax(Q K̄ᵀ/√p) V̄, against
 // the formula written out, its exactness limit (k = n, E_h = I, no padding: softmax), what padding
-// does there, E learned or frozen, and the refusals.
+// does there, E learned or frozen, one E shared by every layer (Nystromformer's code) through the
+// model, its optimiser and its checkpoints, and the refusals.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +12,8 @@
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
+#include "attnlab/train/model.hpp"
+#include "attnlab/train/optimizer.hpp"
 #include "method_support.hpp"
 
 namespace attnlab::testing {
@@ -134,6 +137,92 @@ TEST(Linformer, FrozenProjectionIsABufferSavedWithTheModel) {
   in.load_from(stream);
   other->load(in);
   EXPECT_TRUE(at::equal(projection(*other), e));
+}
+
+// A two-layer model of Linformer, E shared or not (eval mode: no dropout).
+EncoderClassifier linformer_model(bool share_e, std::uint64_t seed) {
+  at::manual_seed(seed);
+  ModelConfig config;
+  config.layers = 2;
+  config.dim = 16;
+  config.ffn_dim = 32;
+  config.heads = 2;
+  config.head_dim = 8;
+  ParamValues params = attention_plugin("linformer").defaults();
+  params.set("k", std::int64_t{4});
+  params.set("share_e", share_e);
+  EncoderClassifier model(config, TaskInfo{10, 3, 12, 1},
+                          [params](const AttentionShape& shape) { return attention_plugin("linformer").make_attention(shape, params); });
+  model->eval();
+  return model;
+}
+
+at::Tensor layer_e(const EncoderClassifier& model, std::size_t layer) { return projection(*model->attention_methods()[layer]); }
+
+// A batch of three sequences, one of them padded, and the loss of the model on it.
+at::Tensor loss_of(EncoderClassifier& model) {
+  const auto tokens = at::arange(36, at::kLong).remainder(9).add(1).view({3, 1, 12});
+  const auto lengths = at::tensor({12, 8, 12}, at::kLong).unsqueeze(1);
+  return at::cross_entropy_loss(model->forward(tokens, lengths), at::tensor({0, 1, 2}, at::kLong));
+}
+
+TEST(Linformer, SharedProjectionIsOneTensorForEveryLayer) {
+  auto shared = linformer_model(true, 21), separate = linformer_model(false, 21);
+  EXPECT_TRUE(layer_e(shared, 0).is_same(layer_e(shared, 1)));
+  EXPECT_FALSE(at::equal(layer_e(separate, 0), layer_e(separate, 1)));
+  // listed by both layers, counted and optimised once
+  EXPECT_EQ(shared->parameters().size(), separate->parameters().size());
+  EXPECT_EQ(shared->unique_parameters().size(), separate->unique_parameters().size() - 1);
+  EXPECT_EQ(separate->parameter_count() - shared->parameter_count(), 2 * 4 * 12);
+}
+
+// Its gradient is the sum of what each layer's use of it contributes: the gradient of an unshared
+// model holding the same weights, E of layer 0 plus E of layer 1.
+TEST(Linformer, SharedProjectionsGradientIsBothLayersContributions) {
+  auto shared = linformer_model(true, 22), separate = linformer_model(false, 23);
+  {
+    at::NoGradGuard no_grad;
+    const auto from = shared->named_parameters();
+    for (auto& p : separate->named_parameters()) p.value().copy_(*from.find(p.key()));
+  }
+  ASSERT_TRUE(at::equal(layer_e(separate, 0), layer_e(separate, 1)));
+  loss_of(shared).backward();
+  loss_of(separate).backward();
+  const auto expected = layer_e(separate, 0).grad() + layer_e(separate, 1).grad();
+  EXPECT_GT(layer_e(separate, 1).grad().abs().max().item<double>(), 1e-6);  // layer 1 contributes
+  EXPECT_LT(max_diff(layer_e(shared, 0).grad(), expected), 1e-6);
+}
+
+// AdamW's first step moves each weight by lr * g / (|g| + eps) (m̂ = g, v̂ = g²): once, not twice.
+// The optimiser refuses the tensor listed twice, as Module::parameters() lists it.
+TEST(Linformer, SharedProjectionTakesOneOptimiserStep) {
+  auto model = linformer_model(true, 24);
+  EXPECT_THROW(FusedAdamW(model->parameters(), torch::optim::AdamWOptions(0.01)), std::invalid_argument);
+  const double lr = 0.01, eps = 1e-8;
+  FusedAdamW optimizer(model->unique_parameters(), torch::optim::AdamWOptions(lr).weight_decay(0.0).eps(eps));
+  optimizer.zero_grad();
+  loss_of(model).backward();
+  const auto before = layer_e(model, 0).detach().clone();
+  const auto g = layer_e(model, 0).grad().detach().clone();
+  optimizer.step();
+  const auto expected = before - lr * g / (g.abs() + eps);
+  EXPECT_LT(max_diff(layer_e(model, 0), expected), 1e-6);
+  EXPECT_TRUE(layer_e(model, 0).is_same(layer_e(model, 1)));
+}
+
+// A checkpoint written by torch::save and read into another model leaves E shared, with its values.
+TEST(Linformer, SharedProjectionStaysSharedThroughACheckpoint) {
+  auto model = linformer_model(true, 25), other = linformer_model(true, 26);
+  ASSERT_FALSE(at::equal(layer_e(model, 0), layer_e(other, 0)));
+  torch::serialize::OutputArchive out;
+  model->save(out);
+  std::stringstream stream;
+  out.save_to(stream);
+  torch::serialize::InputArchive in;
+  in.load_from(stream);
+  other->load(in);
+  EXPECT_TRUE(at::equal(layer_e(other, 0), layer_e(model, 0)));
+  EXPECT_TRUE(layer_e(other, 0).is_same(layer_e(other, 1)));
 }
 
 TEST(Linformer, ProjectionIsDrawnFromTheGlobalGeneratorWithStd002) {

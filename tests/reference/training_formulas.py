@@ -1,5 +1,5 @@
 """PyTorch's own values for the training formulas attnlab reimplements (pytorch_formulas_test.cpp):
-OneCycleLR's learning rate and beta1 over whole schedules, AdamW under OneCycleLR with
+OneCycleLR's learning rate and beta1 over whole schedules, the KL authors' LambdaLR, AdamW under OneCycleLR with
 clip_grad_value_, clip_grad_value_ itself, and the LRA code's "MEAN" pooling. Run by the Python
 torch of the build under test; writes one line per series: `name count v1 v2 ...` (repr floats)."""
 import math
@@ -30,6 +30,20 @@ def one_cycle(lr, warmup, steps, anneal):
         if step + 1 < steps:  # (without optimizer.step(), which changes nothing here and is slow)
             schedule.step()
     return lrs, beta1s
+
+
+def kl_authors_schedule(lr, warmup, steps):
+    """The KL authors' LambdaLR (their listops/train.py): lr * min(1, s / W) / sqrt(max(s, W)), stepped once a batch."""
+    w = torch.zeros(1, requires_grad=True)
+    optimizer = torch.optim.AdamW([w], lr=lr)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min(1.0, s / warmup) / math.sqrt(max(s, warmup)))
+    lrs = []
+    for step in range(steps):
+        lrs.append(optimizer.param_groups[0]["lr"])
+        if step + 1 < steps:
+            schedule.step()
+    return lrs
 
 
 def adamw_one_cycle_clipped():
@@ -76,6 +90,8 @@ def main():
         "uneven": (3e-4, 7, 93, "linear"),
     }.items():
         series[name + "_lr"], series[name + "_beta1"] = one_cycle(lr, warmup, steps, anneal)
+    series["kl_listops_lr"] = kl_authors_schedule(5e-3, 1000, 12000)
+    series["kl_text_lr"] = kl_authors_schedule(5e-2, 8000, 20000)
     series["adamw_one_cycle_clipped"] = adamw_one_cycle_clipped()
     series["clip_grad_value"] = clipped_values()
     series["lra_mean_pooling"] = lra_mean_pooling()

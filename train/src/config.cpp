@@ -18,7 +18,10 @@ const ParamSpec kModelParams[] = {
      "sequence pooling before the classifier head: mean of the real tokens; mean over every position of the padded "
      "sequence with padding zeroed (Skyformer's and Nystromformer's LRA code: (x * mask).mean(dim=1)); a prepended CLS "
      "token; or the first token"},
-    {"norm", ParamType::string, "pre", 0, 0, "pre|post", "layer norm before (pre) or after (post) each residual branch"},
+    {"norm", ParamType::string, "pre", 0, 0, "pre|post|normed_input",
+     "layer norm before (pre) or after (post) each residual branch; normed_input: each layer normalises its input, "
+     "the residual included, s = LN(x) + Attn(LN(x)), then x' = s + FFN(LN(s)) (the KL authors' code: "
+     "fast_transformers' layer with axial_ordering); pre and normed_input end the stack with a norm"},
     {"positions", ParamType::string, "learned", 0, 0, "learned|sinusoidal", "positional encoding"},
     {"mask", ParamType::string, "lengths", 0, 0, "lengths|nonzero_tokens",
      "the positions attention and pooling see: those before each input's length; or, of those, only the ones whose "
@@ -27,6 +30,15 @@ const ParamSpec kModelParams[] = {
      "the attention method's precision under [train] precision = bf16 | fp16: as autocast types its ops; fp32 on "
      "q, k, v cast to float with autocast off inside it (the LRA authors' code: fp16 autocast, attention in fp32); "
      "fp32_qkv: the q, k, v projection in fp32 too (their Reformer, HuggingFace's module, projects inside)"},
+    {"attention_bias", ParamType::boolean, "true", 0, 0, nullptr,
+     "biases in the q, k, v and output projections (the KL authors' code: none)"},
+    {"init", ParamType::string, "default", 0, 0, "default|kl_authors",
+     "default: token, position and CLS embeddings N(0, 0.02), linear layers as torch.nn.Linear's; kl_authors: the KL "
+     "authors' code: token embeddings N(0, 1), CLS zeros, attention and feed-forward weights Xavier-uniform (q, k and v "
+     "each its own matrix), feed-forward biases N(0, 1e-6), the classifier's biases zero"},
+    {"pair_head", ParamType::string, "nli", 0, 0, "nli|concat",
+     "the classifier of two-input tasks (Retrieval) on the encodings u, v: nli: [u, v, u*v, u-v] -> ffn_dim -> classes "
+     "(LRA's); concat: [u, v] -> ffn_dim -> ffn_dim/2 -> classes, ReLU between (the KL authors' DualClassificationHead)"},
 };
 const std::size_t kModelParamCount = sizeof(kModelParams) / sizeof(kModelParams[0]);
 
@@ -41,8 +53,10 @@ const ParamSpec kTrainParams[] = {
     {"eps", ParamType::real, "1e-08", 0, 1, nullptr, "AdamW epsilon"},
     {"warmup", ParamType::integer, "100", 0, kBig, nullptr,
      "steps of linear warm-up from 0 to lr (onecycle: from lr / 25, OneCycleLR's pct_start = warmup / steps)"},
-    {"decay", ParamType::string, "linear", 0, 0, "constant|linear|sqrt|cosine|onecycle|onecycle_cosine",
-     "learning-rate decay after warm-up; onecycle: PyTorch's OneCycleLR with its defaults (lr / 25 up to lr, then down "
+    {"decay", ParamType::string, "linear", 0, 0, "constant|linear|sqrt|sqrt_from_zero|cosine|onecycle|onecycle_cosine",
+     "learning-rate decay after warm-up; sqrt: lr * sqrt(warmup / step) after it; sqrt_from_zero: lr * min(1, s / warmup) * "
+     "sqrt(warmup / max(s, warmup)) at step s counted from 0 as torch's LambdaLR counts it, so the first step's rate is 0 "
+     "(the KL authors' schedule, lr their rate / sqrt(warmup)); onecycle: PyTorch's OneCycleLR with its defaults (lr / 25 up to lr, then down "
      "to lr / 25 / 1e4, linear; onecycle_cosine: its cosine anneal), AdamW's beta1 cycled 0.95 -> 0.85 -> 0.95 as its "
      "cycle_momentum does (beta1 unused)"},
     {"clip_norm", ParamType::real, "1.0", 0, 1e9, nullptr, "gradient-norm clipping (clip_grad_norm_); 0 turns it off"},
@@ -104,6 +118,9 @@ ModelConfig model_config_from(const ParamValues& v) {
       {{"autocast", AttentionPrecision::autocast}, {"fp32", AttentionPrecision::fp32}, {"fp32_qkv", AttentionPrecision::fp32_qkv}});
   c.zero_tokens_masked = v.string("mask") == "nonzero_tokens";
   c.norm = v.string("norm");
+  c.attention_bias = v.boolean("attention_bias");
+  c.init = v.string("init");
+  c.pair_head = v.string("pair_head");
   c.positions = v.string("positions");
   return c;
 }
@@ -123,6 +140,8 @@ TrainConfig train_config_from(const ParamValues& v) {
   if (c.decay.rfind("onecycle", 0) == 0 && c.warmup > c.steps)
     throw ParamError("warmup: " + std::to_string(c.warmup) + " is more than steps (" + std::to_string(c.steps) +
                      "); OneCycleLR's warm-up is a share of the steps");
+  if (c.decay == "sqrt_from_zero" && c.warmup == 0)
+    throw ParamError("warmup: sqrt_from_zero divides by the warm-up (min(1, s / warmup)); use at least 1");
   if (c.decay.rfind("onecycle", 0) == 0 && c.warmup == 1)
     throw ParamError("warmup: a one-step OneCycleLR warm-up divides by zero in PyTorch's formula; use 0 or at least 2");
   c.clip_norm = v.real("clip_norm");

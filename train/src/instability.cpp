@@ -13,7 +13,7 @@ namespace {
 
 at::Tensor flat_parameters(EncoderClassifier& model) {
   std::vector<at::Tensor> parts;
-  for (const auto& p : model->parameters()) parts.push_back(p.detach().flatten());
+  for (const auto& p : model->unique_parameters()) parts.push_back(p.detach().flatten());
   return at::cat(parts).to(at::kDouble);
 }
 
@@ -31,7 +31,7 @@ at::Tensor features(EncoderClassifier& model, const Batch& batch, std::uint64_t 
 
 std::vector<double> taus(EncoderClassifier& model, const std::vector<Batch>& batches, const TrainJob& job) {
   const auto& tc = job.train;
-  FusedAdamW optimizer(model->parameters(), adamw_options(tc), cycles_beta1(tc));
+  FusedAdamW optimizer(model->unique_parameters(), adamw_options(tc), cycles_beta1(tc));
   std::vector<double> out;
   for (std::size_t i = 0; i < batches.size(); ++i) {
     const auto& batch = batches[i];

@@ -40,6 +40,9 @@ struct LinearFunction : public torch::autograd::Function<LinearFunction> {
 }  // namespace
 
 at::Tensor linear_rows(const at::Tensor& x, const torch::nn::Linear& layer) {
+  // a layer without bias (attention_bias = false) as torch::nn::Linear computes it: a custom
+  // Function takes no undefined input
+  if (!layer->bias.defined()) return at::linear(x, layer->weight);
   return LinearFunction::apply(x, layer->weight, layer->bias);
 }
 

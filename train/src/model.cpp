@@ -3,6 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <unordered_set>
 
 #include <ATen/ATen.h>
 #include <torch/nn/init.h>
@@ -15,18 +16,30 @@ namespace nn = torch::nn;
 EncoderBlockImpl::EncoderBlockImpl(const ModelConfig& c, std::shared_ptr<AttentionMethod> attention)
     : heads_(c.heads),
       head_dim_(c.head_dim),
-      pre_norm_(c.norm == "pre"),
+      pre_norm_(c.norm != "post"),
+      normed_input_(c.norm == "normed_input"),
       attention_precision_(c.attention_precision),
       dropout_p_(c.dropout),
       attention_(std::move(attention)) {
   const std::int64_t width = c.heads * c.head_dim;
-  qkv_ = register_module("qkv", nn::Linear(c.dim, 3 * width));
-  out_ = register_module("out", nn::Linear(width, c.dim));
+  qkv_ = register_module("qkv", nn::Linear(nn::LinearOptions(c.dim, 3 * width).bias(c.attention_bias)));
+  out_ = register_module("out", nn::Linear(nn::LinearOptions(width, c.dim).bias(c.attention_bias)));
   ffn_in_ = register_module("ffn_in", nn::Linear(c.dim, c.ffn_dim));
   ffn_out_ = register_module("ffn_out", nn::Linear(c.ffn_dim, c.dim));
   norm1_ = register_module("norm1", nn::LayerNorm(nn::LayerNormOptions({c.dim})));
   norm2_ = register_module("norm2", nn::LayerNorm(nn::LayerNormOptions({c.dim})));
   register_module("attention", attention_);
+  if (c.init == "kl_authors") init_as_kl_authors();
+}
+
+// fast_transformers' layers as the KL authors build them (weight_init = 'xavier_uniform' for the
+// attention and the feed-forward, bias_init = 'normal' for the feed-forward only): q, k and v are
+// three Linear layers there, so each third of qkv gets Xavier's bound for [H·Dh, dim].
+void EncoderBlockImpl::init_as_kl_authors() {
+  torch::NoGradGuard no_grad;
+  for (auto part : qkv_->weight.chunk(3, 0)) nn::init::xavier_uniform_(part);
+  for (auto* layer : {&out_, &ffn_in_, &ffn_out_}) nn::init::xavier_uniform_((*layer)->weight);
+  for (auto* layer : {&ffn_in_, &ffn_out_}) (*layer)->bias.normal_(0.0, 1e-6);
 }
 
 namespace {
@@ -76,6 +89,11 @@ at::Tensor EncoderBlockImpl::feed_forward(const at::Tensor& x) {
 }
 
 at::Tensor EncoderBlockImpl::forward(const at::Tensor& x, const at::Tensor& key_valid) {
+  if (normed_input_) {  // the KL authors' layer: the residual starts from the normalised input
+    auto h = norm1_->forward(x);
+    auto s = h + attend(h, key_valid);
+    return s + feed_forward(norm2_->forward(s));
+  }
   if (pre_norm_) {
     auto h = x + attend(norm1_->forward(x), key_valid);
     return h + feed_forward(norm2_->forward(h));
@@ -116,12 +134,34 @@ EncoderClassifierImpl::EncoderClassifierImpl(const ModelConfig& c, const TaskInf
     sinusoid_ = register_buffer("sinusoid", table);
   }
   if (cls) cls_ = register_parameter("cls", at::randn({c.dim}) * 0.02);
-  const AttentionShape shape{c.heads, c.head_dim, positions};
-  for (std::int64_t i = 0; i < c.layers; ++i)
+  AttentionShape shape{c.heads, c.head_dim, positions};
+  for (std::int64_t i = 0; i < c.layers; ++i) {
     blocks_.push_back(register_module("block" + std::to_string(i), EncoderBlock(c, make_attention(shape))));
-  if (c.norm == "pre") final_norm_ = register_module("final_norm", nn::LayerNorm(nn::LayerNormOptions({c.dim})));
-  head_in_ = register_module("head_in", nn::Linear(c.dim * (task.inputs == 2 ? 4 : 1), c.ffn_dim));
-  head_out_ = register_module("head_out", nn::Linear(c.ffn_dim, task.num_classes));
+    shape.first_layer = blocks_.front()->attention().get();
+  }
+  if (c.norm != "post") final_norm_ = register_module("final_norm", nn::LayerNorm(nn::LayerNormOptions({c.dim})));
+  make_head(c, task);
+  if (c.init == "kl_authors") init_as_kl_authors();
+}
+
+// The classifier on the pooled features: one hidden layer of ffn_dim; for two inputs u, v, on
+// [u, v, u*v, u-v] (LRA's), or on [u, v] with a second hidden layer of ffn_dim / 2 (pair_head = concat).
+void EncoderClassifierImpl::make_head(const ModelConfig& c, const TaskInfo& task) {
+  const bool concat = task.inputs == 2 && c.pair_head == "concat";
+  const std::int64_t features = task.inputs == 2 ? c.dim * (concat ? 2 : 4) : c.dim;
+  head_in_ = register_module("head_in", nn::Linear(features, c.ffn_dim));
+  if (concat) head_mid_ = register_module("head_mid", nn::Linear(c.ffn_dim, c.ffn_dim / 2));
+  head_out_ = register_module("head_out", nn::Linear(concat ? c.ffn_dim / 2 : c.ffn_dim, task.num_classes));
+}
+
+// The KL authors' embeddings and head: tokens N(0, 1) (nn.init.normal_), CLS zeros, the
+// classifier's biases zero (bias_init = 'zeros'; its weights as torch.nn.Linear's).
+void EncoderClassifierImpl::init_as_kl_authors() {
+  torch::NoGradGuard no_grad;
+  if (tokens_) tokens_->weight.normal_(0.0, 1.0);
+  if (cls_.defined()) cls_.zero_();
+  for (auto* layer : {&head_in_, &head_mid_, &head_out_})
+    if (*layer) (*layer)->bias.zero_();
 }
 
 at::Tensor pool_sequence(const at::Tensor& x, const at::Tensor& valid, const std::string& pooling) {
@@ -183,11 +223,13 @@ at::Tensor EncoderClassifierImpl::forward(const at::Tensor& tokens, const at::Te
     const auto b = tokens.size(0);
     auto both = encode(tokens.transpose(0, 1).reshape({2 * b, tokens.size(2)}), lengths.transpose(0, 1).reshape({2 * b}));
     auto u = both.slice(0, 0, b), v = both.slice(0, b, 2 * b);
-    features = at::cat({u, v, u * v, u - v}, 1);
+    features = head_mid_ ? at::cat({u, v}, 1) : at::cat({u, v, u * v, u - v}, 1);
   } else {
     features = encode(tokens.select(1, 0), lengths.select(1, 0));
   }
-  return linear_rows(at::relu(linear_rows(features, head_in_)), head_out_);
+  auto hidden = at::relu(linear_rows(features, head_in_));
+  if (head_mid_) hidden = at::relu(linear_rows(hidden, head_mid_));
+  return linear_rows(hidden, head_out_);
 }
 
 std::vector<std::shared_ptr<AttentionMethod>> EncoderClassifierImpl::attention_methods() const {
@@ -196,9 +238,17 @@ std::vector<std::shared_ptr<AttentionMethod>> EncoderClassifierImpl::attention_m
   return methods;
 }
 
+std::vector<at::Tensor> EncoderClassifierImpl::unique_parameters() const {
+  std::vector<at::Tensor> unique;
+  std::unordered_set<const c10::TensorImpl*> seen;
+  for (const auto& p : parameters())
+    if (seen.insert(p.unsafeGetTensorImpl()).second) unique.push_back(p);
+  return unique;
+}
+
 std::int64_t EncoderClassifierImpl::parameter_count() const {
   std::int64_t count = 0;
-  for (const auto& p : parameters()) count += p.numel();
+  for (const auto& p : unique_parameters()) count += p.numel();
   return count;
 }
 

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <unordered_set>
 
 #include <ATen/ATen.h>
 #include <torch/serialize/input-archive.h>
@@ -61,8 +62,14 @@ FusedAdamW::FusedAdamW(const std::vector<at::Tensor>& parameters, const torch::o
                        bool varying_beta1)
     : options_(options) {
   if (options.amsgrad()) throw std::invalid_argument("FusedAdamW: amsgrad is not supported");
-  for (const auto& p : parameters)
-    if (p.requires_grad()) parameters_.push_back(p);
+  std::unordered_set<const c10::TensorImpl*> seen;
+  for (const auto& p : parameters) {
+    if (!p.requires_grad()) continue;
+    // torch.optim warns of this; here it would be two updates a step of one weight
+    if (!seen.insert(p.unsafeGetTensorImpl()).second)
+      throw std::invalid_argument("FusedAdamW: a parameter is listed twice (a weight shared by layers: pass it once)");
+    parameters_.push_back(p);
+  }
   if (!one_buffer(parameters_)) {
     per_tensor_ = std::make_unique<torch::optim::AdamW>(parameters_, options_);
     return;

@@ -132,6 +132,9 @@ JobKey job_key(const TrainJob& job, std::int64_t train_examples) {
   if (m.attention_precision != AttentionPrecision::autocast)
     c << "model.attention_precision=" << (m.attention_precision == AttentionPrecision::fp32 ? "fp32" : "fp32_qkv") << "\n";
   if (m.zero_tokens_masked) c << "model.mask=nonzero_tokens\n";
+  if (!m.attention_bias) c << "model.attention_bias=false\n";
+  if (m.init != "default") c << "model.init=" << m.init << "\n";
+  if (m.pair_head != "nli") c << "model.pair_head=" << m.pair_head << "\n";
   return {job.identity, job.seed, c.str()};
 }
 

@@ -1,5 +1,6 @@
 #include "attnlab/train/trainer.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -158,7 +159,7 @@ namespace {
 // The best-validation weights, kept in memory to evaluate the test split with them at the end.
 std::vector<at::Tensor> snapshot(EncoderClassifier& model) {
   std::vector<at::Tensor> state;
-  for (const auto& p : model->parameters()) state.push_back(p.detach().clone());
+  for (const auto& p : model->unique_parameters()) state.push_back(p.detach().clone());
   for (const auto& b : model->buffers()) state.push_back(b.detach().clone());
   return state;
 }
@@ -166,7 +167,7 @@ std::vector<at::Tensor> snapshot(EncoderClassifier& model) {
 void restore(EncoderClassifier& model, const std::vector<at::Tensor>& state) {
   c10::InferenceMode no_grad;
   std::size_t i = 0;
-  for (auto& p : model->parameters()) p.detach().copy_(state[i++]);
+  for (auto& p : model->unique_parameters()) p.detach().copy_(state[i++]);
   for (auto& b : model->buffers()) b.detach().copy_(state[i++]);
 }
 
@@ -252,6 +253,10 @@ void schedule_step(FusedAdamW& optimizer, const TrainConfig& c, std::int64_t ste
 
 double learning_rate_at(const TrainConfig& c, std::int64_t step) {
   if (cycles_beta1(c)) return one_cycle_at(c, step).lr;
+  if (c.decay == "sqrt_from_zero") {  // the KL authors' LambdaLR, min(1, s / W) / sqrt(max(s, W)), at its peak
+    const double s = static_cast<double>(step), w = static_cast<double>(c.warmup);
+    return c.lr * std::min(1.0, s / w) * std::sqrt(w / std::max(s, w));
+  }
   if (step < c.warmup) return c.lr * static_cast<double>(step + 1) / static_cast<double>(c.warmup);
   const double span = static_cast<double>(std::max<std::int64_t>(1, c.steps - c.warmup));
   const double progress = std::min(1.0, static_cast<double>(step - c.warmup) / span);
@@ -309,7 +314,7 @@ class TrainLoop {
         instability_ratio_(instability_first(job, data, observer)),
         model_(seeded_model(job)),
         draws_(model_->attention_methods(), job.seed ^ kAttentionStream),
-        optimizer_(model_->parameters(), adamw_options(job.train), cycles_beta1(job.train)),
+        optimizer_(model_->unique_parameters(), adamw_options(job.train), cycles_beta1(job.train)),
         train_batches_(data.train, job.train.batch_size, job.device, /*shuffle=*/true, job.seed ^ kDataStream),
         val_stream_(job.train.eval_stream ? std::make_optional<BatchIterator>(data.val, job.train.batch_size, job.device,
                                                                             /*shuffle=*/true, job.seed ^ kValidationStream)

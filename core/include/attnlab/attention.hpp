@@ -12,10 +12,15 @@
 
 namespace attnlab {
 
+class AttentionMethod;
+
 struct AttentionShape {
   std::int64_t heads;
   std::int64_t head_dim;
   std::int64_t max_len;  // longest sequence the model will see (for methods with per-position weights)
+  // Building a layer after the first: the first layer's module, whose weights a method may share
+  // (register the same tensor), as some authors share one weight across layers. nullptr otherwise.
+  const AttentionMethod* first_layer = nullptr;
 };
 
 class AttentionMethod : public torch::nn::Module {

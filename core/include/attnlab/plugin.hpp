@@ -22,7 +22,8 @@ namespace attnlab {
 // 3: Dataset::estimate_size.
 // 4: SeedStream keeps one generator for the training draws (CUDA graphs replay it), which changes
 //    SeedStreamAttention's layout; DatasetContext::describe_only.
-inline constexpr std::uint32_t kContractVersion = 4;
+// 5: AttentionShape::first_layer (a weight shared across layers).
+inline constexpr std::uint32_t kContractVersion = 5;
 
 enum class PluginKind : std::uint32_t { attention = 1, dataset = 2 };
 enum class ParamType : std::uint32_t { integer = 1, real = 2, boolean = 3, string = 4 };

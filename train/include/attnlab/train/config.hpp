@@ -24,10 +24,13 @@ struct ModelConfig {
   std::int64_t head_dim = 32;  // resolved: TOML 0 (the default) means dim / heads
   double dropout = 0.1;
   std::string pooling = "mean";      // mean | mean_with_padding | cls | first
-  std::string norm = "pre";          // pre | post
+  std::string norm = "pre";          // pre | post | normed_input
   std::string positions = "learned"; // learned | sinusoidal
   AttentionPrecision attention_precision = AttentionPrecision::autocast;
   bool zero_tokens_masked = false;   // mask = "nonzero_tokens": a token id 0 is padding wherever it is
+  bool attention_bias = true;        // biases in the q, k, v and output projections
+  std::string init = "default";      // default | kl_authors
+  std::string pair_head = "nli";     // nli | concat: the head of two-input tasks
 };
 
 struct TrainConfig {

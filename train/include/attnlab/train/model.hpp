@@ -54,9 +54,11 @@ class EncoderBlockImpl : public torch::nn::Module {
   at::Tensor qkv_rows(const at::Tensor& x);
   at::Tensor heads_of(const std::array<at::Tensor, 3>& qkv, const at::Tensor& key_valid);
   at::Tensor feed_forward(const at::Tensor& x);
+  void init_as_kl_authors();
 
   std::int64_t heads_, head_dim_;
-  bool pre_norm_;
+  bool pre_norm_;      // pre or normed_input: the attention sees norm1(x)
+  bool normed_input_;  // the residual starts from norm1(x) too
   AttentionPrecision attention_precision_;
   double dropout_p_;
   torch::nn::Linear qkv_{nullptr}, out_{nullptr}, ffn_in_{nullptr}, ffn_out_{nullptr};
@@ -88,6 +90,10 @@ class EncoderClassifierImpl : public torch::nn::Module {
     at::Tensor heads, projected, key_valid;
   };
   LayerOutputs layer_outputs(const at::Tensor& tokens, const at::Tensor& lengths, std::int64_t layer);
+  // Each parameter once, in order of first appearance: a weight that several layers share (a
+  // method's, through AttentionShape::first_layer) is listed by every layer's parameters() but is
+  // one tensor, optimised, counted and kept once (as PyTorch's Module.parameters()).
+  std::vector<at::Tensor> unique_parameters() const;
   std::int64_t parameter_count() const;
   // The first layer's input for one input (tokens [B, L], lengths [B]): token + position
   // embeddings (and the CLS token), dropout; returns x [B, N', dim] and valid [B, N'].
@@ -96,6 +102,8 @@ class EncoderClassifierImpl : public torch::nn::Module {
  private:
   // x [B, N', dim] through the first `layer` blocks, as rows [B·N', dim].
   at::Tensor rows_before(const at::Tensor& x, const at::Tensor& valid, std::int64_t layer);
+  void make_head(const ModelConfig& config, const TaskInfo& task);
+  void init_as_kl_authors();
 
   ModelConfig config_;
   TaskInfo task_;
@@ -108,6 +116,7 @@ class EncoderClassifierImpl : public torch::nn::Module {
   std::vector<EncoderBlock> blocks_;
   torch::nn::LayerNorm final_norm_{nullptr};  // pre-norm stacks end with a norm
   torch::nn::Linear head_in_{nullptr}, head_out_{nullptr};
+  torch::nn::Linear head_mid_{nullptr};  // pair_head = concat's second hidden layer
 };
 TORCH_MODULE(EncoderClassifier);
 
