@@ -471,6 +471,27 @@ TEST_F(ApproxCli, QkvFilesEndToEnd) {
   EXPECT_EQ(query("SELECT count(*) FROM approx_results"), "6");
 }
 
+// A method written in PyTorch is studied by its file, as check, bench and run take it, at the
+// files' shape: exact softmax as a script beside the native one, both exact; measured once (no
+// parameter to vary), its row's parameter "script".
+TEST_F(ApproxCli, ATorchScriptFileIsStudiedBesideItsNativePlugin) {
+  const std::string dir = path("qkv");
+  write_qkv(dir, {2, 3, 16, 4}, at::kFloat, 7);  // [B, H, n, p]: heads and head size of neither's defaults
+  std::string out;
+  ASSERT_EQ(attnlab("approx --methods softmax," + attnlab::testing::scripted_method("softmax_script") + " --qkv " + dir +
+                        " --features 2,16 " + common(),
+                    out),
+            0)
+      << out;
+  EXPECT_HAS(out, "stored 3 row(s)");
+  EXPECT_EQ(query("SELECT count(*) || ' ' || max(features) || ' ' || (max(rel_error_mean) < 1e-6) FROM approx_results "
+                  "WHERE method = 'softmax_script' AND reference = 'softmax' AND param = 'script' AND seq_len = 16"),
+            "1 0 1");
+  EXPECT_EQ(query("SELECT count(*) FROM approx_results WHERE method = 'softmax' AND rel_error_mean = 0"), "2");
+  EXPECT_EQ(attnlab("approx --methods missing.pt --qkv " + dir + " " + common(), out), 2) << out;
+  EXPECT_HAS(out, "approx: --methods: missing.pt: no such file");
+}
+
 TEST_F(ApproxCli, BadInputsAreOneLineErrorsAndStoreNothing) {
   const std::string dir = path("qkv");
   write_qkv(dir, {2, 8, 4}, at::kDouble, 1);  // [H, n, p], float64

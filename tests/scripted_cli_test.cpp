@@ -67,7 +67,7 @@ TEST_F(ScriptedCli, CheckAndBenchTakeTheFile) {
   std::string out;
   EXPECT_EQ(attnlab("check " + scripted_method("leaky"), out), 1) << out;
   EXPECT_NE(out.find("FAIL  padding invariance"), std::string::npos) << out;
-  EXPECT_NE(out.find("8 checks: 7 passed, 1 failed"), std::string::npos) << out;
+  EXPECT_NE(out.find("9 checks: 8 passed, 1 failed"), std::string::npos) << out;
 
   EXPECT_EQ(attnlab("check " + scripted_method("text"), out), 2) << out;
   EXPECT_EQ(out.rfind("attnlab: error: " + scripted_method("text") + ": not a TorchScript file (PytorchStreamReader "
@@ -82,6 +82,59 @@ TEST_F(ScriptedCli, CheckAndBenchTakeTheFile) {
   EXPECT_EQ(query_one(path("r.db"), "SELECT count(*) FROM bench_results WHERE method = 'projection' AND status = 'done'"),
             "1")
       << out;
+}
+
+// Issue 41: a check needs no name (a file named like a bundled plugin is checked, under its file
+// name), while a run still refuses the clash and says what to rename; a module sized for its job
+// is checked at that shape, given on the command line or taken from an experiment.
+TEST_F(ScriptedCli, CheckTakesAFileNamedLikeABundledPluginAndAJobsShape) {
+  std::string out;
+  EXPECT_EQ(attnlab("check " + scripted_method("skyformer"), out), 0) << out;
+  EXPECT_NE(out.find(": skyformer.pt torchscript (attention)"), std::string::npos) << out;
+  EXPECT_NE(out.find("9 checks: 9 passed, 0 failed"), std::string::npos) << out;
+
+  fs::copy_file(scripted_method("skyformer"), path("skyformer.pt"));
+  std::ofstream(path("clash.toml")) << "[methods.skyformer]\nscript = \"skyformer.pt\"\n[datasets.listops]\n";
+  EXPECT_EQ(attnlab("run " + path("clash.toml") + " " + common(), out), 2) << out;
+  EXPECT_NE(out.find("the name 'skyformer' is taken by the attention plugin "), std::string::npos) << out;
+  EXPECT_NE(out.find("rename its table, e.g. [methods.skyformer_script]"), std::string::npos) << out;
+
+  const std::string bound = scripted_method("shape_bound");
+  EXPECT_EQ(attnlab("check " + bound, out), 2) << out;
+  EXPECT_NE(out.find(bound + " takes one length only (fixed_length = True): say it, --length N"), std::string::npos) << out;
+  EXPECT_EQ(attnlab("check " + bound + " --heads 2 --head-dim 16 --length 128", out), 0) << out;
+  EXPECT_NE(out.find("2 heads of 16, exactly 128 tokens"), std::string::npos) << out;
+  EXPECT_NE(out.find("9 checks: 9 passed, 0 failed"), std::string::npos) << out;
+
+  // the shape of an experiment's job: dim 32 in 2 heads (16 each), ListOps at 128 tokens
+  fs::copy_file(bound, path("bound.pt"));
+  std::ofstream(path("bound.toml")) << "[model]\ndim = 32\nheads = 2\n[methods.bound]\nscript = \"bound.pt\"\n"
+                                    << "[datasets.listops]\nmax_len = 128\n";
+  EXPECT_EQ(attnlab("check --config " + path("bound.toml") + " --method bound", out), 0) << out;
+  EXPECT_NE(out.find("9 checks: 9 passed, 0 failed"), std::string::npos) << out;
+  EXPECT_EQ(attnlab("check --config " + path("bound.toml") + " --method other", out), 2) << out;
+  EXPECT_NE(out.find("has no [methods.other]"), std::string::npos) << out;
+}
+
+// A module whose parameters are drawn in __init__ and that exports no reset_parameters() starts
+// every layer and seed alike: `check` and `run` say so, once.
+TEST_F(ScriptedCli, AFileWithoutResetParametersIsSaidOnce) {
+  const std::string file = scripted_method("projection");
+  const std::string line = file + ": its 1 parameter tensors start from the file's values in every layer and seed; "
+                                  "export reset_parameters() to draw them from the job's seed";
+  std::string out;
+  EXPECT_EQ(attnlab("check " + file, out), 0) << out;
+  EXPECT_NE(out.find("warning: " + line), std::string::npos) << out;
+  fs::copy_file(file, path("mine.pt"));
+  ASSERT_EQ(attnlab("queue add " + experiment("mine", "mine.pt") + " --db " + path("r.db") + " --cache-dir " + path("cache"), out),
+            0)
+      << out;
+  const std::string stored = fs::canonical(path("mine.pt")).string();
+  const auto first = out.find(stored + ": its 1 parameter tensors");
+  EXPECT_NE(first, std::string::npos) << out;
+  EXPECT_EQ(out.find(stored + ": its 1 parameter tensors", first + 1), std::string::npos) << "said twice: " << out;
+  EXPECT_EQ(attnlab("check " + scripted_method("reset_projection") + " --head-dim 8", out), 0) << out;  // its mix is 8x8
+  EXPECT_EQ(out.find("warning"), std::string::npos) << out;
 }
 
 }  // namespace

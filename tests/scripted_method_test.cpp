@@ -15,6 +15,7 @@
 #include <torch/optim/adamw.h>
 
 #include "attnlab/attention.hpp"
+#include "attnlab/train/model.hpp"
 #include "experiment/enqueue.hpp"
 #include "experiment/experiment.hpp"
 #include "experiment/train_job.hpp"
@@ -118,6 +119,99 @@ TEST(ScriptedMethod, ALeakyScriptFailsExactlyThePaddingCheck) {
   }
 }
 
+// Issue 41, defect 1: a model of two layers built under seeds 1 and 2 (as a run builds it:
+// torch::manual_seed(seed), then the model) starts each layer's copy of the script from its own
+// draw, and the same seed from the same one; a file without reset_parameters() says so in one line.
+TEST(ScriptedMethod, ResetParametersDrawsEachLayerAndSeedFromTheJobsSeed) {
+  const std::string path = scripted_method("reset_projection");
+  auto initial = [&](std::uint64_t seed) {
+    ModelConfig config;
+    config.dim = 16;
+    config.heads = 2;
+    config.head_dim = 8;
+    torch::manual_seed(seed);
+    EncoderClassifier model(config, TaskInfo{10, 2, 64, 1}, [&](const AttentionShape&) { return load_scripted_attention(path); });
+    std::vector<at::Tensor> e;
+    for (const auto& layer : model->attention_methods()) e.push_back(layer->named_parameters()["projection"].detach().clone());
+    return e;
+  };
+  const auto seed1 = initial(1), seed2 = initial(2);
+  const std::vector<at::Tensor> four = {seed1[0], seed1[1], seed2[0], seed2[1]};
+  for (std::size_t i = 0; i < four.size(); ++i)
+    for (std::size_t j = i + 1; j < four.size(); ++j) EXPECT_FALSE(at::equal(four[i], four[j])) << i << " and " << j;
+  const auto again = initial(1);
+  EXPECT_TRUE(at::equal(again[0], seed1[0]) && at::equal(again[1], seed1[1]));
+  // drawn as the script says: N(0, 1/64) entries, not the file's values
+  EXPECT_NEAR(seed1[0].std().item<double>(), 0.125, 0.03);
+
+  EXPECT_TRUE(scripted_warnings(path).empty());
+  EXPECT_TRUE(scripted_warnings(scripted_method("softmax_script")).empty());
+  EXPECT_TRUE(scripted_warnings(scripted_method("features")).empty()) << "its buffer is redrawn from the job's seed";
+  const std::string projection = scripted_method("projection");
+  EXPECT_EQ(scripted_warnings(projection),
+            std::vector<std::string>{projection + ": its 1 parameter tensors start from the file's values in every layer "
+                                                  "and seed; export reset_parameters() to draw them from the job's seed"});
+}
+
+// Defect 3: a forward that draws is one finding, and the other checks, the draw held, pass.
+TEST(ScriptedMethod, AForwardThatDrawsIsOneFindingAndTheOtherChecksHoldItFixed) {
+  PluginRegistry registry;
+  const auto& drawing = registry.add_script("drawing", scripted_method("draws_in_forward"));
+  for (const auto& check : attention_check_names()) {
+    const auto r = check_attention(drawing, check, c10::Device(c10::kCPU));
+    if (check == "draws in forward") {
+      EXPECT_FALSE(r.passed);
+      EXPECT_EQ(r.failure.rfind(drawing.path + ": forward draws random numbers itself (two calls differ by ", 0), 0u) << r.failure;
+      EXPECT_NE(r.failure.find("): move the draws into redraw() (plugins/README.md); the checks below hold the draw fixed"),
+                std::string::npos)
+          << r.failure;
+    } else {
+      EXPECT_TRUE(r.passed) << check << ": " << r.failure;
+    }
+  }
+}
+
+// Defect 2: a module sized for its job (E of exactly 128 columns, a head size of 16) is checked at
+// that shape, every check; at the checks' own shape it cannot run.
+TEST(ScriptedMethod, AShapeBoundModulePassesEveryCheckAtItsOwnShape) {
+  PluginRegistry registry;
+  const auto& bound = registry.add_script("bound", scripted_method("shape_bound"));
+  EXPECT_TRUE(scripted_fixed_length(bound.path));
+  EXPECT_FALSE(scripted_fixed_length(scripted_method("projection")));
+  const CheckShape shape{2, 16, 128, true};
+  for (const auto& check : attention_check_names()) {
+    const auto r = check_attention(bound, check, c10::Device(c10::kCPU), shape);
+    EXPECT_TRUE(r.passed) << check << ": " << r.failure;
+  }
+  const auto at_own_shape = check_attention(bound, "padding invariance", c10::Device(c10::kCPU));
+  EXPECT_FALSE(at_own_shape.passed);
+  EXPECT_NE(at_own_shape.failure.find("made for 128 tokens, given 24"), std::string::npos) << at_own_shape.failure;
+}
+
+// Defect 5: a traced module is told apart. Its dropout, frozen by the trace, is refused (above);
+// one without dropout runs (at the shape the pre-run checks) and, where PyTorch 2 marks the file
+// as traced, is said to be; the same module scripted, dropout and all, is not flagged.
+TEST(ScriptedMethod, ATracedModuleWithoutDropoutRunsAndIsSaidToBeTraced) {
+  const std::string traced = scripted_method("traced_softmax");
+  EXPECT_NO_THROW(check_scripted_attention(traced, {2, 8, 16}));
+  const auto warnings = scripted_warnings(traced);
+  if (TORCH_VERSION_MAJOR >= 2) {
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_EQ(warnings[0].rfind(traced + ": saved by torch.jit.trace: ", 0), 0u) << warnings[0];
+  } else {
+    EXPECT_TRUE(warnings.empty()) << "1.13's trace marks nothing";
+  }
+  const std::string scripted = scripted_method("dropout_script");
+  EXPECT_NO_THROW(check_scripted_attention(scripted, {2, 8, 16}));
+  EXPECT_TRUE(scripted_warnings(scripted).empty());
+  // and its dropout drops in training
+  auto method = load_scripted_attention(scripted);
+  const Inputs in = inputs(4);
+  method->train(true);
+  const auto a = method->forward(in.q, in.k, in.v, in.valid), b = method->forward(in.q, in.k, in.v, in.valid);
+  EXPECT_FALSE(at::equal(a, b));
+}
+
 struct Malformed {
   const char* file;
   const char* says;
@@ -146,7 +240,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Malformed{"wrong_signature", "attnlab calls forward(self, q: Tensor, k: Tensor, v: Tensor, "
                                                    "key_valid: Tensor) -> Tensor"},
                       Malformed{"raises", "forward raised builtins.ValueError: this method is not written yet"},
-                      Malformed{"future", "scripted by PyTorch 99.1.0, newer than this build's LibTorch"}),
+                      Malformed{"future", "scripted by PyTorch 99.1.0, newer than this build's LibTorch"},
+                      Malformed{"traced_dropout", "its dropout's training flag is a constant, as torch.jit.trace "
+                                                  "leaves it (it never drops in training, or always drops): script the "
+                                                  "module with torch.jit.script"}),
     [](const auto& info) { return std::string(info.param.file); });
 
 TEST(ScriptedMethod, AFileFromANewerPyTorchNamesBothVersions) {

@@ -59,31 +59,32 @@ void check_datasets(const std::string& path, const Experiment& experiment, const
   }
 }
 
-// The positions a job's inputs have, where its dataset says it in its parameters: pad_to when the
-// rows are padded past max_len (the text tasks), else max_len; 32 for a dataset with neither.
-std::int64_t job_length(const ParamValues& dataset) {
-  if (dataset.has("pad_to") && dataset.integer("pad_to") > 0) return dataset.integer("pad_to");
-  return dataset.has("max_len") ? dataset.integer("max_len") : 32;
-}
-
-// Each scripted method once per shape (heads, head size, the dataset's length where it has one):
-// the file loads, its forward has attnlab's signature, runs on two sequences (one padded) without
-// raising and returns q's shape. At the job's length, so that a script sized for shorter sequences
-// (a Linformer E of 64 columns on 96 tokens) is refused here, not in every job.
-void check_scripts(const std::string& path, const Experiment& experiment, const PluginRegistry& registry) {
-  std::set<std::string> checked;
+// Each scripted method once per shape (heads, head size, the dataset's length where it has one,
+// the batch size): the file loads, its forward has attnlab's signature, runs on a batch (the last
+// sequence padded) without raising and returns q's shape. At the job's length and batch size, so
+// that a script sized for shorter sequences (a Linformer E of 64 columns on 96 tokens) or made for
+// one batch size is refused here, not in every job. A file whose parameters start alike in every
+// layer and seed says so once.
+void check_scripts(const std::string& path, Experiment& experiment, const PluginRegistry& registry) {
+  std::set<std::string> checked, warned;
   for (const auto& job : experiment.jobs) {
     const auto& method = *registry.find(PluginKind::attention, job.method);
     if (!method.scripted()) continue;
     const ModelConfig model = model_config_from(job.model);
-    const std::int64_t length = job_length(job.dataset_params);
-    const std::string shape =
-        std::to_string(model.heads) + " " + std::to_string(model.head_dim) + " " + std::to_string(length);
+    const std::int64_t length = job_length(job.dataset_params), batch = train_config_from(job.train).batch_size;
+    const std::string shape = std::to_string(model.heads) + " " + std::to_string(model.head_dim) + " " +
+                              std::to_string(length) + " " + std::to_string(batch);
     if (!checked.insert(job.method + " " + shape).second) continue;
+    const std::string script = job.method_params.string("script");
     try {
-      check_scripted_attention(job.method_params.string("script"), {model.heads, model.head_dim, length});
+      check_scripted_attention(script, {model.heads, model.head_dim, length}, batch);
     } catch (const std::exception& e) {
       throw ConfigError(path + ": [methods." + job.method + "] " + e.what() + "; nothing queued");
+    }
+    if (!warned.insert(script).second) continue;
+    for (const auto& warning : scripted_warnings(script)) {
+      std::cerr << "attnlab: warning: " << warning << "\n";
+      experiment.warnings.push_back(warning);
     }
   }
 }
@@ -134,6 +135,11 @@ std::vector<std::string> plugin_folders(const JobPlan& job, const PluginRegistry
 }
 
 }  // namespace
+
+std::int64_t job_length(const ParamValues& dataset) {
+  if (dataset.has("pad_to") && dataset.integer("pad_to") > 0) return dataset.integer("pad_to");
+  return dataset.has("max_len") ? dataset.integer("max_len") : 32;
+}
 
 Experiment check_experiment(const std::string& toml_path, const PluginRegistry& registry, const std::string& cache_dir,
                             const DataCheck& check) {

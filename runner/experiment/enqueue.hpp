@@ -40,6 +40,10 @@ inline DataCheck data_check(const boost::program_options::variables_map& vm) {
   return {vm.count("no-load-check") == 0, vm.count("force") > 0};
 }
 
+// The positions a job's inputs have, where its dataset says it in its parameters: pad_to when the
+// rows are padded past max_len (the text tasks), else max_len; 32 for a dataset with neither.
+std::int64_t job_length(const ParamValues& dataset);
+
 // Loads and checks the experiment (every dataset configuration once, as `check` says: a missing
 // folder or a malformed file fails here, before anything is stored), then records the experiment
 // (the same name and text reuse one row) and its jobs. With `rerun`, jobs that ended (done,

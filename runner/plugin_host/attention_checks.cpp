@@ -53,13 +53,19 @@ Inputs make_inputs(std::int64_t n, std::int64_t real, std::int64_t heads, std::i
 // significant bits (unit roundoff 2⁻⁸ ≈ 0.004); a few roundings in a row stay well within it.
 constexpr double kReducedPrecisionTolerance = 0.02;
 
+// The seed the default generators are set to before each forward of the checks after the first:
+// draws a method makes in forward itself are then the same in every call.
+constexpr std::uint64_t kHeldDrawSeed = 17;
+
 class AttentionChecks {
  public:
-  AttentionChecks(const LoadedPlugin& plugin, const c10::Device& device) : plugin_(plugin), device_(device) {}
+  AttentionChecks(const LoadedPlugin& plugin, const c10::Device& device, const CheckShape& shape)
+      : plugin_(plugin), device_(device), shape_(shape) {}
 
   CheckResult run(const std::string& check) {
     result_ = {check, true, "", ""};
-    if (check == "parameters") parameters();
+    if (check == "draws in forward") draws_in_forward();
+    else if (check == "parameters") parameters();
     else if (check == "shape and dtype") shape_and_dtype();
     else if (check == "padding invariance") padding_invariance();
     else if (check == "gradients") gradients();
@@ -77,6 +83,22 @@ class AttentionChecks {
     result_.passed = false;
   }
 
+  // The check's own heads, head size and length, or the ones `check` was given (CheckShape).
+  std::int64_t heads(std::int64_t own) const { return shape_.heads > 0 ? shape_.heads : own; }
+  std::int64_t dim(std::int64_t own) const { return shape_.head_dim > 0 ? shape_.head_dim : own; }
+  std::int64_t length(std::int64_t own) const {
+    if (shape_.length <= 0) return own;
+    return shape_.fixed_length ? shape_.length : std::min(own, shape_.length);
+  }
+  // `own_real` real tokens of `own`, in proportion at another length
+  static std::int64_t real_of(std::int64_t n, std::int64_t own_real, std::int64_t own) {
+    return std::clamp<std::int64_t>(n * own_real / own, 1, n);
+  }
+  // The method is built for the given length (its E, segments or block plan sized for it).
+  AttentionShape built(std::int64_t heads, std::int64_t dim, std::int64_t n) const {
+    return {heads, dim, shape_.length > 0 ? shape_.length : n};
+  }
+
   std::shared_ptr<AttentionMethod> make(const AttentionShape& shape, const ParamValues& params) const {
     at::manual_seed(0);  // methods with weights of their own (Nyströmformer's conv) start alike
     auto m = attention_maker(plugin_, params)(shape);
@@ -87,11 +109,31 @@ class AttentionChecks {
   std::shared_ptr<AttentionMethod> make(const AttentionShape& shape) const { return make(shape, plugin_.defaults()); }
 
   // Forward with the method's randomness drawn from a generator seeded with `seed`, so that two
-  // calls with the same seed see the same landmarks or features.
+  // calls with the same seed see the same landmarks or features, and with anything it draws in
+  // forward itself held fixed (the default generators re-seeded).
   static at::Tensor forward(AttentionMethod& m, const Inputs& in, std::uint64_t seed = 5) {
+    at::manual_seed(kHeldDrawSeed);
+    return forward_as_it_draws(m, in, seed);
+  }
+  static at::Tensor forward_as_it_draws(AttentionMethod& m, const Inputs& in, std::uint64_t seed) {
     auto g = at::make_generator<at::CPUGeneratorImpl>(seed);
     if (m.stochastic()) m.redraw(g);
     return m.forward(in.q, in.k, in.v, in.valid);
+  }
+
+  // Two forwards on one input and one redraw seed, the default generators left as they go: a
+  // method that draws in forward itself gives two outputs (and every other check would misread it).
+  void draws_in_forward() {
+    const std::int64_t n = length(24), real = real_of(n, 17, 24);
+    const auto in = make_inputs(n, real, heads(2), dim(8), at::kDouble, 1, device_);
+    auto m = make(built(heads(2), dim(8), n));
+    c10::InferenceMode guard;
+    auto real_rows = [&](const at::Tensor& t) { return at::cat({t[0], t[1].slice(1, 0, real)}, 1); };
+    const auto a = real_rows(forward_as_it_draws(*m, in, 5)), b = real_rows(forward_as_it_draws(*m, in, 5));
+    if (!at::equal(a, b))
+      fail(plugin_.path + ": forward draws random numbers itself (two calls differ by " + figure(max_diff(a, b)) +
+           "): move the draws into redraw() (plugins/README.md); the checks below hold the draw fixed");
+    result_.figure = at::equal(a, b) ? "two calls on one input and seed agree" : "";
   }
 
   // Every default parses and lies within its bounds and choices; the method builds from them.
@@ -101,39 +143,43 @@ class AttentionChecks {
     } catch (const std::exception& e) {
       fail(e.what());
     }
-    make({2, 8, 24});
+    make(built(heads(2), dim(8), length(24)));
     result_.figure = std::to_string(plugin_.info->param_count) + " parameter(s), defaults within their bounds";
   }
 
   void shape_and_dtype() {
+    const std::int64_t n = length(24), real = real_of(n, 17, 24);
     for (auto dtype : {at::kFloat, at::kDouble}) {
-      const auto in = make_inputs(24, 17, 2, 8, dtype, 1, device_);
-      auto m = make({2, 8, 24});
+      const auto in = make_inputs(n, real, heads(2), dim(8), dtype, 1, device_);
+      auto m = make(built(heads(2), dim(8), n));
       c10::InferenceMode guard;
       const auto out = forward(*m, in);
       const std::string type = dtype == at::kFloat ? "float" : "double";
       if (out.sizes() != in.q.sizes()) fail(type + ": output " + sizes_text(out) + " for q " + sizes_text(in.q));
       else if (out.scalar_type() != dtype) fail(type + " in, " + c10::toString(out.scalar_type()) + " out");
-      else if (!out[0].isfinite().all().item<bool>() || !out[1].slice(1, 0, 17).isfinite().all().item<bool>())
+      else if (!out[0].isfinite().all().item<bool>() || !out[1].slice(1, 0, real).isfinite().all().item<bool>())
         fail(type + ": a real token's output is not finite");
     }
-    result_.figure = "[2, 2, 24, 8] in float and double";
+    result_.figure = "[2, " + std::to_string(heads(2)) + ", " + std::to_string(n) + ", " + std::to_string(dim(8)) +
+                     "] in float and double";
   }
 
   void padding_invariance() {
-    const std::int64_t n = 24, real = 13;
-    const auto in = make_inputs(n, real, 2, 8, at::kDouble, 2, device_);
-    auto m = make({2, 8, n});
+    const std::int64_t n = length(24), real = real_of(n, 13, 24);
+    const auto in = make_inputs(n, real, heads(2), dim(8), at::kDouble, 2, device_);
+    auto m = make(built(heads(2), dim(8), n));
     c10::InferenceMode guard;
     const auto base = forward(*m, in)[1].slice(1, 0, real);
     // whatever sits at padded positions (queries, keys and values) must not matter
     Inputs garbage{in.q.clone(), in.k.clone(), in.v.clone(), in.valid};
     for (auto* t : {&garbage.q, &garbage.k, &garbage.v}) (*t)[1].slice(1, real, n).normal_().mul_(50);
     const auto with_garbage = forward(*m, garbage)[1].slice(1, 0, real);
-    // and a padded sequence gives what it gives alone (the same model: max_len is the task's)
-    Inputs alone{in.q[1].slice(1, 0, real).unsqueeze(0), in.k[1].slice(1, 0, real).unsqueeze(0),
-                 in.v[1].slice(1, 0, real).unsqueeze(0), at::ones({1, real}, in.valid.options())};
-    const auto by_itself = forward(*make({2, 8, n}), alone)[0];
+    // and a padded sequence gives what it gives alone (the same model: max_len is the task's); a
+    // method that takes one length only sees it alone with its padding
+    const std::int64_t kept = shape_.fixed_length ? n : real;
+    Inputs alone{in.q[1].slice(1, 0, kept).unsqueeze(0), in.k[1].slice(1, 0, kept).unsqueeze(0),
+                 in.v[1].slice(1, 0, kept).unsqueeze(0), in.valid[1].slice(0, 0, kept).unsqueeze(0)};
+    const auto by_itself = forward(*make(built(heads(2), dim(8), n)), alone)[0].slice(1, 0, real);
     const double garbage_change = max_diff(with_garbage, base), alone_change = max_diff(by_itself, base);
     if (!at::allclose(with_garbage, base, 1e-9, 1e-10))
       fail("garbage at the padded positions changed real tokens' outputs by up to " + figure(garbage_change));
@@ -143,14 +189,15 @@ class AttentionChecks {
                      " (sequence alone)";
   }
 
-  // d loss / d q, k, v against central differences, in double (every third coordinate).
+  // d loss / d q, k, v against central differences, in double (every third coordinate; at a
+  // larger shape, about 200 of them per tensor).
   void gradients() {
-    const std::int64_t n = 6, dim = 4;
-    const auto in = make_inputs(n, 4, 1, dim, at::kDouble, 3, device_);
-    auto m = make({1, dim, n});
+    const std::int64_t n = length(6), d = dim(4), h = heads(1), real = real_of(n, 4, 6);
+    const auto in = make_inputs(n, real, h, d, at::kDouble, 3, device_);
+    auto m = make(built(h, d, n));
     auto g = at::make_generator<at::CPUGeneratorImpl>(7);
-    auto weights = at::randn({2, 1, n, dim}, g, at::kDouble);
-    weights[1].slice(1, 4, n).zero_();  // padded query rows are unspecified: leave them out of the loss
+    auto weights = at::randn({2, h, n, d}, g, at::kDouble);
+    weights[1].slice(1, real, n).zero_();  // padded query rows are unspecified: leave them out of the loss
     weights = weights.to(device_);
     auto loss_of = [&](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
       return (forward(*m, {q, k, v, in.valid}) * weights).sum();
@@ -168,7 +215,8 @@ class AttentionChecks {
         continue;
       }
       const at::Tensor& point = which == 0 ? in.q : which == 1 ? in.k : in.v;
-      for (std::int64_t i = 0; i < point.numel(); i += 3) {
+      const std::int64_t stride = std::max<std::int64_t>(3, point.numel() / 200);
+      for (std::int64_t i = 0; i < point.numel(); i += stride) {
         at::Tensor moved[2] = {point.clone(), point.clone()};
         moved[0].view(-1)[i] += eps;
         moved[1].view(-1)[i] -= eps;
@@ -190,12 +238,13 @@ class AttentionChecks {
   }
 
   void seeded_determinism() {
-    const auto in = make_inputs(40, 40, 2, 8, at::kDouble, 4, device_);
+    const std::int64_t n = length(40);
+    const auto in = make_inputs(n, n, heads(2), dim(8), at::kDouble, 4, device_);
     ParamValues params = plugin_.defaults();
     // fewer landmarks/features than tokens, so that the draw matters
     for (const char* name : {"landmarks", "features"})
       if (params.has(name)) params.set(name, std::int64_t{8});
-    auto m = make({2, 8, 40}, params);
+    auto m = make(built(heads(2), dim(8), n), params);
     c10::InferenceMode guard;
     const auto a = forward(*m, in, 11), b = forward(*m, in, 11);
     if (!at::equal(a, b)) fail("the same seed gave outputs " + figure(max_diff(a, b)) + " apart");
@@ -210,15 +259,16 @@ class AttentionChecks {
 
   // Large scores are where exponentials overflow: q and k entries of magnitude ~30 in float.
   void large_inputs() {
-    auto in = make_inputs(24, 17, 2, 8, at::kFloat, 6, device_);
+    const std::int64_t n = length(24), real = real_of(n, 17, 24);
+    auto in = make_inputs(n, real, heads(2), dim(8), at::kFloat, 6, device_);
     in.q = (in.q * 60).requires_grad_(true);  // make_inputs draws N(0, 0.5²): entries ~30
     in.k = (in.k * 60).requires_grad_(true);
     in.v = in.v.clone().requires_grad_(true);
-    auto m = make({2, 8, 24});
+    auto m = make(built(heads(2), dim(8), n));
     const auto out = forward(*m, in);
-    const auto real_out = at::cat({out[0], out[1].slice(1, 0, 17)}, 1);
+    const auto real_out = at::cat({out[0], out[1].slice(1, 0, real)}, 1);
     if (!real_out.isfinite().all().item<bool>()) fail("outputs not finite at |q|, |k| ~ 30 (float)");
-    (out[0].sum() + out[1].slice(1, 0, 17).sum()).backward();
+    (out[0].sum() + out[1].slice(1, 0, real).sum()).backward();
     for (const auto& [name, t] : {std::pair<const char*, at::Tensor>{"q", in.q}, {"k", in.k}, {"v", in.v}})
       if (t.grad().defined() && !t.grad().isfinite().all().item<bool>())  // none at all: "gradients" says so
         fail(std::string("the gradient for ") + name + " is not finite at |q|, |k| ~ 30 (float)");
@@ -228,13 +278,14 @@ class AttentionChecks {
 
   // A sequence's output must not depend on the other sequences of its batch.
   void batch_independence() {
-    const auto in = make_inputs(24, 24, 2, 8, at::kDouble, 8, device_);
-    const auto other = make_inputs(24, 24, 2, 8, at::kDouble, 9, device_);
+    const std::int64_t n = length(24);
+    const auto in = make_inputs(n, n, heads(2), dim(8), at::kDouble, 8, device_);
+    const auto other = make_inputs(n, n, heads(2), dim(8), at::kDouble, 9, device_);
     Inputs swapped{in.q.clone(), in.k.clone(), in.v.clone(), in.valid};
     swapped.q[1].copy_(other.q[1]);
     swapped.k[1].copy_(other.k[1]);
     swapped.v[1].copy_(other.v[1]);
-    auto m = make({2, 8, 24});
+    auto m = make(built(heads(2), dim(8), n));
     c10::InferenceMode guard;
     const auto a = forward(*m, in)[0], b = forward(*m, swapped)[0];
     const double change = max_diff(a, b);
@@ -250,17 +301,17 @@ class AttentionChecks {
   // loss scaling reaches). What reduced precision ruins (an iterative pseudo-inverse, a squared
   // distance by expansion, a large exponential) belongs in a FullPrecision scope.
   void reduced_precision() {
-    const std::int64_t n = 64, real = 45, dim = 16;
+    const std::int64_t n = length(64), real = real_of(n, 45, 64), d = dim(16), h = heads(2);
     auto g = at::make_generator<at::CPUGeneratorImpl>(13);
-    auto weights = at::randn({2, 2, n, dim}, g, at::kFloat);
+    auto weights = at::randn({2, h, n, d}, g, at::kFloat);
     weights[1].slice(1, real, n).zero_();  // padded query rows are unspecified
     weights = weights.to(device_);
-    auto m = make({2, dim, n});
+    auto m = make(built(h, d, n));
     std::vector<Precision> precisions = {Precision::bf16};
     if (autocast_supported(device_, Precision::fp16)) precisions.push_back(Precision::fp16);  // not 1.13's CPU
     for (const Precision precision : precisions) {
       const auto type = reduced_type(precision);
-      const auto drawn = make_inputs(n, real, 2, dim, at::kFloat, 10, device_);
+      const auto drawn = make_inputs(n, real, h, d, at::kFloat, 10, device_);
       // q, k entries of standard deviation 2 (scores q·kᵀ/√d of standard deviation 4), v of 1
       const Inputs in{(drawn.q * 4).to(type), (drawn.k * 4).to(type), drawn.v.to(type), drawn.valid};
       const auto reference = forward(*m, {in.q.to(at::kFloat), in.k.to(at::kFloat), in.v.to(at::kFloat), in.valid});
@@ -311,21 +362,23 @@ class AttentionChecks {
 
   const LoadedPlugin& plugin_;
   c10::Device device_;
+  CheckShape shape_;
   CheckResult result_;
 };
 
 }  // namespace
 
 const std::vector<std::string>& attention_check_names() {
-  static const std::vector<std::string> names = {"parameters",         "shape and dtype", "padding invariance",
-                                                 "gradients",          "seeded determinism", "large inputs",
-                                                 "batch independence", "reduced precision"};
+  static const std::vector<std::string> names = {"draws in forward",   "parameters",         "shape and dtype",
+                                                 "padding invariance", "gradients",          "seeded determinism",
+                                                 "large inputs",       "batch independence", "reduced precision"};
   return names;
 }
 
-CheckResult check_attention(const LoadedPlugin& plugin, const std::string& check, const c10::Device& device) {
+CheckResult check_attention(const LoadedPlugin& plugin, const std::string& check, const c10::Device& device,
+                            const CheckShape& shape) {
   try {
-    return AttentionChecks(plugin, device).run(check);
+    return AttentionChecks(plugin, device, shape).run(check);
   } catch (const std::invalid_argument&) {
     throw;
   } catch (const std::exception& e) {

@@ -12,6 +12,9 @@
 #include "base/quantities.hpp"
 #include "cli/cli_options.hpp"
 #include "cli/commands.hpp"
+#include "experiment/enqueue.hpp"
+#include "experiment/experiment.hpp"
+#include "attnlab/train/config.hpp"
 #include "plugin_host/check_support.hpp"
 #include "plugin_host/conformance.hpp"
 #include "plugin_host/plugin_host.hpp"
@@ -89,13 +92,57 @@ ParamValues dataset_params(const LoadedPlugin& plugin, const std::vector<std::st
   return params;
 }
 
+// --heads, --head-dim, --length, or --config EXP.toml --method NAME: the shape a method is checked
+// at (a script's `fixed_length` read from its file). `method` is set to the experiment's method
+// where --config names one.
+CheckShape check_shape(const po::variables_map& vm, const PluginRegistry& registry, std::string& method) {
+  CheckShape shape;
+  if (vm.count("config")) {
+    if (!vm.count("method")) throw std::runtime_error("check: --config needs --method NAME: the method whose job's shape to take");
+    const std::string config = vm["config"].as<std::string>();
+    method = vm["method"].as<std::string>();
+    const Experiment experiment = load_experiment(config, registry);
+    const JobPlan* job = nullptr;
+    for (const auto& j : experiment.jobs)
+      if (!job && j.method == method) job = &j;
+    if (!job) throw std::runtime_error("check: " + config + " has no [methods." + method + "]");
+    const ModelConfig model = model_config_from(job->model);
+    shape = {model.heads, model.head_dim, job_length(job->dataset_params)};
+  } else if (vm.count("method")) {
+    throw std::runtime_error("check: --method NAME takes its shape from --config EXP.toml");
+  }
+  for (const auto& [option, value] : {std::pair<const char*, std::int64_t*>{"heads", &shape.heads},
+                                      {"head-dim", &shape.head_dim}, {"length", &shape.length}})
+    if (vm.count(option)) {
+      *value = vm[option].as<std::int64_t>();
+      if (*value < 1) throw std::runtime_error(std::string("check: --") + option + " must be at least 1");
+    }
+  return shape;
+}
+
+// The shape as the checklist's header says it.
+std::string shape_text(const CheckShape& shape) {
+  if (shape.heads == 0 && shape.head_dim == 0 && shape.length == 0) return "";
+  auto value = [](std::int64_t v, const char* own) { return v > 0 ? std::to_string(v) : std::string(own); };
+  return ", " + value(shape.heads, "each check's") + " heads of " + value(shape.head_dim, "each check's") + ", " +
+         (shape.length > 0 ? (shape.fixed_length ? "exactly " : "up to ") + std::to_string(shape.length) + " tokens"
+                           : "each check's length");
+}
+
 }  // namespace
 
 int cmd_check(const Args& args, const std::string& self_exe) {
   po::options_description options(
-      "attnlab check FILE.so|FILE.pt|NAME [--plugins DIR]... [--device D] [--bench [--bench-lengths N,N]] [--set KEY=VALUE]...");
+      "attnlab check FILE.so|FILE.pt|NAME [--plugins DIR]... [--device D] [--heads H] [--head-dim D] [--length N] "
+      "[--config EXP.toml --method NAME] [--bench [--bench-lengths N,N]] [--set KEY=VALUE]...");
   options.add_options()
       ("plugin", po::value<std::string>(), "a plugin file, a TorchScript method's file (.pt), or a plugin's name")
+      ("heads", po::value<std::int64_t>(), "an attention method's checks at H heads (default: each check's own, 1 or 2)")
+      ("head-dim", po::value<std::int64_t>(), "... at head size D (default: each check's own, 4 to 16)")
+      ("length", po::value<std::int64_t>(), "... built for N tokens, fed at most N (exactly N for a script whose "
+                                           "fixed_length is True); default: each check's own, 6 to 64")
+      ("config", po::value<std::string>(), "with --method: the heads, head size and length of that method's first job")
+      ("method", po::value<std::string>(), "a method of --config; without a plugin named, the method checked")
       ("bench", "an attention plugin's training step (time, peak memory) next to softmax's, by attnlab bench")
       ("bench-lengths", po::value<std::string>()->default_value("1024,4096"), "sequence lengths of --bench")
       ("set", po::value<std::vector<std::string>>()->composing(),
@@ -107,9 +154,21 @@ int cmd_check(const Args& args, const std::string& self_exe) {
   positional.add("plugin", 1);
   const auto vm = parse_command_line("check", args, options, positional);
   if (vm.count("help")) return std::cout << options, 0;
-  if (!vm.count("plugin")) throw std::runtime_error("check: usage: attnlab check FILE.so|FILE.pt|NAME [--plugins DIR]... [--device D]");
-  const std::string given = vm["plugin"].as<std::string>();
+  if (!vm.count("plugin") && !(vm.count("config") && vm.count("method")))
+    throw std::runtime_error("check: usage: attnlab check FILE.so|FILE.pt|NAME [--plugins DIR]... [--device D]");
   const c10::Device device = compat::parse_device(vm["device"].as<std::string>());
+  std::string given = vm.count("plugin") ? vm["plugin"].as<std::string>() : "";
+  std::vector<std::string> plugin_dirs = plugin_folders(vm);
+  CheckShape shape;
+  {
+    const PluginRegistry for_config = vm.count("config") ? load_plugins(plugin_dirs) : PluginRegistry();
+    std::string config_method;
+    shape = check_shape(vm, for_config, config_method);
+    if (given.empty()) {  // the experiment's method: its file where it is a script
+      const auto* m = for_config.find(PluginKind::attention, config_method);
+      given = m && m->scripted() ? m->path : config_method;
+    }
+  }
 
   // A file is loaded first, so that it is the one checked even where a bundled plugin has its name.
   PluginRegistry registry;
@@ -118,12 +177,17 @@ int cmd_check(const Args& args, const std::string& self_exe) {
     return given.size() > tail.size() && given.compare(given.size() - tail.size(), tail.size(), tail) == 0;
   };
   const bool is_file = given.find('/') != std::string::npos || ends_with(".so");
-  std::vector<std::string> plugin_dirs = plugin_folders(vm);
+  std::vector<std::string> script_warnings;
   if (ends_with(".pt")) {
     registry = load_plugins(plugin_dirs);  // softmax, for --bench
-    plugin = &registry.add_script(std::filesystem::path(given).stem().string(), given);
-    // a file that is no method of attnlab's is one line, not eight failed checks
-    check_scripted_attention(plugin->path, {2, 8, 32});
+    plugin = &registry.add_script_file(given);  // a check needs no name: skyformer.pt is checked as "skyformer.pt"
+    shape.fixed_length = scripted_fixed_length(plugin->path);
+    if (shape.fixed_length && shape.length == 0)
+      throw std::runtime_error("check: " + plugin->path + " takes one length only (fixed_length = True): say it, --length N");
+    // a file that is no method of attnlab's is one line, not nine failed checks
+    check_scripted_attention(plugin->path, {shape.heads > 0 ? shape.heads : 2, shape.head_dim > 0 ? shape.head_dim : 8,
+                                            shape.length > 0 ? shape.length : 32});
+    script_warnings = scripted_warnings(plugin->path);
   } else if (is_file) {
     if (!registry.load_file(given)) throw std::runtime_error("check: " + registry.errors().back().line());
     plugin = &registry.plugins().back();
@@ -148,9 +212,10 @@ int cmd_check(const Args& args, const std::string& self_exe) {
     const std::string bench_lengths = vm["bench-lengths"].as<std::string>();
     split_positive_integers(bench_lengths, "check: --bench-lengths");  // refused before any check runs
     std::cout << plugin->path << ": " << plugin->name() << " " << plugin->info->version << " (attention), on "
-              << device.str() << "\n";
+              << device.str() << shape_text(shape) << "\n";
+    for (const auto& warning : script_warnings) std::cout << "  warning: " << warning << "\n";
     for (const auto& name : attention_check_names()) {
-      results.push_back(check_attention(*plugin, name, device));
+      results.push_back(check_attention(*plugin, name, device, shape));
       print_check(results.back());  // as it goes: a slow check shows where it is
     }
     if (vm.count("bench")) {

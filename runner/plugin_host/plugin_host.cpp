@@ -143,7 +143,8 @@ const LoadedPlugin& PluginRegistry::add_script(const std::string& name, const st
     if (other->scripted() && other->path == canonical.string()) return *other;
     throw std::runtime_error("the name '" + name + "' is taken by " +
                              (other->scripted() ? "the scripted method " : "the attention plugin ") + other->path +
-                             "; a scripted method needs a name of its own");
+                             "; a scripted method needs a name of its own: rename its table, e.g. [methods." + name +
+                             "_script]");
   }
   std::string sha256 = sha256_of_file(canonical.string());
   if (sha256.empty()) throw std::runtime_error(path + ": cannot read it");
@@ -158,6 +159,15 @@ const LoadedPlugin& PluginRegistry::add_script(const std::string& name, const st
   LoadedPlugin plugin{script->path, std::move(sha256), &script->info, nullptr, nullptr, script};
   plugins_.push_back(std::move(plugin));
   return plugins_.back();
+}
+
+const LoadedPlugin& PluginRegistry::add_script_file(const std::string& path) const {
+  const fs::path file(path);
+  const std::string stem = file.stem().string();
+  const auto* other = find(PluginKind::attention, stem);
+  std::error_code ec;
+  const bool taken = other && !(other->scripted() && fs::equivalent(other->path, file, ec));
+  return add_script(taken ? file.filename().string() : stem, path);
 }
 
 const LoadedPlugin* PluginRegistry::find(PluginKind kind, const std::string& name) const {

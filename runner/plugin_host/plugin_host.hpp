@@ -62,6 +62,10 @@ class PluginRegistry {
   // is a compiled plugin's or another file's. What the file holds is checked where LibTorch is
   // (plugin_host/scripted_method.hpp).
   const LoadedPlugin& add_script(const std::string& name, const std::string& path) const;
+  // A file named on a command line (`check`, `bench`, `approx`), which needs no name of its own:
+  // registered under its stem ("mine" for mine.pt), or under its file name ("skyformer.pt") where
+  // the stem is another method's.
+  const LoadedPlugin& add_script_file(const std::string& path) const;
 
   const LoadedPlugin* find(PluginKind kind, const std::string& name) const;
   std::vector<std::string> names(PluginKind kind) const;

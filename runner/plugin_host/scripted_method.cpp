@@ -13,6 +13,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/jit/passes/autocast.h>
+#include <torch/csrc/jit/passes/inliner.h>
 #include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/script.h>
 #include <torch/version.h>
@@ -107,6 +108,44 @@ void check_signature(const torch::jit::Module& module, const std::string& path) 
                     "; attnlab calls forward(self, q: Tensor, k: Tensor, v: Tensor, key_valid: Tensor) -> Tensor");
 }
 
+// Dropout whose training flag is a constant: what torch.jit.trace leaves of a module's dropout (it
+// records the branch it saw: traced in eval, it never drops in training; in training, it drops at
+// evaluation too). A scripted module's flag is its `training` attribute, read at each call.
+bool has_frozen_dropout(const torch::jit::Block& block) {
+  static const std::vector<c10::Symbol> dropouts = {
+      c10::Symbol::fromQualString("aten::dropout"),       c10::Symbol::fromQualString("aten::dropout_"),
+      c10::Symbol::fromQualString("aten::feature_dropout"), c10::Symbol::fromQualString("aten::feature_dropout_"),
+      c10::Symbol::fromQualString("aten::alpha_dropout"), c10::Symbol::fromQualString("aten::alpha_dropout_"),
+      c10::Symbol::fromQualString("aten::feature_alpha_dropout"),
+      c10::Symbol::fromQualString("aten::feature_alpha_dropout_")};
+  for (const torch::jit::Node* node : block.nodes()) {
+    if (std::find(dropouts.begin(), dropouts.end(), node->kind()) != dropouts.end() && node->inputs().size() == 3 &&
+        node->input(2)->node()->kind() == c10::prim::Constant)
+      return true;
+    for (const torch::jit::Block* inner : node->blocks())
+      if (has_frozen_dropout(*inner)) return true;
+  }
+  return false;
+}
+
+void check_not_frozen(const torch::jit::Module& module, const std::string& path) {
+  const auto graph = module.get_method("forward").graph()->copy();
+  torch::jit::Inline(*graph);  // the submodules' and functions' code, in place of their calls
+  if (has_frozen_dropout(*graph->block()))
+    throw ScriptError(path + ": its dropout's training flag is a constant, as torch.jit.trace leaves it (it never "
+                             "drops in training, or always drops): script the module with torch.jit.script");
+}
+
+// What PyTorch 2's torch.jit.trace writes beside the code (the traced inputs); 1.13 writes no mark.
+bool saved_by_trace(const std::string& path) {
+  try {
+    caffe2::serialize::PyTorchStreamReader reader(path);
+    return reader.hasRecord("traced_inputs.pkl");
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 template <typename T>
 T attribute_or(const torch::jit::Module& module, const char* name, T otherwise, const std::string& path) {
   if (!module.hasattr(name)) return otherwise;
@@ -148,6 +187,7 @@ class SeededDefaultGenerator {
 class ScriptedAttention : public AttentionMethod {
  public:
   ScriptedAttention(torch::jit::Module module, std::string path) : module_(std::move(module)), path_(std::move(path)) {
+    reset_parameters();  // first: it may assign new tensors, which are the ones to register
     try {
       for (const auto& p : module_.named_parameters(/*recurse=*/true))
         register_parameter(member_name(p.name), p.value, p.value.requires_grad());
@@ -196,6 +236,20 @@ class ScriptedAttention : public AttentionMethod {
   }
 
  private:
+  // The script's reset_parameters(), where it has one: its initial values drawn from the default
+  // CPU generator (the module is loaded on the CPU), which the model's builder has seeded with the
+  // job's seed, so that each layer's copy and each seed start from their own draw, as a compiled
+  // plugin's do. A resumed run then loads the checkpoint's values over them.
+  void reset_parameters() {
+    if (!module_.find_method("reset_parameters")) return;
+    torch::NoGradGuard no_grad;  // as torch.nn.init does: parameters are written in place
+    try {
+      module_.run_method("reset_parameters");
+    } catch (const std::exception& e) {
+      throw ScriptError(path_ + ": reset_parameters raised " + error_line(e));
+    }
+  }
+
   static std::string member_name(std::string name) {
     for (auto& c : name)
       if (c == '.') c = '_';
@@ -226,19 +280,43 @@ std::string error_line(const std::exception& error) {
 std::shared_ptr<AttentionMethod> load_scripted_attention(const std::string& path) {
   auto module = load_module(path);
   check_signature(module, path);
+  check_not_frozen(module, path);
   return std::make_shared<ScriptedAttention>(std::move(module), path);
 }
 
-void check_scripted_attention(const std::string& path, const AttentionShape& shape) {
+bool scripted_fixed_length(const std::string& path) {
+  return attribute_or<bool>(load_module(path), "fixed_length", false, path);
+}
+
+std::vector<std::string> scripted_warnings(const std::string& path) {
+  const auto module = load_module(path);
+  std::vector<std::string> warnings;
+  if (saved_by_trace(path))
+    warnings.push_back(path + ": saved by torch.jit.trace: its shapes and branches are the traced inputs'; it has no "
+                              "dropout to freeze and runs at this shape, but only torch.jit.script keeps its control flow");
+  if (module.find_method("reset_parameters")) return warnings;
+  // buffers a redraw() fills are drawn from the job's seed already
+  const std::size_t parameters = module.parameters(/*recurse=*/true).size();
+  const std::size_t buffers = module.find_method("redraw") ? 0 : module.buffers(/*recurse=*/true).size();
+  if (parameters + buffers == 0) return warnings;
+  const std::string kinds = parameters && buffers ? " parameter and buffer" : parameters ? " parameter" : " buffer";
+  warnings.push_back(path + ": its " + std::to_string(parameters + buffers) + kinds +
+                     " tensors start from the file's values in every layer and seed; export reset_parameters() to draw "
+                     "them from the job's seed");
+  return warnings;
+}
+
+void check_scripted_attention(const std::string& path, const AttentionShape& shape, std::int64_t batch) {
   auto method = load_scripted_attention(path);
   method->eval();
   const std::int64_t n = std::min<std::int64_t>(2048, shape.max_len), real = std::max<std::int64_t>(1, n * 5 / 8);
+  batch = std::max<std::int64_t>(2, batch);
   auto generator = at::make_generator<at::CPUGeneratorImpl>(0);
   if (method->stochastic()) method->redraw(generator);
-  auto draw = [&] { return at::randn({2, shape.heads, n, shape.head_dim}, generator); };
+  auto draw = [&] { return at::randn({batch, shape.heads, n, shape.head_dim}, generator); };
   const auto q = draw(), k = draw(), v = draw();
-  auto key_valid = at::ones({2, n}, at::kBool);
-  key_valid[1].slice(0, real).fill_(false);
+  auto key_valid = at::ones({batch, n}, at::kBool);
+  key_valid[batch - 1].slice(0, real).fill_(false);
   torch::NoGradGuard no_grad;
   const auto out = method->forward(q, k, v, key_valid);
   if (out.sizes() != q.sizes()) {

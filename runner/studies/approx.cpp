@@ -283,7 +283,8 @@ void check_study(const ApproxStudy& study, const PluginRegistry& registry) {
     const auto& plugin = attention_plugin(registry, name, "method");
     const std::string reference = reference_for(name, study.exact);
     attention_plugin(registry, reference, "exact reference (for " + name + ")");
-    for (auto d : study.features) params_at(plugin, study, d, name == reference);
+    if (!plugin.scripted())
+      for (auto d : study.features) params_at(plugin, study, d, name == reference);
     overridden(*registry.find(PluginKind::attention, reference), study);
   }
   for (const auto& [name, overrides] : study.method_params) {
@@ -313,15 +314,18 @@ std::vector<store::ApproxResult> run_approx_study(const ApproxStudy& study, cons
         exact_out = attend(*ref, in);
       }
       std::vector<store::ApproxResult> rows;
-      for (const auto d : study.features) {
+      // a script has no parameter to vary: measured once, as its file is (its row's d is 0)
+      const std::vector<std::int64_t> values = plugin.scripted() ? std::vector<std::int64_t>{0} : study.features;
+      for (const auto d : values) {
         try {
-          auto method = build(plugin, in, params_at(plugin, study, d, name == reference), device, study.seed);
+          auto method = build(plugin, in, plugin.scripted() ? plugin.defaults() : params_at(plugin, study, d, name == reference),
+                              device, study.seed);
           const ErrorStats s = measure(*method, exact_out, in, study.draws, study.seed);
           store::ApproxResult r;
           r.method = label(name, study);
           r.reference = label(reference, study);
           r.source = study.source;
-          r.param = study.param;
+          r.param = plugin.scripted() ? "script" : study.param;
           r.features = d;
           r.seq_len = n;
           r.samples = s.samples;

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <thread>
 
@@ -185,14 +186,34 @@ po::options_description bench_options() {
 }
 
 // A TorchScript method named on the command line by its file: registered under the file's stem
-// and checked (it loads, and its forward runs) before anything is measured.
+// (add_script_file), checked at the model's shape once the cases are planned (check_scripts).
 std::string scripted_method(const std::string& file, const PluginRegistry& registry) {
   try {
-    const auto& method = registry.add_script(std::filesystem::path(file).stem().string(), file);
-    check_scripted_attention(method.path, {2, 8, 32});
-    return method.name();
+    return registry.add_script_file(file).name();
   } catch (const std::exception& e) {
     throw BenchUsageError("bench: --methods: " + std::string(e.what()));
+  }
+}
+
+// Each scripted method's forward run once (it loads, runs and returns q's shape) at the shape it is
+// measured at, the model's heads and head size at each length and the batch size, before anything
+// is measured: a file sized for its job is measured at that job's shape or refused in one line.
+void check_scripts(const std::vector<Planned>& planned, const PluginRegistry& registry) {
+  std::set<std::string> checked;
+  for (const auto& [c, toml] : planned) {
+    const auto& method = *registry.find(PluginKind::attention, c.method);
+    if (!method.scripted()) continue;
+    const ModelConfig model = model_config_from(c.model);
+    if (!checked.insert(c.method + " " + std::to_string(model.heads) + " " + std::to_string(model.head_dim) + " " +
+                        std::to_string(c.seq_len)).second)
+      continue;
+    try {
+      check_scripted_attention(method.path, {model.heads, model.head_dim, c.seq_len}, c.batch_size);
+    } catch (const std::exception& e) {
+      throw BenchUsageError("bench: --methods: " + std::string(e.what()));
+    }
+    if (checked.insert(method.path).second)
+      for (const auto& warning : scripted_warnings(method.path)) std::cerr << "attnlab: warning: " << warning << "\n";
   }
 }
 
@@ -431,6 +452,7 @@ int cmd_bench(const Args& raw_args, const std::string& self_exe) {
     throw BenchUsageError("bench: [datasets." + dataset + "] " + e.what());
   }
   const std::vector<Planned> planned = plan_lengths(cases, lengths, registry);
+  check_scripts(planned, registry);
 
   store::Database db(db_path);
   std::cout << "bench: " << cases.size() << " method(s) x " << lengths.size() << " length(s) on " << device.str()

@@ -26,6 +26,14 @@ class Softmax(torch.nn.Module):
         return softmax_attention(q, k, v, key_valid)
 
 
+def projected_attention(
+    projection: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_valid: torch.Tensor
+) -> torch.Tensor:
+    e = projection.to(q.dtype) * key_valid[:, None, None, :].to(q.dtype)  # [batch, 1, rank, n]
+    scores = torch.matmul(q, torch.matmul(e, k).transpose(-2, -1)) / (q.size(-1) ** 0.5)
+    return torch.matmul(torch.softmax(scores, dim=-1), torch.matmul(e, v))
+
+
 class Projection(torch.nn.Module):
     """Linformer's learnable projection (Wang et al., 2020, eq. 7): keys and values of the real
     tokens projected along the sequence to `rank` rows by E, trained with the model."""
@@ -35,10 +43,7 @@ class Projection(torch.nn.Module):
         self.projection = torch.nn.Parameter(torch.randn(rank, max_len) / max_len ** 0.5)
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_valid: torch.Tensor) -> torch.Tensor:
-        n = k.size(2)
-        e = self.projection[:, :n].to(q.dtype) * key_valid[:, None, None, :].to(q.dtype)  # [batch, 1, rank, n]
-        scores = torch.matmul(q, torch.matmul(e, k).transpose(-2, -1)) / (q.size(-1) ** 0.5)
-        return torch.matmul(torch.softmax(scores, dim=-1), torch.matmul(e, v))
+        return projected_attention(self.projection[:, : k.size(2)], q, k, v, key_valid)
 
 
 class Features(torch.nn.Module):
@@ -98,6 +103,77 @@ class RaisesInTraining(torch.nn.Module):
         return softmax_attention(q, k, v, key_valid)
 
 
+class ResetProjection(torch.nn.Module):
+    """Linformer's E as Projection, and a Performer-like projection of the heads' features, both
+    drawn again by reset_parameters() from the generator attnlab seeds with the job's seed."""
+
+    def __init__(self, rank: int = 4, max_len: int = 64, head_dim: int = 8) -> None:
+        super().__init__()
+        self.projection = torch.nn.Parameter(torch.randn(rank, max_len) / max_len ** 0.5)
+        self.mix = torch.nn.Parameter(torch.eye(head_dim))
+
+    @torch.jit.export
+    def reset_parameters(self) -> None:
+        with torch.no_grad():
+            self.projection.normal_(0.0, self.projection.size(1) ** -0.5)
+            self.mix.copy_(torch.eye(self.mix.size(0)) + 0.1 * torch.randn(self.mix.shape))
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_valid: torch.Tensor) -> torch.Tensor:
+        q = torch.matmul(q, self.mix.to(q.dtype))
+        return projected_attention(self.projection[:, : k.size(2)], q, k, v, key_valid)
+
+
+class ShapeBound(torch.nn.Module):
+    """A module made for one job's shape, as published ones are: Linformer's E for exactly
+    `max_len` tokens (no slicing) and a feature map for head size `head_dim`, which says so with
+    fixed_length."""
+
+    def __init__(self, rank: int = 8, max_len: int = 128, head_dim: int = 16) -> None:
+        super().__init__()
+        self.fixed_length: bool = True
+        self.projection = torch.nn.Parameter(torch.randn(rank, max_len) / max_len ** 0.5)
+        self.mix = torch.nn.Parameter(torch.eye(head_dim))
+
+    @torch.jit.export
+    def reset_parameters(self) -> None:
+        with torch.no_grad():
+            self.projection.normal_(0.0, self.projection.size(1) ** -0.5)
+            self.mix.copy_(torch.eye(self.mix.size(0)) + 0.1 * torch.randn(self.mix.shape))
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_valid: torch.Tensor) -> torch.Tensor:
+        if k.size(2) != self.projection.size(1):
+            raise ValueError("made for " + str(self.projection.size(1)) + " tokens, given " + str(k.size(2)))
+        return projected_attention(self.projection, torch.matmul(q, self.mix.to(q.dtype)), k, v, key_valid)
+
+
+class DrawsInForward(torch.nn.Module):
+    """Softmax at a temperature drawn in forward itself (not in redraw()): every call differs."""
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_valid: torch.Tensor) -> torch.Tensor:
+        temperature = (1.0 + 0.5 * torch.rand(1, device=q.device)).to(q.dtype)
+        return softmax_attention(q * temperature, k, v, key_valid)
+
+
+class DropoutSoftmax(torch.nn.Module):
+    """Softmax with dropout on the attention weights: scripted, it drops in training only; traced
+    in eval, torch.jit.trace freezes its training flag to False."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dropout = torch.nn.Dropout(0.1)
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_valid: torch.Tensor) -> torch.Tensor:
+        scores = torch.matmul(q, k.transpose(-2, -1)) / (q.size(-1) ** 0.5)
+        scores = scores.masked_fill(key_valid.logical_not()[:, None, None, :], masked_logit(scores))
+        return torch.matmul(self.dropout(torch.softmax(scores, dim=-1)), v)
+
+
+def trace(module: torch.nn.Module, path: Path) -> None:
+    x = torch.randn(2, 2, 16, 8)
+    traced = torch.jit.trace(module.eval(), (x, x, x, torch.ones(2, 16, dtype=torch.bool)))
+    traced.save(str(path), _extra_files={"torch_version": torch.__version__})
+
+
 def save(module: torch.nn.Module, path: Path, version: str = torch.__version__) -> None:
     torch.jit.script(module).save(str(path), _extra_files={"torch_version": version})
 
@@ -108,6 +184,13 @@ if __name__ == "__main__":
     torch.manual_seed(0)
     save(Softmax(), out / "softmax_script.pt")
     save(Projection(), out / "projection.pt")
+    save(ResetProjection(), out / "reset_projection.pt")
+    save(ShapeBound(), out / "shape_bound.pt")
+    save(DrawsInForward(), out / "draws_in_forward.pt")
+    save(Softmax(), out / "skyformer.pt")
+    save(DropoutSoftmax(), out / "dropout_script.pt")
+    trace(DropoutSoftmax(), out / "traced_dropout.pt")
+    trace(Softmax(), out / "traced_softmax.pt")
     save(Features(), out / "features.pt")
     save(Leaky(), out / "leaky.pt")
     save(WrongSignature(), out / "wrong_signature.pt")

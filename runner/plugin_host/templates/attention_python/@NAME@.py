@@ -30,6 +30,16 @@ class Attention(torch.nn.Module):
         #   self.fresh_draw_at_eval: bool = False   # True: a fresh draw before each evaluation
         #   self.register_buffer("features", torch.empty(32, 64))
 
+    # Initial values are drawn here, not in __init__: attnlab calls reset_parameters() as each
+    # layer's copy loads, with the default generator seeded by the job's seed, so that each layer
+    # and each seed starts from a draw of its own. Values drawn in __init__ are the file's: the same
+    # in every layer and seed (attnlab warns about a file with parameters and no reset_parameters).
+    @torch.jit.export
+    def reset_parameters(self) -> None:
+        # with torch.no_grad():
+        #     self.w.normal_(0.0, 0.02)
+        pass
+
     # A method that draws random numbers defines this (TorchScript compiles an exported method, so
     # it is left out here, where nothing is drawn):
     #
