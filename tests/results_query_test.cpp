@@ -405,19 +405,19 @@ TEST_F(Query, Version4FilesGetTheViewsByMigration) {
                            "ALTER TABLE bench_results DROP COLUMN ops_per_step; "
                            "ALTER TABLE bench_results DROP COLUMN step_mode; "
                            "ALTER TABLE bench_results DROP COLUMN concurrent; "
-                           "ALTER TABLE runs DROP COLUMN step_mode; PRAGMA user_version = 4",
+                           "ALTER TABLE runs DROP COLUMN step_mode; ALTER TABLE runs DROP COLUMN warnings; PRAGMA user_version = 4",
                            nullptr, nullptr, &err),
               SQLITE_OK)
         << (err ? err : "");
   }
   const auto refused = attnlab({"results", "--db", file("old.db")});
   EXPECT_EQ(refused.status, 2);
-  EXPECT_NE(refused.err.find("database schema version 4 is older than this attnlab needs (11): run `attnlab db migrate"),
+  EXPECT_NE(refused.err.find("database schema version 4 is older than this attnlab needs (12): run `attnlab db migrate"),
             std::string::npos)
       << refused.err;
   const auto migrated = attnlab({"db", "migrate", "--db", file("old.db")});
   ASSERT_EQ(migrated.status, 0) << migrated.err;
-  EXPECT_EQ(migrated.out, file("old.db") + ": schema version 4 -> 11\n");
+  EXPECT_EQ(migrated.out, file("old.db") + ": schema version 4 -> 12\n");
   Database db(file("old.db"), Database::Open::existing);
   EXPECT_EQ(column(db, "SELECT n || ' ' || failed FROM seed_stats WHERE method = 'softmax' AND dataset = 'listops' "
                        "AND metric = 'test_acc'"),

@@ -61,6 +61,11 @@ TEST_F(ScriptedCli, AForwardThatRaisesInTrainingEndsTheJobWithTheScriptsMessage)
                        ": forward raised builtins.RuntimeError: scripted method gave up in training"),
             std::string::npos)
       << error;
+  // the same exception on two attempts in a row: not tried a third time (3 allowed)
+  EXPECT_EQ(query_one(path("r.db"), "SELECT count(*) FROM runs r JOIN jobs j ON j.id = r.job_id WHERE j.method = 'quitter'"),
+            "2");
+  EXPECT_EQ(query_one(path("r.db"), "SELECT state || ': ' || error FROM jobs WHERE method = 'quitter'"),
+            "failed: 2 attempts failed; last: " + error);
 }
 
 TEST_F(ScriptedCli, CheckAndBenchTakeTheFile) {
@@ -116,6 +121,20 @@ TEST_F(ScriptedCli, CheckTakesAFileNamedLikeABundledPluginAndAJobsShape) {
   EXPECT_NE(out.find("has no [methods.other]"), std::string::npos) << out;
 }
 
+// bench pre-runs a script at the shape it measures (the model's heads and head size, each length,
+// the batch size): a module made for another shape is one line before anything is measured.
+TEST_F(ScriptedCli, BenchPreRunsAScriptAtTheModelsShape) {
+  const std::string bound = scripted_method("shape_bound");
+  const std::string args = " --lengths 128 --steps 1 --warmup 1 --batch-size 2 " + common();
+  std::string out;
+  EXPECT_EQ(attnlab("bench --methods " + bound + args, out), 2) << out;  // the default model: 2 heads of 32
+  EXPECT_EQ(out.rfind("attnlab: error: bench: --methods: " + bound + ": forward raised ", 0), 0u) << out;
+  ASSERT_EQ(attnlab("bench --methods " + bound + args + " --model.dim 32 --model.heads 2", out), 0) << out;
+  EXPECT_EQ(query_one(path("r.db"), "SELECT count(*) FROM bench_results WHERE method = 'shape_bound' AND status = 'done'"),
+            "1")
+      << out;
+}
+
 // A module whose parameters are drawn in __init__ and that exports no reset_parameters() starts
 // every layer and seed alike: `check` and `run` say so, once.
 TEST_F(ScriptedCli, AFileWithoutResetParametersIsSaidOnce) {
@@ -133,6 +152,14 @@ TEST_F(ScriptedCli, AFileWithoutResetParametersIsSaidOnce) {
   const auto first = out.find(stored + ": its 1 parameter tensors");
   EXPECT_NE(first, std::string::npos) << out;
   EXPECT_EQ(out.find(stored + ": its 1 parameter tensors", first + 1), std::string::npos) << "said twice: " << out;
+  // and the stored run says it, the other method's run nothing
+  ASSERT_EQ(attnlab("worker --idle-exit --db " + path("r.db") + " --cache-dir " + path("cache") + " --threads 1", out), 0)
+      << out;
+  EXPECT_EQ(query_one(path("r.db"), "SELECT r.warnings FROM runs r JOIN jobs j ON j.id = r.job_id WHERE j.method = 'mine'"),
+            stored + line.substr(file.size()));
+  EXPECT_EQ(query_one(path("r.db"), "SELECT count(*) FROM runs r JOIN jobs j ON j.id = r.job_id WHERE j.method = 'softmax' "
+                                    "AND r.warnings IS NULL"),
+            "1");
   EXPECT_EQ(attnlab("check " + scripted_method("reset_projection") + " --head-dim 8", out), 0) << out;  // its mix is 8x8
   EXPECT_EQ(out.find("warning"), std::string::npos) << out;
 }

@@ -212,6 +212,25 @@ TEST(ScriptedMethod, ATracedModuleWithoutDropoutRunsAndIsSaidToBeTraced) {
   EXPECT_FALSE(at::equal(a, b));
 }
 
+// Issue 41, item 7: each idiom of plugins/README.md's "Bringing a PyTorch module", written as it
+// reads after its edit (tests/scripted/porting.py), scripts with this build's PyTorch and passes
+// every check (head size 8: one module's plan is drawn for it).
+class PortedModules : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(PortedModules, ScriptAndPassEveryCheck) {
+  PluginRegistry registry;
+  const auto& ported = registry.add_script(GetParam(), scripted_method(GetParam()));
+  for (const auto& check : attention_check_names()) {
+    const auto r = check_attention(ported, check, c10::Device(c10::kCPU), CheckShape{0, 8, 0, false});
+    EXPECT_TRUE(r.passed) << check << ": " << r.failure;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Idioms, PortedModules,
+                         ::testing::Values("port_no_grad", "port_positional", "port_kernel_by_name", "port_annotated_ints",
+                                           "port_locals", "port_math", "port_reshape", "port_optional",
+                                           "port_list_shapes", "port_torch_plan"));
+
 struct Malformed {
   const char* file;
   const char* says;

@@ -19,6 +19,7 @@
 #include "cli/provenance.hpp"
 #include "experiment/experiment.hpp"
 #include "experiment/train_job.hpp"
+#include "plugin_host/scripted_method.hpp"
 #include "queue/progress.hpp"
 
 namespace attnlab {
@@ -159,15 +160,29 @@ std::string set_aside(const std::string& path) {
   return error ? "" : aside;
 }
 
-// What runs the attempt: host, device, versions, this process, the plugin files and their hashes.
+// What runs the attempt: host, device, versions, this process, the plugin files and their hashes,
+// and what a scripted method's file is worth a warning for (kept with the run).
 store::RunEnvironment environment_of(const c10::Device& device, const std::vector<const LoadedPlugin*>& plugins) {
   store::RunEnvironment env;
   stamp_provenance(env, device);
   env.host = host_name();
   env.attnlab_version = build_info::kVersion;
   env.pid = getpid();
-  for (const auto* p : plugins) env.plugins.push_back({to_string(p->kind()), p->name(), p->info->version, p->path, p->sha256});
+  for (const auto* p : plugins) {
+    env.plugins.push_back({to_string(p->kind()), p->name(), p->info->version, p->path, p->sha256});
+    if (p->scripted()) env.warnings = scripted_warnings(p->path);
+  }
   return env;
+}
+
+// A script's own exception (its forward or redraw raised) comes back on the same input: the
+// second attempt in a row that ends with it ends the job (store::Database::finish_run).
+bool script_raised(const std::vector<store::PluginFile>& plugins, const std::string& error) {
+  for (const auto& p : plugins)
+    if (p.version == "torchscript")
+      for (const char* what : {": forward raised ", ": redraw raised "})
+        if (error.rfind(p.path + what, 0) == 0) return true;
+  return false;
 }
 
 // Sets `job` to continue from the job's resume point when it can, with that run's curve up to its
@@ -252,14 +267,14 @@ PreparedJob prepare_job(store::Database& db, const JobExecOptions& options, cons
 // best-validation checkpoint a run that ended early may still have saved. A lease lost meanwhile
 // is the observer's to say.
 void record_end(store::Database& db, std::int64_t run_id, store::RunStatus status, const RunOutcome& outcome,
-                const TrainJob& job, StoreObserver& observer) {
+                const TrainJob& job, const std::vector<store::PluginFile>& plugins, StoreObserver& observer) {
   try {
     const bool saved = !job.checkpoint_path.empty() && fs::exists(job.checkpoint_path);
     if (status == store::RunStatus::lost)
       db.fail_run_if_unfinished(run_id, status, outcome.error);
     else
       db.finish_run(run_id, status, outcome.results, outcome.error, saved ? job.checkpoint_path : "",
-                    saved ? outcome.checkpoint_checksum : "");
+                    saved ? outcome.checkpoint_checksum : "", script_raised(plugins, outcome.error));
   } catch (const store::LeaseLost& e) {
     observer.lost(e.what());
   }
@@ -303,12 +318,14 @@ int execute_job(const JobExecOptions& options) {
   const PluginRegistry registry = job_registry(found.front().plugin_dirs, options.plugin_dirs);
   const std::string checkpoint_dir = options.checkpoint_dir.empty() ? options.db_path + ".ckpt" : options.checkpoint_dir;
   TrainJob job;
+  std::vector<store::PluginFile> plugins;  // the files that ran it
   RunOutcome outcome;  // its status is the trainer's; `status` is what the run ends as
   int disk_error = 0;  // errno of a checkpoint write that failed
   store::RunStatus status = store::RunStatus::done;
   try {
     PreparedJob prepared = prepare_job(db, options, stored, run_id, registry, checkpoint_dir);
     job = std::move(prepared.job);
+    plugins = prepared.plugins;
     const std::int64_t previous_run = continue_from_resume_point(db, stored.id, run_id, prepared.plugins, label, job, observer);
     if (stop_flag().load()) {
       // stopped before the first step: nothing to checkpoint; the earlier attempt's file stays the resume point
@@ -333,7 +350,7 @@ int execute_job(const JobExecOptions& options) {
     outcome.error = what.substr(0, what.find('\n'));  // c10 errors append a backtrace
   }
 
-  if (!observer.lease_lost()) record_end(db, run_id, status, outcome, job, observer);
+  if (!observer.lease_lost()) record_end(db, run_id, status, outcome, job, plugins, observer);
   if (observer.lease_lost()) {
     observer.printer().finish("lost its lease (" + observer.lost_reason() + "); this attempt wrote nothing more");
     return kExitLeaseLost;

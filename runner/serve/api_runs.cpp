@@ -167,7 +167,8 @@ Reply run_json(store::Database& db, const Params& params) {
                           {"git_revision", env.git_revision},
                           {"threads", env.threads},
                           {"pid", env.pid},
-                          {"step_mode", env.step_mode}};
+                          {"step_mode", env.step_mode},
+                          {"warnings", env.warnings}};
     run["plugins"] = json::array();
     for (const auto& p : env.plugins)
       run["plugins"].push_back(

@@ -30,9 +30,10 @@ inline constexpr double kLostBackoffMaxSeconds = 60;
 // its back-off (none if the attempt adopted a checkpoint of its own), or failed once
 // max_infra_failures attempts in a row were lost before a checkpoint of their own; rejected
 // (cannot run as configured) -> blocked, not counted; interrupted -> queued, not counted.
-// `running` is a StoreError.
+// `running` is a StoreError. A failed attempt whose error is `repeatable` (the same input raises it
+// again) and the same as the job's previous attempt's, which failed too, fails the job at once.
 void end_attempt(sqlite3* db, const std::string& path, std::int64_t run_id, std::int64_t job_id,
-                 RunStatus status, const std::string& error, double now);
+                 RunStatus status, const std::string& error, double now, bool repeatable = false);
 // Ends it for `attnlab queue cancel`: the run ends 'interrupted' ("cancelled"), the job is cancelled.
 void cancel_attempt(sqlite3* db, const std::string& path, std::int64_t run_id, std::int64_t job_id);
 

@@ -11,6 +11,7 @@
 #include "schema_v9.hpp"
 #include "schema_v10.hpp"
 #include "schema_v11.hpp"
+#include "schema_v12.hpp"
 #include "sqlite.hpp"
 
 namespace attnlab::store {
@@ -34,6 +35,7 @@ constexpr Migration kMigrations[] = {
     {9, kSchemaV9},
     {10, kSchemaV10},
     {11, kSchemaV11},
+    {12, kSchemaV12},
 };
 
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == Database::kSchemaVersion,

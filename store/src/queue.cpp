@@ -91,9 +91,19 @@ std::optional<JobState> state_after(RunStatus status) {
   return std::nullopt;
 }
 
+// Whether the job's attempt before `run_id` failed with `error` too.
+bool failed_alike_before(sqlite3* db, const std::string& path, std::int64_t run_id, std::int64_t job_id,
+                         const std::string& error) {
+  sql::Statement st(db, path,
+                    "SELECT status = 'failed' AND error IS ?1 FROM runs WHERE job_id = ?2 AND id <> ?3 "
+                    "ORDER BY attempt DESC LIMIT 1");
+  st.bind_text_or_null(1, error).bind(2, job_id).bind(3, run_id);
+  return st.step() && st.column_int64(0) != 0;
+}
+
 // end_attempt, or with `cancelled` (status interrupted) cancel_attempt.
 void end(sqlite3* db, const std::string& path, std::int64_t run_id, std::int64_t job_id, RunStatus status,
-         const std::string& error, bool cancelled, double now) {
+         const std::string& error, bool cancelled, double now, bool repeatable = false) {
   const bool own_failure = !cancelled && status == RunStatus::failed;  // the method's (or its process's) own crash
   const bool infra_failure = !cancelled && status == RunStatus::lost;   // ended from outside: expiry, a kill, a requeued task
   const std::optional<JobState> takes = cancelled ? JobState::cancelled : state_after(status);  // the job's new state
@@ -109,15 +119,16 @@ void end(sqlite3* db, const std::string& path, std::int64_t run_id, std::int64_t
   // Each statement releases the lease in the same write that leaves 'running' (the table's CHECK
   // wants both together).
   if (own_failure) {
+    const bool again = repeatable && failed_alike_before(db, path, run_id, job_id, error);  // read before the update
     sql::Statement st(db, path,
                       "UPDATE jobs SET failures = failures + 1, "
-                      "state = CASE WHEN failures + 1 >= max_attempts THEN 'failed' ELSE 'queued' END, "
-                      "error = CASE WHEN failures + 1 >= max_attempts "
+                      "state = CASE WHEN failures + 1 >= max_attempts OR ?3 THEN 'failed' ELSE 'queued' END, "
+                      "error = CASE WHEN failures + 1 >= max_attempts OR ?3 "
                       "  THEN (failures + 1) || CASE WHEN failures = 0 THEN ' attempt' ELSE ' attempts' END || "
                       "       ' failed; last: ' || coalesce(?1, 'no error recorded') "
                       "  ELSE ?1 END, "
                       "lease_run_id = NULL, lease_owner = NULL, lease_expires_at = NULL WHERE id = ?2");
-    st.bind_text_or_null(1, error).bind(2, job_id);
+    st.bind_text_or_null(1, error).bind(2, job_id).bind(3, static_cast<std::int64_t>(again));
     st.run();
   } else if (infra_failure) {
     // A job fails for its own faults, not for a hostile machine: an attempt ended from outside
@@ -155,8 +166,8 @@ void end(sqlite3* db, const std::string& path, std::int64_t run_id, std::int64_t
 }  // namespace
 
 void end_attempt(sqlite3* db, const std::string& path, std::int64_t run_id, std::int64_t job_id, RunStatus status,
-                 const std::string& error, double now) {
-  end(db, path, run_id, job_id, status, error, false, now);
+                 const std::string& error, double now, bool repeatable) {
+  end(db, path, run_id, job_id, status, error, false, now, repeatable);
 }
 
 void cancel_attempt(sqlite3* db, const std::string& path, std::int64_t run_id, std::int64_t job_id) {

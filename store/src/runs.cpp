@@ -2,6 +2,9 @@
 // read back from them.
 
 #include "attempts.hpp"
+
+#include <sstream>
+
 #include "attnlab/store.hpp"
 #include "provenance.hpp"
 #include "sqlite.hpp"
@@ -27,7 +30,7 @@ void Database::set_run_environment(std::int64_t run_id, const RunEnvironment& en
     sql::Statement st(db_, path_,
                       "UPDATE runs SET device = coalesce(?1, device), device_name = ?2, torch_version = ?3, "
                       "git_revision = ?4, threads = ?5, host = coalesce(?6, host), attnlab_version = ?7, "
-                      "pid = coalesce(?8, pid) WHERE id = ?9");
+                      "pid = coalesce(?8, pid), warnings = ?10 WHERE id = ?9");
     bind_provenance(st, 1, env);
     st.bind_text_or_null(6, env.host).bind_text_or_null(7, env.attnlab_version);
     if (env.pid > 0)
@@ -35,6 +38,9 @@ void Database::set_run_environment(std::int64_t run_id, const RunEnvironment& en
     else
       st.bind_null(8);
     st.bind(9, run_id);
+    std::string warnings;
+    for (const auto& line : env.warnings) warnings += (warnings.empty() ? "" : "\n") + line;
+    st.bind_text_or_null(10, warnings);
     st.run();
   }
   sql::Statement plugin(db_, path_,
@@ -74,7 +80,7 @@ void Database::append_curve(std::int64_t run_id, const std::vector<CurvePoint>& 
 
 void Database::finish_run(std::int64_t run_id, RunStatus status,
                           const std::vector<std::pair<std::string, double>>& results, const std::string& error,
-                          const std::string& checkpoint_path, const std::string& checkpoint_checksum) {
+                          const std::string& checkpoint_path, const std::string& checkpoint_checksum, bool repeatable) {
   check_final_status(path_, status, false);
   sql::Transaction tx(db_, path_);
   const std::int64_t job_id = attempts::require_lease(db_, path_, run_id);
@@ -91,7 +97,7 @@ void Database::finish_run(std::int64_t run_id, RunStatus status,
     st.bind_text_or_null(1, checkpoint_path).bind_text_or_null(2, checkpoint_checksum).bind(3, run_id);
     st.run();
   }
-  attempts::end_attempt(db_, path_, run_id, job_id, status, error, now());
+  attempts::end_attempt(db_, path_, run_id, job_id, status, error, now(), repeatable);
   tx.commit();
 }
 
@@ -332,7 +338,7 @@ std::vector<PluginFile> Database::run_plugins(std::int64_t run_id) {
 
 RunEnvironment Database::run_environment(std::int64_t run_id) {
   const std::string select =
-      std::string("SELECT ") + kProvenanceColumns + ", host, attnlab_version, pid, step_mode FROM runs WHERE id = ?1";
+      std::string("SELECT ") + kProvenanceColumns + ", host, attnlab_version, pid, step_mode, warnings FROM runs WHERE id = ?1";
   sql::Statement st(db_, path_, select.c_str());
   st.bind(1, run_id);
   if (!st.step()) throw StoreError(path_ + ": no run with id " + std::to_string(run_id));
@@ -342,6 +348,8 @@ RunEnvironment Database::run_environment(std::int64_t run_id) {
   env.attnlab_version = st.column_text(6);
   env.pid = st.column_int64(7);
   env.step_mode = st.column_text(8);
+  std::istringstream warnings(st.column_text(9));
+  for (std::string line; std::getline(warnings, line);) env.warnings.push_back(line);
   env.plugins = run_plugins(run_id);
   return env;
 }

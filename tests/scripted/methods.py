@@ -8,6 +8,8 @@ from pathlib import Path
 
 import torch
 
+import porting  # the modules of plugins/README.md's "Bringing a PyTorch module", after their edits
+
 
 def masked_logit(scores: torch.Tensor) -> float:
     return -60000.0 if scores.dtype == torch.float16 else -1e30
@@ -200,4 +202,6 @@ if __name__ == "__main__":
     torch.jit.script(Softmax()).save(str(out / "no_version_note.pt"))
     torch.save(torch.zeros(3), str(out / "tensor.pt"))
     (out / "text.pt").write_text("not a TorchScript file\n")
+    for name, module in porting.MODULES.items():
+        save(module(), out / (name + ".pt"))
     print(torch.__version__)

@@ -394,6 +394,7 @@ const views = {
         el("h3", {}, "Environment"),
         table(["host", "device", "device name", "LibTorch", "attnlab", "git revision", "threads"],
               [[env.host, env.device, env.device_name, env.torch_version, env.attnlab_version, env.git_revision, env.threads]], {sortable: false}),
+        ...(env.warnings || []).map(w => el("p", {class: "error run-warning"}, "warning: " + w)),
         table(["plugin", "kind", "version", "sha256", "path"], run.plugins.map(p => [p.name, p.kind, p.version, p.sha256, p.path])),
         el("h3", {}, "Attempts"),
         table(["run", "attempt", "status", "host", "device", "started", "finished", "error"],

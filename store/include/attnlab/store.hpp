@@ -193,6 +193,7 @@ struct RunEnvironment : Provenance {
   std::vector<PluginFile> plugins;
   std::int64_t pid = 0;  // the process that trains (0: keep the claimer's pid)
   std::string step_mode;  // read back only (set_run_step_mode writes it): "cuda graph", "eager (…)"
+  std::vector<std::string> warnings;  // one line each, about its method file (schema 12)
 };
 
 struct CurvePoint {
@@ -229,7 +230,7 @@ struct RunSummary {
 
 class Database {
  public:
-  static constexpr int kSchemaVersion = 11;
+  static constexpr int kSchemaVersion = 12;
   static constexpr std::uintmax_t kReadersCheckBytes = 64ull << 20;
 
   enum class Open {
@@ -323,10 +324,13 @@ class Database {
   // done | diverged | oom -> the job takes that state; failed -> queued again, or failed once
   // failures reach max_attempts; lost -> the same against max_infra_failures; rejected ->
   // blocked; interrupted -> queued (not counted as a failure).
+  // `repeatable`: the error is one the job's same input raises again (a script's own exception),
+  // so that a failed attempt whose error is the job's previous attempt's, failed, fails the job
+  // now instead of trying a third time.
   void finish_run(std::int64_t run_id, RunStatus status,
                   const std::vector<std::pair<std::string, double>>& results,
                   const std::string& error, const std::string& checkpoint_path,
-                  const std::string& checkpoint_checksum = "");
+                  const std::string& checkpoint_checksum = "", bool repeatable = false);
   // For the worker whose job process died: ends the run as `status` with `error` (as finish_run,
   // or `lost` when a signal from outside killed the process) only if it is still 'running' and
   // holds the lease; returns whether it changed anything.
