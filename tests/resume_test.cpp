@@ -106,8 +106,8 @@ struct StopOnCall : AttentionMethod {
 
 std::shared_ptr<AttentionMethod> make_method(const std::string& name, const AttentionShape& shape) {
   if (name == "random_projection") return std::make_shared<RandomProjectionAttention>(shape.head_dim);
-  // methods written in PyTorch (tests/scripted/methods.py): Linformer's trained projection, and
-  // random features drawn by the script's redraw()
+  // methods written in PyTorch (tests/scripted/methods.py): Linformer's trained projection (also
+  // drawn by reset_parameters() as each layer loads), and random features drawn by redraw()
   if (name.rfind("scripted_", 0) == 0) return load_scripted_attention(testing::scripted_method(name.substr(9)));
   const auto* plugin = testing::built_plugins().find(PluginKind::attention, name);
   if (!plugin) throw std::runtime_error("plugin " + name + " is not built");
@@ -321,7 +321,7 @@ TEST_P(ResumeMethod, StoppedMidStepThenResumedMatchesAnUninterruptedRun) {
 
 INSTANTIATE_TEST_SUITE_P(Methods, ResumeMethod,
                          ::testing::Values("softmax", "random_projection", "performer", "skyformer", "softmax bf16",
-                                           "performer bf16", "scripted_projection", "scripted_features",
+                                           "performer bf16", "scripted_projection", "scripted_features", "scripted_reset_projection",
                                            "performer authors"),
                          [](const auto& info) {
                            std::string name = info.param;

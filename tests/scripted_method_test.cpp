@@ -354,6 +354,14 @@ TEST_F(ScriptedExperiment, BadScriptsAreOneLineBeforeAnythingIsQueued) {
             std::string::npos)
       << error;
 
+  // and at the job's batch size (4 here): a module made for batches of 2 is refused before anything is queued
+  fs::copy_file(scripted_method("batch_of_two"), path("two.pt"));
+  error = error_of(write("two", "two.pt"));
+  EXPECT_NE(error.find("exp.toml: [methods.two] " + fs::canonical(path("two.pt")).string() +
+                       ": forward raised builtins.ValueError: made for batches of 2, given 4; nothing queued"),
+            std::string::npos)
+      << error;
+
   error = error_of(write("mine", "softmax.pt", "[methods.mine.datasets.listops]\nscript = \"other.pt\"\n"));
   EXPECT_NE(error.find("[methods.mine.datasets.listops] script: a scripted method's file is set in [methods.mine] only"),
             std::string::npos)
