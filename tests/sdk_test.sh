@@ -60,7 +60,7 @@ grep -qx "Searched: mine/build, bits/build, $scratch/prefix/lib/attnlab/plugins,
 
 # The conformance suite passes on the new method as written, and catches a defect
 "$attnlab" check mine/build/attn_mine.so > check.log || { cat check.log; fail "attnlab check fails the template"; }
-[ "$(grep -c '^  pass  ' check.log)" = 8 ] || fail "not 8 checks passed: $(cat check.log)"
+[ "$(grep -c '^  pass  ' check.log)" = 9 ] || fail "not 9 checks passed: $(cat check.log)"
 # --bench: its training step beside softmax's, each measured by a bench process of the installed attnlab
 "$attnlab" check mine/build/attn_mine.so --bench --bench-lengths 32,64 > check.log 2>&1 ||
   { cat check.log; fail "attnlab check --bench fails the template"; }
@@ -80,7 +80,7 @@ fi
 grep -qx "  attnlab check pymine/pymine.pt" new.log || fail "new --python's next steps: $(cat new.log)"
 $torch_python pymine/export.py > export.log 2>&1 || { cat export.log; fail "the template's export.py failed"; }
 "$attnlab" check pymine/pymine.pt > check.log || { cat check.log; fail "attnlab check fails the Python template"; }
-[ "$(grep -c '^  pass  ' check.log)" = 8 ] || fail "not 8 checks passed: $(cat check.log)"
+[ "$(grep -c '^  pass  ' check.log)" = 9 ] || fail "not 9 checks passed: $(cat check.log)"
 "$attnlab" queue add pymine/experiment.toml --db py.db --cache-dir cache > queue.log 2>&1 || { cat queue.log; fail "queue add"; }
 grep -q "2 job(s): 2 added" queue.log || fail "the template's experiment: $(cat queue.log)"
 if "$attnlab" new dataset pybits --python 2> err.log; then fail "new dataset --python was accepted"; fi
