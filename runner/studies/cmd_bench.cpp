@@ -199,7 +199,7 @@ std::string scripted_method(const std::string& file, const PluginRegistry& regis
 // measured at, the model's heads and head size at each length and the batch size, before anything
 // is measured: a file sized for its job is measured at that job's shape or refused in one line.
 void check_scripts(const std::vector<Planned>& planned, const PluginRegistry& registry) {
-  std::set<std::string> checked;
+  std::set<std::string> checked, warned;
   for (const auto& [c, toml] : planned) {
     const auto& method = *registry.find(PluginKind::attention, c.method);
     if (!method.scripted()) continue;
@@ -212,7 +212,7 @@ void check_scripts(const std::vector<Planned>& planned, const PluginRegistry& re
     } catch (const std::exception& e) {
       throw BenchUsageError("bench: --methods: " + std::string(e.what()));
     }
-    if (checked.insert(method.path).second)
+    if (warned.insert(method.path).second)
       for (const auto& warning : scripted_warnings(method.path)) std::cerr << "attnlab: warning: " << warning << "\n";
   }
 }

@@ -36,6 +36,12 @@ def projected_attention(
     return torch.matmul(torch.softmax(scores, dim=-1), torch.matmul(e, v))
 
 
+def draw_projection(projection: torch.Tensor) -> None:
+    """Linformer's E drawn afresh: N(0, 1/n) entries for n tokens."""
+    with torch.no_grad():
+        projection.normal_(0.0, projection.size(1) ** -0.5)
+
+
 class Projection(torch.nn.Module):
     """Linformer's learnable projection (Wang et al., 2020, eq. 7): keys and values of the real
     tokens projected along the sequence to `rank` rows by E, trained with the model."""
@@ -116,8 +122,8 @@ class ResetProjection(torch.nn.Module):
 
     @torch.jit.export
     def reset_parameters(self) -> None:
+        draw_projection(self.projection)
         with torch.no_grad():
-            self.projection.normal_(0.0, self.projection.size(1) ** -0.5)
             self.mix.copy_(torch.eye(self.mix.size(0)) + 0.1 * torch.randn(self.mix.shape))
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_valid: torch.Tensor) -> torch.Tensor:
@@ -138,8 +144,8 @@ class ShapeBound(torch.nn.Module):
 
     @torch.jit.export
     def reset_parameters(self) -> None:
+        draw_projection(self.projection)
         with torch.no_grad():
-            self.projection.normal_(0.0, self.projection.size(1) ** -0.5)
             self.gain.uniform_(0.9, 1.1)
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_valid: torch.Tensor) -> torch.Tensor:
