@@ -85,6 +85,32 @@ bool alive(pid_t pid) {
   return state != 'X' && state != 'Z';
 }
 
+// True when no connection holds the database's write lock at this instant.
+bool write_lock_free(const std::string& db_path) {
+  sqlite3* db = nullptr;
+  sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr);
+  const bool locked = sqlite3_exec(db, "BEGIN IMMEDIATE; ROLLBACK;", nullptr, nullptr, nullptr) != SQLITE_OK;
+  sqlite3_close(db);
+  return !locked;
+}
+
+// Stops `pid` (SIGSTOP) at an instant it holds no write lock on the database: stopped inside a
+// heartbeat's transaction, it would lock every other worker out for as long as it stays stopped,
+// which no worker can undo. False if that never happened in 200 tries.
+bool stop_outside_a_transaction(pid_t pid, const std::string& db_path) {
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    if (kill(pid, SIGSTOP) != 0) return false;
+    for (char state = proc_stat(pid).second; state != 'T'; state = proc_stat(pid).second) {
+      if (state == 'X' || state == 'Z') return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (write_lock_free(db_path)) return true;
+    kill(pid, SIGCONT);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
 std::string read_file(const std::string& path) {
   std::ifstream in(path);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -679,8 +705,8 @@ TEST_F(Resume, AnAttemptThatLostItsLeaseWritesNothingALaterAttemptReads) {
   const pid_t parent = start_run_until_checkpoint({"--lease", "1"}, job_pid);
   ASSERT_GT(job_pid, 0) << read_file(path("run.log"));
   const pid_t device_worker = proc_stat(job_pid).first;
-  ASSERT_EQ(kill(device_worker, SIGSTOP), 0);
   const std::string db = path("r.db");
+  ASSERT_TRUE(stop_outside_a_transaction(device_worker, db));
   std::string out;
   const int status = attnlab("worker --idle-exit --lease 1 --db " + db + " --cache-dir " + cache() + " --threads 1", out);
   kill(device_worker, SIGCONT);
