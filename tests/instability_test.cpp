@@ -2,6 +2,9 @@
 // the score is stored with a run when asked for, and the CLI prints it.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+
 #include "test_support.hpp"
 
 #include <cstdlib>
@@ -119,6 +122,43 @@ TEST(Instability, StoredWithARunWhenAsked) {
       }
     }
   }
+}
+
+// The pre-pass is no part of training: the run's clock (train_seconds, steps_per_second,
+// wall_seconds) starts after it, as its peak memory does (c797cb7 counted it in all three). 200
+// pre-pass steps of two models against 2 training steps: with the pre-pass inside, wall_seconds
+// would be most of the call.
+TEST(Instability, TheRunsClockStartsAfterThePrePass) {
+  auto job = small_job(softmax_maker());
+  job.reference_attention = softmax_maker();
+  job.train.steps = 2;
+  job.train.eval_every = 2;
+  job.train.instability_steps = 200;
+  Recorder recorder;
+  const auto start = std::chrono::steady_clock::now();
+  const auto outcome = train_and_evaluate(job, {toy(512, 12), toy(16, 12), toy(16, 12)}, recorder);
+  const double call = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(outcome.status, TrainStatus::done) << outcome.error;
+  double wall = -1;
+  for (const auto& [name, value] : outcome.results)
+    if (name == "wall_seconds") wall = value;
+  EXPECT_GE(wall, 0);
+  EXPECT_LT(wall, 0.25 * call) << "the run's clock counted the pre-pass";
+}
+
+// A stop during the pre-pass ends the run there: interrupted, nothing trained or delivered.
+TEST(Instability, AStopDuringThePrePassEndsTheRunBeforeItsFirstStep) {
+  auto job = small_job(softmax_maker());
+  job.reference_attention = softmax_maker();
+  job.train.steps = 4;
+  job.train.instability_steps = 3;
+  std::atomic<bool> stop{true};
+  job.stop = &stop;
+  Recorder recorder;
+  const auto outcome = train_and_evaluate(job, {toy(64, 12), toy(16, 12), toy(16, 12)}, recorder);
+  EXPECT_EQ(outcome.status, TrainStatus::interrupted);
+  EXPECT_EQ(outcome.error, "stopped before the first step (instability pre-pass)");
+  EXPECT_TRUE(recorder.points.empty());
 }
 
 TEST(Instability, CommandPrintsTheRatioPerJob) {

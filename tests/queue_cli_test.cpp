@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -57,7 +59,7 @@ TEST_F(QueueCli, AddingTheSameExperimentTwiceAddsNothing) {
             std::string::npos) << out;
   EXPECT_NE(out.find(db() + ": 2 queued"), std::string::npos) << out;
   EXPECT_EQ(sql("SELECT count(*) FROM jobs WHERE state = 'queued' AND attempts = 0"), "2");
-  EXPECT_EQ(sql("PRAGMA user_version"), "12");
+  EXPECT_EQ(sql("PRAGMA user_version"), "13");
 
   ASSERT_EQ(queue("add " + file + " --cache-dir " + path("cache"), out), 0) << out;
   EXPECT_NE(out.find("2 job(s): 0 added, 2 already queued or running"), std::string::npos) << out;
@@ -178,15 +180,15 @@ TEST_F(QueueCli, DbMigrateIsTheOnlyWayAnOldFileMoves) {
   }
   std::string out;
   EXPECT_EQ(queue("list", out), 2);  // readers and workers never migrate
-  EXPECT_NE(out.find("database schema version 3 is older than this attnlab needs (12): run `attnlab db migrate --db " +
+  EXPECT_NE(out.find("database schema version 3 is older than this attnlab needs (13): run `attnlab db migrate --db " +
                      db() + "` first"), std::string::npos) << out;
   EXPECT_EQ(sql("PRAGMA user_version"), "3");
 
   ASSERT_EQ(attnlab("db migrate" + opts(), out), 0) << out;
-  EXPECT_EQ(out, db() + ": schema version 3 -> 12\n");
+  EXPECT_EQ(out, db() + ": schema version 3 -> 13\n");
   EXPECT_EQ(sql("SELECT state || ':' || attempts FROM jobs"), "done:0");
   ASSERT_EQ(attnlab("db migrate" + opts(), out), 0) << out;
-  EXPECT_EQ(out, db() + ": schema version 12 -> 12 (up to date)\n");
+  EXPECT_EQ(out, db() + ": schema version 13 -> 13 (up to date)\n");
   ASSERT_EQ(queue("list", out), 0) << out;
   EXPECT_NE(out.find("1 job(s): 1 done"), std::string::npos) << out;
 
@@ -194,7 +196,7 @@ TEST_F(QueueCli, DbMigrateIsTheOnlyWayAnOldFileMoves) {
   EXPECT_NE(out.find(path("missing.db") + ": no such database: run `attnlab db migrate --db "), std::string::npos) << out;
   EXPECT_FALSE(fs::exists(path("missing.db")));
   ASSERT_EQ(attnlab("db migrate --db " + path("new.db"), out), 0) << out;
-  EXPECT_EQ(out, path("new.db") + ": schema version 0 -> 12 (new database)\n");
+  EXPECT_EQ(out, path("new.db") + ": schema version 0 -> 13 (new database)\n");
   EXPECT_EQ(attnlab("db vacuum", out), 2);
   EXPECT_NE(out.find("attnlab db: unknown command 'vacuum'"), std::string::npos) << out;
 }
@@ -263,14 +265,73 @@ TEST_F(QueueCli, ADamagedDatabaseIsRefusedInOneLineAndDbCheckSaysWhy) {
   EXPECT_EQ(attnlab("db check --db " + db(), out), 1) << out;
   EXPECT_EQ(out.rfind(db() + ": damaged: ", 0), 0u) << out;
   const std::string refusal = "attnlab: error: " + db() + ": the database is damaged (quick_check: ";
+  // every writer opens through the checked path: queue cancel and retry too (c797cb7 wrote into it)
   for (const std::string& command : {"results --db " + db(), "queue add " + experiment() + " --cache-dir " + path("cache") + opts(),
-                                    "worker --idle-exit" + opts()}) {
+                                    "worker --idle-exit" + opts(), "queue cancel 1" + opts(), "queue retry 1" + opts()}) {
     EXPECT_EQ(attnlab(command, out), 2) << command << "\n" << out;
     const auto at = out.find(refusal);
     EXPECT_NE(at, std::string::npos) << command << "\n" << out;
     EXPECT_EQ(out.find('\n', at) + 1, out.size()) << command << "\n" << out;  // one line, the last
   }
   EXPECT_TRUE(bytes_of(db()) == damaged);  // nothing written
+}
+
+// The rows PRAGMA integrity_check gives, then its error when it stops on a page too damaged to
+// read, as SQLite's own connection sees them.
+std::pair<std::vector<std::string>, std::string> integrity_rows(const std::string& file) {
+  sqlite3* db = nullptr;
+  sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+  sqlite3_stmt* st = nullptr;
+  sqlite3_prepare_v2(db, "PRAGMA integrity_check(100)", -1, &st, nullptr);
+  std::vector<std::string> lines;
+  int rc = SQLITE_ROW;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    std::istringstream row(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)));
+    for (std::string line; std::getline(row, line);)
+      if (line != "ok" && line != "*** in database main ***") lines.push_back(line);
+  }
+  const std::string error = rc == SQLITE_DONE ? "" : sqlite3_errmsg(db);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return {lines, error};
+}
+
+// `db check` prints every problem SQLite listed before its check stopped on a damaged page, then
+// the error (c797cb7 printed the error alone: "1 problem, database disk image is malformed").
+TEST_F(QueueCli, DbCheckPrintsTheProblemsFoundBeforeTheCheckStopped) {
+  {
+    attnlab::store::Database database(db());
+    const auto experiment_id = database.add_experiment("big", "", "");
+    database.add_job({experiment_id, "noop", "noop", 1, "noop = 1", "noop-1", {}, {}});
+    attnlab::store::Claimer claimer;
+    claimer.worker = "test";
+    const auto lease = database.claim_next_job(claimer, 60);
+    ASSERT_TRUE(lease);
+    std::vector<attnlab::store::CurvePoint> points;
+    for (int i = 0; i < 3000; ++i) points.push_back({i, "train", "loss", i * 0.5, i * 0.1});
+    database.append_curve(lease->run_id, points);
+  }
+  std::ifstream in(db(), std::ios::binary);
+  const std::string intact((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::size_t page = 4096, pages = intact.size() / page;
+  // damage of that kind: a few header bytes of b-tree pages changed, drawn until SQLite lists
+  // problems and then stops (seeded: the same file every run)
+  std::mt19937 draw(1);
+  std::pair<std::vector<std::string>, std::string> found;
+  for (int attempt = 0; attempt < 20000 && (found.first.empty() || found.second.empty()); ++attempt) {
+    std::string bytes = intact;
+    for (int flips = 1 + static_cast<int>(draw() % 3); flips > 0; --flips)
+      bytes[(1 + draw() % (pages - 1)) * page + draw() % 60] = static_cast<char>(draw() % 256);
+    std::ofstream(db(), std::ios::binary | std::ios::trunc) << bytes;
+    found = integrity_rows(db());
+  }
+  ASSERT_FALSE(found.first.empty());
+  ASSERT_FALSE(found.second.empty());
+  std::string out;
+  EXPECT_EQ(attnlab("db check --db " + db(), out), 1) << out;
+  EXPECT_EQ(out.rfind(db() + ": damaged: ", 0), 0u) << out;
+  for (const auto& line : found.first) EXPECT_NE(out.find("  " + line + "\n"), std::string::npos) << line << "\n" << out;
+  EXPECT_NE(out.find(found.second), std::string::npos) << out;
 }
 
 // Small things said plainly: a folder where a file belongs, a table defined twice, a character

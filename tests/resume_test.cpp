@@ -145,6 +145,11 @@ struct Log : TrainObserver {
   }
   std::vector<std::string> step_modes;
   void on_step_mode(const std::string& mode) override { step_modes.push_back(mode); }
+  std::atomic<bool>* stop = nullptr;
+  std::int64_t stop_after_pass = 0;  // raises `stop` after this variance pass (0: never)
+  void on_variance_pass(std::int64_t done, std::int64_t, double) override {
+    if (stop && done == stop_after_pass) stop->store(true);
+  }
 };
 
 struct Attempt {
@@ -219,7 +224,7 @@ class Resume : public ::testing::Test {
 
   // Trains `job`, its method wrapped in StopOnCall; with stop_during_step > 0, `stop` is raised
   // during that step.
-  Attempt run(TrainJob job, std::int64_t stop_during_step = 0, std::int64_t adopt_until = -1) {
+  Attempt run(TrainJob job, std::int64_t stop_during_step = 0, std::int64_t adopt_until = -1, std::int64_t stop_after_pass = 0) {
     stop_ = false;
     const std::int64_t stop_at_call = stop_during_step > 0 ? stop_during_step * job.train.grad_accum : -1;
     auto* stop = &stop_;
@@ -229,6 +234,8 @@ class Resume : public ::testing::Test {
     job.stop = &stop_;
     Attempt r;
     r.log.adopt_until = adopt_until;
+    r.log.stop = &stop_;
+    r.log.stop_after_pass = stop_after_pass;
     r.outcome = train_and_evaluate(job, splits(), r.log);
     return r;
   }
@@ -370,6 +377,28 @@ TEST_F(Resume, StoppedAfterTheLastStepResumesIntoTheTestEvaluation) {
   expect_same_results(reference.outcome, resumed.outcome);
 }
 
+// A stop during the variance passes (they can take as long as training) ends them at the next
+// batch: the attempt is interrupted with no test result or point, and its last step's resume
+// checkpoint (written after every run's last step) gives the next attempt the uninterrupted
+// run's test and variance numbers.
+TEST_F(Resume, StoppedDuringTheVariancePassesResumesFromTheLastStep) {
+  auto base = job("random_projection");
+  base.train.checkpoint_every = 25;
+  base.resume_stem = path("job");
+  const Attempt reference = run(base);
+  ASSERT_EQ(reference.outcome.status, TrainStatus::done) << reference.outcome.error;
+  EXPECT_EQ(reference.log.checkpoint_steps, (std::vector<std::int64_t>{25, 50, 60}));
+  const Attempt stopped = run(base, 0, -1, /*stop_after_pass=*/2);
+  EXPECT_EQ(stopped.outcome.status, TrainStatus::interrupted);
+  EXPECT_EQ(stopped.outcome.error, "stopped while testing, after step 60");
+  EXPECT_TRUE(std::isnan(result(stopped.outcome, "test_acc")));
+  for (const auto& p : stopped.log.points) EXPECT_NE(p.split, "test");
+  const Attempt resumed = run(resuming(base, stopped));
+  ASSERT_EQ(resumed.outcome.status, TrainStatus::done) << resumed.outcome.error;
+  expect_same_points(reference.log.points, concat(stopped.log.points, resumed.log.points));
+  expect_same_results(reference.outcome, resumed.outcome);
+}
+
 TEST_F(Resume, CrashAfterAPeriodicCheckpointResumesFromIt) {
   auto base = job("random_projection");
   const Attempt reference = run(base);
@@ -379,9 +408,10 @@ TEST_F(Resume, CrashAfterAPeriodicCheckpointResumesFromIt) {
   auto periodic_job = base;
   periodic_job.train.checkpoint_every = 25;
   periodic_job.resume_stem = path("job");
-  const Attempt periodic = run(periodic_job);
+  // (the one after the last step, 60, is refused as a lost lease's would be: 50 stays adopted)
+  const Attempt periodic = run(periodic_job, 0, /*adopt_until=*/50);
   ASSERT_EQ(periodic.outcome.status, TrainStatus::done) << periodic.outcome.error;
-  EXPECT_EQ(periodic.log.checkpoint_steps, (std::vector<std::int64_t>{25, 50}));
+  EXPECT_EQ(periodic.log.checkpoint_steps, (std::vector<std::int64_t>{25, 50, 60}));
   // checkpointing changes nothing, and every point up to a checkpoint's step came before it
   expect_same_points(reference.log.points, periodic.log.points);
   expect_same_results(reference.outcome, periodic.outcome);
@@ -394,14 +424,18 @@ TEST_F(Resume, CrashAfterAPeriodicCheckpointResumesFromIt) {
   for (const auto& entry : fs::directory_iterator(dir)) files.insert(entry.path().filename().string());
   EXPECT_EQ(files, (std::set<std::string>{"best.pt", "job.step-50.resume.pt"}));
 
-  const Attempt resumed = run(resuming(periodic_job, periodic));
+  auto from_50 = periodic_job;
+  from_50.resume_from = periodic.outcome.resume_checkpoint;
+  from_50.resume_step = 50;
+  from_50.resume_checksum = periodic.log.checksums[1];
+  const Attempt resumed = run(from_50);
   ASSERT_EQ(resumed.outcome.status, TrainStatus::done) << resumed.outcome.error;
   std::vector<MetricPoint> after_checkpoint;  // the reference's points a resumed attempt must give
   for (const auto& p : reference.log.points)
     if (p.split == "test" || (p.step > 50 && p.name.rfind("tau", 0) != 0)) after_checkpoint.push_back(p);
   expect_same_points(after_checkpoint, resumed.log.points);
   expect_same_results(reference.outcome, resumed.outcome);
-  EXPECT_TRUE(resumed.log.checkpoint_steps.empty());  // 75 is past the end
+  EXPECT_EQ(resumed.log.checkpoint_steps, (std::vector<std::int64_t>{60}));  // 75 is past the end; the last step's
   EXPECT_EQ(resumed.log.resumed_at, (std::vector<std::int64_t>{50}));
 }
 
@@ -484,10 +518,11 @@ TEST_F(Resume, ACheckpointNotAdoptedIsRemovedAndTheAdoptedOneStays) {
   periodic.resume_stem = path("job");
   const Attempt attempt = run(periodic, 0, /*adopt_until=*/25);
   ASSERT_EQ(attempt.outcome.status, TrainStatus::done) << attempt.outcome.error;
-  EXPECT_EQ(attempt.log.checkpoint_steps, (std::vector<std::int64_t>{25, 50}));
+  EXPECT_EQ(attempt.log.checkpoint_steps, (std::vector<std::int64_t>{25, 50, 60}));
   EXPECT_EQ(attempt.outcome.resume_checkpoint, path("job.step-25.resume.pt"));
   EXPECT_TRUE(fs::exists(path("job.step-25.resume.pt")));
   EXPECT_FALSE(fs::exists(path("job.step-50.resume.pt")));
+  EXPECT_FALSE(fs::exists(path("job.step-60.resume.pt")));
 }
 
 // A checkpoint that cannot be written (here: its temporary file is /dev/full, ENOSPC) is one

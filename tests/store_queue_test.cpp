@@ -750,6 +750,7 @@ TEST_F(Queue, MigratesAVersion6FileAddingTheStudyTables) {
   // every version 6 object as it was, the three new tables after them
   EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT group_concat(sql, ';') FROM sqlite_master WHERE name NOT LIKE 'spectrum%' "
                                    "AND name NOT LIKE 'sqlite_autoindex_spectrum%' AND name NOT LIKE '%gradient_stats%' "
+                                   "AND name NOT LIKE '%accuracy_marks%' "
                                    "AND name NOT IN ('runs', 'jobs', 'approx_results', 'bench_results')"),
             before);
   EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT count(*) FROM sqlite_master WHERE name = 'gradient_stats'"), "1");
@@ -766,6 +767,43 @@ TEST_F(Queue, MigratesAVersion6FileAddingTheStudyTables) {
   r.values = {{1, 0, 1, 0, 1}};
   store::set_spectrum(db, r);
   EXPECT_EQ(store::spectrum_results(db, {20}).size(), 1u);
+}
+
+// What a store error says of the machine, from SQLite's own codes: the file locked past the busy
+// timeout, written through a read-only connection, damaged; anything else (a refused value, an
+// unknown run) is the caller's and names no fault. A worker and a job process act on these.
+TEST_F(Queue, DatabaseFaultsAreToldApartFromTheCallersErrors) {
+  Database& db = fill(1);
+  auto fault_of = [](auto&& write) {
+    try {
+      write();
+    } catch (const StoreError& e) {
+      return store::database_fault(e);
+    }
+    return store::DatabaseFault::none;
+  };
+  {
+    Database other(file("queue.db"), Database::Open::existing);
+    ASSERT_EQ(sqlite3_exec(store::sqlite_handle(other), "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_busy_timeout(store::sqlite_handle(db), 10);  // the lock outlasts this connection's patience
+    EXPECT_EQ(fault_of([&] { db.add_experiment("x", "", ""); }), store::DatabaseFault::locked);
+    sqlite3_exec(store::sqlite_handle(other), "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+  {
+    Database reader(file("queue.db"), Database::Open::read_only);
+    EXPECT_EQ(fault_of([&] { reader.add_experiment("x", "", ""); }), store::DatabaseFault::read_only);
+  }
+  EXPECT_EQ(fault_of([&] { db.run_attempt(999); }), store::DatabaseFault::none);
+  EXPECT_EQ(store::database_fault(StoreError("a message")), store::DatabaseFault::none);
+  EXPECT_EQ(store::database_fault(std::runtime_error("not the store's")), store::DatabaseFault::none);
+  db_.reset();
+  {
+    // a page in the middle of the file turned to noise
+    std::fstream bytes(file("queue.db"), std::ios::in | std::ios::out | std::ios::binary);
+    bytes.seekp(static_cast<std::streamoff>(fs::file_size(file("queue.db")) / 4096 / 2 * 4096));
+    bytes << std::string(4096, '\x5a');
+  }
+  EXPECT_EQ(fault_of([&] { Database damaged(file("queue.db"), Database::Open::existing); }), store::DatabaseFault::damaged);
 }
 
 }  // namespace

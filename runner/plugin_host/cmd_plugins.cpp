@@ -36,6 +36,10 @@ int cmd_plugins(const Args& args) {
   std::cout << "Searched: ";
   for (std::size_t i = 0; i < registry.searched().size(); ++i) std::cout << (i ? ", " : "") << registry.searched()[i];
   std::cout << "\n";
+  if (!registry.overridden().empty()) {
+    std::cout << "Overridden (bundled, provided by an earlier folder):\n";
+    for (const auto& e : registry.overridden()) std::cout << "  " << e.line() << "\n";
+  }
   if (!registry.errors().empty()) {
     std::cout << "Refused:\n";
     for (const auto& e : registry.errors()) std::cout << "  " << e.line() << "\n";

@@ -61,7 +61,11 @@ std::vector<std::string> PluginRegistry::bundled_dirs() {
 }
 
 void PluginRegistry::load_folders(const std::vector<std::string>& folders) {
-  std::set<std::string> seen;
+  std::set<std::string> seen, bundled;
+  for (const auto& folder : bundled_dirs()) {
+    std::error_code ec;
+    bundled.insert(fs::weakly_canonical(folder, ec).string());
+  }
   for (const auto& folder : folders) {
     std::error_code ec;
     const auto canonical = fs::weakly_canonical(folder, ec).string();
@@ -72,11 +76,11 @@ void PluginRegistry::load_folders(const std::vector<std::string>& folders) {
     for (const auto& entry : fs::directory_iterator(folder, ec))
       if (entry.path().extension() == ".so" && !entry.is_directory()) files.push_back(entry.path().string());
     std::sort(files.begin(), files.end());
-    for (const auto& file : files) load_file(file);
+    for (const auto& file : files) load_file(file, bundled.count(canonical) > 0);
   }
 }
 
-bool PluginRegistry::load_file(const std::string& path) {
+bool PluginRegistry::load_file(const std::string& path, bool bundled) {
   auto refuse = [&](const std::string& reason) {
     errors_.push_back({path, reason});
     return false;
@@ -102,6 +106,10 @@ bool PluginRegistry::load_file(const std::string& path) {
   if (info->kind != PluginKind::attention && info->kind != PluginKind::dataset)
     return refuse("unknown plugin kind " + std::to_string(static_cast<unsigned>(info->kind)));
   if (!info->name || !*info->name) return refuse("the descriptor has no name");
+  if (const auto* other = find(info->kind, info->name); other && bundled) {
+    overridden_.push_back({path, std::string("overridden by ") + other->path});
+    return false;
+  }
   if (const auto* other = find(info->kind, info->name))
     return refuse(std::string("the name '") + info->name + "' is taken by the " + to_string(info->kind) +
                   " plugin already loaded from " + other->path + "; this one is ignored");

@@ -51,7 +51,7 @@ class PluginRegistry {
   // Loads every `*.so` in the folders, in order (sorted by file name within a folder).
   void load_folders(const std::vector<std::string>& folders);
   // Loads one file; on refusal records a PluginLoadError and returns false.
-  bool load_file(const std::string& path);
+  bool load_file(const std::string& path) { return load_file(path, false); }
 
   // A TorchScript method named `name`, read from the .pt file at `path`: an attention "plugin"
   // whose file is the script (its SHA-256 recorded with every run, as a library's), with one
@@ -71,12 +71,18 @@ class PluginRegistry {
   std::vector<std::string> names(PluginKind kind) const;
   const std::deque<LoadedPlugin>& plugins() const { return plugins_; }
   const std::vector<PluginLoadError>& errors() const { return errors_; }
+  // Bundled plugins whose name a folder searched before them provides (a user's own build of a
+  // bundled method): overridden, as documented, not refused. Each with the file that won.
+  const std::vector<PluginLoadError>& overridden() const { return overridden_; }
   const std::vector<std::string>& searched() const { return searched_; }
 
  private:
+  bool load_file(const std::string& path, bool bundled);
+
   // A deque: pointers from find() stay valid as more load. Mutable for add_script only.
   mutable std::deque<LoadedPlugin> plugins_;
   std::vector<PluginLoadError> errors_;
+  std::vector<PluginLoadError> overridden_;
   std::vector<std::string> searched_;
 };
 

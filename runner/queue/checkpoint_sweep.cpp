@@ -10,8 +10,9 @@ namespace attnlab {
 namespace fs = std::filesystem;
 namespace {
 
-// run-R.pt[.partial[.PID]], job-J.run-R[.step-S].resume.pt[.partial.PID] (without a step: older builds)
-const std::regex kBestFile(R"(run-(\d+)\.pt(\.partial(\.\d+)?)?)");
+// run-R.pt[.accNN][.partial[.PID]] (the best weights, and those kept at accuracy mark NN/100),
+// job-J.run-R[.step-S].resume.pt[.partial.PID] (without a step: older builds)
+const std::regex kBestFile(R"(run-(\d+)\.pt(\.acc\d+)?(\.partial(\.\d+)?)?)");
 const std::regex kResumeFile(R"(job-(\d+)\.run-(\d+)(\.step-\d+)?\.resume\.pt(\.partial\.\d+)?)");
 
 bool ended_with_result(store::RunStatus status) {
@@ -24,6 +25,7 @@ bool ended_with_result(store::JobState state) {
 struct JobFiles {
   store::JobState state = store::JobState::queued;
   std::set<std::string> keep;  // file names of use
+  std::int64_t resume_run = 0;  // the run whose resume checkpoint is the job's resume point: its marks' files are read on resume
 };
 
 }  // namespace
@@ -63,6 +65,7 @@ CheckpointSweep sweep_checkpoints(store::Database& db, const std::string& dir, s
     if (!ended_with_result(files.state)) {
       const auto [resume, run] = db.resume_point(id);
       if (!resume.empty()) files.keep.insert(fs::path(resume).filename().string());
+      if (!resume.empty()) files.resume_run = run;
     }
     return jobs.emplace(id, std::move(files)).first->second;
   };
@@ -72,12 +75,16 @@ CheckpointSweep sweep_checkpoints(store::Database& db, const std::string& dir, s
     const std::string name = entry.path().filename().string();
     std::smatch m;
     std::int64_t run_id = 0;
-    if (std::regex_match(name, m, kBestFile))
+    bool mark = false;  // the weights of an accuracy mark: of use as long as its run's best file, or
+                        // while its run wrote the job's resume point (a resumed run reads them)
+    if (std::regex_match(name, m, kBestFile)) {
       run_id = std::stoll(m[1].str());
-    else if (std::regex_match(name, m, kResumeFile))
+      mark = m[2].matched && !m[3].matched;
+    } else if (std::regex_match(name, m, kResumeFile)) {
       run_id = std::stoll(m[2].str());
-    else
+    } else {
       continue;  // not ours
+    }
     const auto& run = run_of(run_id);
     if (!run) {
       ++sweep.unknown;
@@ -86,7 +93,9 @@ CheckpointSweep sweep_checkpoints(store::Database& db, const std::string& dir, s
     const auto& [owner, attempt] = *run;
     if (job_id && owner != *job_id) continue;
     const JobFiles& files = job_of(owner);
-    if (files.state == store::JobState::running || attempt.status == store::RunStatus::running || files.keep.count(name)) {
+    const bool of_use = files.keep.count(name) ||
+                        (mark && (files.keep.count("run-" + std::to_string(run_id) + ".pt") || files.resume_run == run_id));
+    if (files.state == store::JobState::running || attempt.status == store::RunStatus::running || of_use) {
       ++sweep.kept;
       continue;
     }

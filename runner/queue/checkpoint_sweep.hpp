@@ -1,12 +1,14 @@
 #pragma once
 // Checkpoint files nothing can use any more. A queue's checkpoint folder (<db>.ckpt/) holds, per
-// run R of job J, `run-R.pt` (best-validation weights) and `job-J.run-R.step-S.resume.pt` (the
-// resume checkpoints R wrote; the one the database adopted last is where the next attempt
-// resumes), plus `.partial.PID` files of writes a kill cut short. What can still be used:
-//   - the best checkpoint of a run that ended done, diverged or oom (variance, approx, inspect
-//     and resumed studies read it);
-//   - the job's resume point (Database::resume_point) while the job has not ended done,
-//     diverged or oom: a queued, failed, blocked or cancelled job may run again and resume;
+// run R of job J, `run-R.pt` (best-validation weights), `run-R.pt.accNN` (the weights at accuracy
+// mark NN/100) and `job-J.run-R.step-S.resume.pt` (the resume checkpoints R wrote; the one the
+// database adopted last is where the next attempt resumes), plus `.partial.PID` files of writes a
+// kill cut short. What can still be used:
+//   - the best checkpoint and the marks' files of a run that ended done, diverged or oom
+//     (variance, approx, gradients, inspect and resumed studies read them);
+//   - the job's resume point (Database::resume_point), and the marks' files of the run that
+//     wrote it (a resumed run takes them over), while the job has not ended done, diverged or
+//     oom: a queued, failed, blocked or cancelled job may run again and resume;
 //   - anything of a job that is running, or of a run this database does not know (yet).
 // Everything else is removed: the files of failed, lost and interrupted attempts once a later
 // attempt superseded them, checkpoints an attempt wrote but never got adopted (it lost its lease

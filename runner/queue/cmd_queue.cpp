@@ -27,7 +27,7 @@ constexpr const char* kUsage =
     "  list                  the jobs, filtered by --state, --method, --dataset\n"
     "  show JOB              one job: its config and every attempt\n"
     "  cancel JOB...         queued, running or submitted jobs -> cancelled\n"
-    "  retry JOB...          failed, cancelled, diverged or oom jobs -> queued, failure count reset\n"
+    "  retry JOB...          failed, cancelled, diverged, oom or blocked jobs -> queued, failure counts reset\n"
     "attnlab queue <command> --help shows its options.\n";
 
 void add_db_option(po::options_description& options) {

@@ -53,11 +53,10 @@ int cmd_worker(const Args& args, const std::string& self_exe) {
   WorkerOptions o = WorkerOptions::from(vm, "worker");
   install_stop_handlers();  // from here on SIGINT/SIGTERM end the worker with a word, never silently
   o.devices = resolve_devices(vm["devices"].as<std::string>());
-  // refuse a missing or unmigrated database here, once, rather than in every device worker
-  // (and a damaged one: the device workers and job processes do not check it again)
+  // refuse a missing, unmigrated or damaged database here, once, rather than in every device
+  // worker (they open it unchecked, and check it again before each claim)
   {
     store::Database check(o.db_path, store::Database::Open::existing);
-    check.require_intact();
     if (o.jobs_per_device == 0)
       o.jobs_per_device = static_cast<int>(
           auto_jobs_per_device_of_queue(check, o.only_jobs, load_plugins(o.plugin_dirs), o.devices, o.cache_dir));

@@ -44,6 +44,9 @@ class StoreObserver : public TrainObserver {
   void on_variance_pass(std::int64_t done, std::int64_t passes, double seconds) override {
     printer_.variance_pass(done, passes, seconds);
   }
+  void on_resumed(std::int64_t steps_done, const std::string& /*path*/) override {
+    std::cout << printer_.label() << " resumes run " << resumes_run_ << " from step " << steps_done << std::endl;
+  }
   void on_step_mode(const std::string& mode) override {
     std::cout << printer_.label() << " steps: " << mode << std::endl;
     write([&] { db_.set_run_step_mode(run_id_, mode); });
@@ -59,13 +62,25 @@ class StoreObserver : public TrainObserver {
     return true;
   }
 
-  // The resume checkpoint this attempt started from, removed once this attempt has one of its own.
-  void supersedes(const std::string& path) { superseded_ = path; }
+  // The resume checkpoint this attempt starts from (run `run`'s), removed once this attempt has one
+  // of its own.
+  void supersedes(const std::string& path, std::int64_t run = 0) {
+    superseded_ = path;
+    resumes_run_ = run;
+  }
   const std::string& superseded() const { return superseded_; }
   bool lease_lost() const { return !lost_reason_.empty(); }
   const std::string& lost_reason() const { return lost_reason_; }
   void lost(const std::string& why) {
     if (lost_reason_.empty()) lost_reason_ = why;
+    request_stop();
+  }
+  // A write the database refused for the machine's reasons (locked past the busy timeout, its
+  // disk full, read-only, damaged): the attempt stops at the end of its step, the machine's failure.
+  store::DatabaseFault database_fault() const { return fault_; }
+  const std::string& fault_error() const { return fault_error_; }
+  void faulted(store::DatabaseFault fault, const std::string& error) {
+    if (fault_ == store::DatabaseFault::none) fault_ = fault, fault_error_ = error;
     request_stop();
   }
   ProgressPrinter& printer() { return printer_; }
@@ -80,6 +95,11 @@ class StoreObserver : public TrainObserver {
     } catch (const store::LeaseLost& e) {
       lost(e.what());
       return false;
+    } catch (const store::StoreError& e) {
+      const auto fault = store::database_fault(e);
+      if (fault == store::DatabaseFault::none) throw;
+      faulted(fault, e.what());
+      return false;
     }
   }
 
@@ -87,7 +107,10 @@ class StoreObserver : public TrainObserver {
   std::int64_t run_id_;
   ProgressPrinter printer_;
   std::string superseded_;
+  std::int64_t resumes_run_ = 0;
   std::string lost_reason_;
+  store::DatabaseFault fault_ = store::DatabaseFault::none;
+  std::string fault_error_;
 };
 
 // The run's status for how its training ended (the same names).
@@ -202,9 +225,8 @@ std::int64_t continue_from_resume_point(store::Database& db, std::int64_t job_id
   job.resume_from = point.path;
   job.resume_step = point.step;
   job.resume_checksum = point.checksum;
-  observer.supersedes(point.path);
+  observer.supersedes(point.path, previous_run);  // it says "resumes" once the checkpoint has loaded
   db.copy_curve(previous_run, run_id, point.step);
-  std::cout << label << " resumes run " << previous_run << " from step " << point.step << std::endl;
   return previous_run;
 }
 
@@ -270,13 +292,21 @@ void record_end(store::Database& db, std::int64_t run_id, store::RunStatus statu
                 const TrainJob& job, const std::vector<store::PluginFile>& plugins, StoreObserver& observer) {
   try {
     const bool saved = !job.checkpoint_path.empty() && fs::exists(job.checkpoint_path);
-    if (status == store::RunStatus::lost)
+    if (status == store::RunStatus::lost) {
       db.fail_run_if_unfinished(run_id, status, outcome.error);
-    else
-      db.finish_run(run_id, status, outcome.results, outcome.error, saved ? job.checkpoint_path : "",
-                    saved ? outcome.checkpoint_checksum : "", script_raised(plugins, outcome.error));
+      return;
+    }
+    std::vector<store::AccuracyMarkFile> marks;
+    for (const AccuracyMark& m : outcome.accuracy_marks) marks.push_back({m.mark, m.step, m.path, m.checksum});
+    if (!marks.empty()) db.record_accuracy_marks(run_id, marks);
+    db.finish_run(run_id, status, outcome.results, outcome.error, saved ? job.checkpoint_path : "",
+                  saved ? outcome.checkpoint_checksum : "", script_raised(plugins, outcome.error));
   } catch (const store::LeaseLost& e) {
     observer.lost(e.what());
+  } catch (const store::StoreError& e) {
+    const auto fault = store::database_fault(e);
+    if (fault == store::DatabaseFault::none) throw;
+    observer.faulted(fault, e.what());  // the run stays running; its worker, or its lease's end, ends it
   }
 }
 
@@ -299,7 +329,7 @@ std::string resume_checkpoint_stem(const std::string& checkpoint_dir, std::int64
 }
 
 int execute_job(const JobExecOptions& options) {
-  store::Database db(options.db_path, store::Database::Open::existing);
+  store::Database db(options.db_path, store::Database::Open::supervised);
   store::JobFilter this_job;
   this_job.ids = {options.job_id};
   const auto found = db.list_jobs(this_job);
@@ -343,6 +373,7 @@ int execute_job(const JobExecOptions& options) {
     status = store::RunStatus::lost;
     outcome.error = e.what();
   } catch (const std::exception& e) {
+    if (const auto fault = store::database_fault(e); fault != store::DatabaseFault::none) observer.faulted(fault, e.what());
     std::string what = e.what();
     status = compat::is_out_of_memory(e)  ? store::RunStatus::oom
              : is_deterministic_refusal(e) ? store::RunStatus::rejected
@@ -350,18 +381,25 @@ int execute_job(const JobExecOptions& options) {
     outcome.error = what.substr(0, what.find('\n'));  // c10 errors append a backtrace
   }
 
+  if (observer.database_fault() != store::DatabaseFault::none) {
+    // The machine's failure, never the method's: `lost`, and the job backed off.
+    status = store::RunStatus::lost;
+    outcome.error = "the database could not be written: " + observer.fault_error();
+  }
   if (!observer.lease_lost()) record_end(db, run_id, status, outcome, job, plugins, observer);
   if (observer.lease_lost()) {
     observer.printer().finish("lost its lease (" + observer.lost_reason() + "); this attempt wrote nothing more");
     return kExitLeaseLost;
   }
-  if (store::ends_its_job(status)) {  // nothing will resume this job again
+  const bool recorded = observer.database_fault() == store::DatabaseFault::none;
+  if (recorded && store::ends_its_job(status)) {  // nothing will resume this job again
     std::error_code ignored;
     if (!outcome.resume_checkpoint.empty()) fs::remove(outcome.resume_checkpoint, ignored);
     if (!observer.superseded().empty()) fs::remove(observer.superseded(), ignored);
   }
 
   observer.printer().finish(end_summary(status, outcome, stored.id));
+  if (observer.database_fault() != store::DatabaseFault::none) return kExitDatabaseFault;
   return disk_error == ENOSPC || disk_error == EDQUOT ? kExitDiskFull : 0;
 }
 

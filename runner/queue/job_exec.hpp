@@ -24,6 +24,10 @@ inline constexpr int kExitLeaseLost = 4;
 // (ENOSPC, EDQUOT): the attempt ended `lost` (the infrastructure's), and its device worker
 // claims nothing more. Any other end exits 0.
 inline constexpr int kExitDiskFull = 5;
+// exec-job's exit status when the database refused a write for the machine's reasons (locked past
+// the busy timeout, its disk full, read-only, damaged): the attempt ended `lost` if it could still
+// say so; its device worker says so otherwise, or the lease's end does.
+inline constexpr int kExitDatabaseFault = 6;
 
 // The job process's command line (`attnlab exec-job`): the device worker writes it (to_args), the
 // job process reads it (options, from), one type at both ends.

@@ -32,6 +32,19 @@ constexpr double kIdleBackoffMax = 2.0;     // longest wait between claims on an
 constexpr double kRestartBackoffMax = 30.0;
 constexpr int kQuickDeathsBeforeGivingUp = 10;
 constexpr double kHealthySeconds = 60.0;    // a device worker that ran this long starts its back-off afresh
+constexpr double kClaimCheckSeconds = 0.5;  // the most a quick_check before a claim may take
+constexpr double kIdleCheckSeconds = 30.0;  // between quick_checks while no job comes (polls)
+constexpr double kFullDiskGraceSeconds = 10.0;  // a database disk full for a moment is waited out this long
+
+// What a person must do about a database fault that stops the workers, in words.
+std::string remedy(store::DatabaseFault fault) {
+  switch (fault) {
+    case store::DatabaseFault::full: return "free some space and start a worker again";
+    case store::DatabaseFault::read_only: return "make the file and its folder writable and start a worker again";
+    case store::DatabaseFault::damaged: return "restore the file from a copy (`attnlab db check` lists what is wrong)";
+    default: return "start a worker again once it is fixed";
+  }
+}
 
 // How long a job process that lost its lease gets to stop after SIGTERM before SIGKILL.
 double lease_lost_grace(double lease_seconds) { return std::clamp(lease_seconds / 2, 1.0, 10.0); }
@@ -61,7 +74,7 @@ bool nothing_left(store::Database& db, const std::vector<std::int64_t>& only) {
 class DeviceWorker {
  public:
   DeviceWorker(const WorkerOptions& options, std::string device, std::string self_exe)
-      : o_(options), device_(std::move(device)), self_exe_(std::move(self_exe)), db_(o_.db_path, store::Database::Open::existing) {
+      : o_(options), device_(std::move(device)), self_exe_(std::move(self_exe)), db_(o_.db_path, store::Database::Open::supervised) {
     claimer_.host = host_name();
     claimer_.pid = getpid();
     claimer_.device = device_;
@@ -75,7 +88,7 @@ class DeviceWorker {
     double idle_wait = 0.05;
     while (stop_requests() == 0) {
       if (o_.max_jobs > 0 && jobs >= o_.max_jobs) return end_status();
-      const auto lease = db_.claim_next_job(claimer_, o_.lease_seconds, o_.only_jobs);
+      const auto lease = claim();
       if (!lease) {
         if (o_.idle_exit && nothing_left(db_, o_.only_jobs)) return end_status();
         sleep_seconds(idle_wait);
@@ -100,6 +113,30 @@ class DeviceWorker {
   }
 
  private:
+  // The next job, on a file re-checked first (quick_check, if it fits in kClaimCheckSeconds: a file
+  // damaged while workers run is never written again): before the first claim and each claim
+  // after a job, and every kIdleCheckSeconds while the queue is idle. A disk full for a moment is
+  // waited out; any other database fault is thrown (run_device_worker says what it means).
+  std::optional<store::Lease> claim() {
+    const auto first_try = Clock::now();
+    for (;;) {
+      try {
+        if (!checked_at_ || seconds_since(*checked_at_) > kIdleCheckSeconds) {
+          db_.quick_check_within(kClaimCheckSeconds);
+          checked_at_ = Clock::now();
+        }
+        auto lease = db_.claim_next_job(claimer_, o_.lease_seconds, o_.only_jobs);
+        if (lease) checked_at_.reset();  // the next claim comes after this job: check again then
+        return lease;
+      } catch (const store::StoreError& e) {
+        if (store::database_fault(e) != store::DatabaseFault::full || seconds_since(first_try) > kFullDiskGraceSeconds ||
+            stop_requests() > 0)
+          throw;
+      }
+      sleep_seconds(1.0);
+    }
+  }
+
   // A normal end (--idle-exit, --max-jobs): kDeviceWorkerJobsNotDone when a job this worker ran
   // is in any state but done now (failed, diverged, oom, or queued again after a failed attempt).
   int end_status() {
@@ -179,6 +216,12 @@ class DeviceWorker {
     }
     forward_stops_to(pid);
     if (stop_requests() > 0) kill(pid, SIGTERM);  // a stop that came before the forwarding was set
+    try {
+      db_.set_run_pid(lease.run_id, pid);
+    } catch (const store::StoreError& e) {  // a lease lost or a busy file: the job process finds out itself
+      say(what + ": could not record its job process's pid: " + e.what());
+    } catch (const store::LeaseLost&) {
+    }
 
     auto next_heartbeat = Clock::now() + seconds(o_.lease_seconds / 3);
     std::optional<Clock::time_point> kill_at;
@@ -232,12 +275,18 @@ class DeviceWorker {
     const store::RunStatus status = stopped        ? store::RunStatus::interrupted
                                     : from_outside ? store::RunStatus::lost
                                                    : store::RunStatus::failed;
-    const std::string error =
-        "job process " + exit.describe() + (status == store::RunStatus::lost ? ", not by its own code" : "");
+    const bool database_fault = !exit.signalled && exit.code == kExitDatabaseFault;
+    const std::string error = database_fault ? "the job process could not write the database"
+                                             : "job process " + exit.describe() +
+                                                   (status == store::RunStatus::lost ? ", not by its own code" : "");
     try {
-      if (db_.fail_run_if_unfinished(lease.run_id, status, error)) say(what + " " + to_string(status) + ": " + error);
+      if (db_.fail_run_if_unfinished(lease.run_id, database_fault ? store::RunStatus::lost : status, error))
+        say(what + " " + to_string(database_fault ? store::RunStatus::lost : status) + ": " + error);
     } catch (const store::LeaseLost&) {
       say(what + " is no longer ours (lease lost); nothing more written");
+    } catch (const store::StoreError& e) {
+      if (store::database_fault(e) == store::DatabaseFault::none) throw;
+      say(what + " could not be ended in the database (" + e.what() + "); it ends as lost when its lease expires");
     }
     sweep_files_of(lease);
     return true;
@@ -275,6 +324,7 @@ class DeviceWorker {
   store::Claimer claimer_;
   std::mt19937_64 random_;
   std::vector<std::int64_t> ran_;  // the jobs this worker claimed
+  std::optional<Clock::time_point> checked_at_;  // the last quick_check (none: check before the next claim)
 };
 
 }  // namespace
@@ -385,6 +435,14 @@ int run_device_worker(const WorkerOptions& options, const std::string& device, c
   try {
     return worker->run();
   } catch (const std::exception& e) {
+    // A database that is damaged, read-only or full stays so until someone acts: every worker
+    // stops in one line instead of restarting into the same error. A lock may pass: restarted.
+    const auto fault = store::database_fault(e);
+    if (fault == store::DatabaseFault::full || fault == store::DatabaseFault::read_only ||
+        fault == store::DatabaseFault::damaged) {
+      std::cerr << "attnlab: worker on " << device << ": claims no more jobs: " << e.what() << "; " << remedy(fault) << "\n";
+      return kDeviceWorkerDatabaseUnusable;
+    }
     std::cerr << "attnlab: worker on " << device << ": " << e.what() << "\n";
     return kDeviceWorkerError;
   }
@@ -415,6 +473,7 @@ int run_supervisor(const WorkerOptions& options, const std::string& self_exe) {
   for (auto& slot : slots) start(slot);
 
   bool jobs_not_done = false;  // a device worker ended normally with a job it ran not done
+  bool database_unusable = false;  // one said so: the others were stopped, none restarts
   int forwarded = 0;  // stop requests passed on so far
   for (;;) {
     const int requests = stop_requests();
@@ -443,11 +502,19 @@ int run_supervisor(const WorkerOptions& options, const std::string& self_exe) {
         slot.pid = 0;
         // A device worker stopped by a signal while this supervisor is not stopping (someone sent
         // it SIGTERM) is restarted like one that died: its work is not done.
-        if (stop_requests() > 0 || exit->ok()) {
+        if (stop_requests() > 0 || exit->ok() || database_unusable) {
           slot.finished = true;
         } else if (!exit->signalled && exit->code == kDeviceWorkerDiskFull) {
           slot.finished = true;  // it said why; another one would fill the disk again
           slot.status = kDeviceWorkerError;
+        } else if (!exit->signalled && exit->code == kDeviceWorkerDatabaseUnusable) {
+          // the database is every slot's: the others stop too (their jobs go back when they can)
+          slot.finished = true;
+          slot.status = kDeviceWorkerCannotRun;
+          database_unusable = true;
+          for (auto& other : slots)
+            if (other.pid > 0) kill(other.pid, SIGTERM);
+          say("the database cannot be used (see above); every device worker stops");
         } else if (!exit->signalled && exit->code == kDeviceWorkerJobsNotDone) {
           slot.finished = true;  // a normal end; the jobs' states are the answer
           jobs_not_done = true;
@@ -472,7 +539,7 @@ int run_supervisor(const WorkerOptions& options, const std::string& self_exe) {
       }
       if (!slot.finished && slot.pid == 0) {
         all_finished = false;
-        if (stop_requests() > 0) slot.finished = true;
+        if (stop_requests() > 0 || database_unusable) slot.finished = true;
         else if (Clock::now() >= slot.restart_at) start(slot);
       }
     }

@@ -52,6 +52,7 @@ inline constexpr int kDeviceWorkerError = 1;      // an unexpected error: restar
 inline constexpr int kDeviceWorkerCannotRun = 2;  // no usable database or device: not restarted
 inline constexpr int kDeviceWorkerJobsNotDone = 3;  // ended as kDeviceWorkerDone, but a job it ran is not done
 inline constexpr int kDeviceWorkerDiskFull = 5;     // a job could not write a checkpoint, the disk is full: not restarted
+inline constexpr int kDeviceWorkerDatabaseUnusable = 6;  // the database is damaged, read-only or full: every worker stops
 // stopped by SIGINT/SIGTERM: 128 + the signal; restarted unless the supervisor itself is stopping
 
 // `attnlab run` and `attnlab worker`: every job ran, but some did not end done (run: a job of the
@@ -69,7 +70,7 @@ int job_threads(const WorkerOptions& options);
 // kExitJobsNotDone when a job a device worker ran is not done at its end; else 0.
 int run_supervisor(const WorkerOptions& options, const std::string& self_exe);
 
-// One device worker, in this process. Opens the database with Open::existing (never migrates).
+// One device worker, in this process. Opens the database with Open::supervised (never migrates).
 int run_device_worker(const WorkerOptions& options, const std::string& device, const std::string& self_exe);
 
 // The arguments that start a device worker process (`self_exe worker-device ...`).

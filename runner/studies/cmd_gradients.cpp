@@ -116,7 +116,6 @@ std::vector<store::GradientStats> measure_run(const PluginRegistry& registry, st
     return {};
   }
   const c10::Device device = compat::parse_device(study.device);
-  const std::string best = locate_checkpoint(db, run_id);
   auto dataset = registry.find(PluginKind::dataset, plan.dataset)->make_dataset({cache}, plan.dataset_params);
   const TaskInfo task = dataset->info();
   const SplitData data = load_checked(plan.dataset, *dataset, study.split == "val" ? Split::val : Split::test);
@@ -124,7 +123,7 @@ std::vector<store::GradientStats> measure_run(const PluginRegistry& registry, st
   for (const auto& point : marks) curve.emplace_back(point.step, point.value);
   std::vector<store::GradientStats> out;
   for (const auto& [mark, step] : marks_reached(curve, plan.train.real("accuracy_checkpoints"))) {
-    EncoderClassifier model = load_trained_model(registry, plan, task, accuracy_checkpoint_path(best, mark), device);
+    EncoderClassifier model = load_trained_model(registry, plan, task, locate_accuracy_mark(db, run_id, mark), device);
     AttentionDraws draws(model->attention_methods(),
                          study.seed != 0 ? study.seed : static_cast<std::uint64_t>(plan.seed) ^ kAttentionStream);
     GradientSpread spread;

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <iterator>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 
 #include <torch/serialize.h>
@@ -11,33 +12,59 @@
 
 #include "attnlab/checksum.hpp"
 #include "attnlab/train/config.hpp"
+#include "attnlab/train/trainer.hpp"
 #include "experiment/train_job.hpp"
 
 namespace attnlab {
 
-std::string locate_checkpoint(store::Database& db, std::int64_t run_id) {
+namespace {
+
+std::string mark_text(double mark) {
+  std::ostringstream text;
+  text << mark;
+  return text.str();
+}
+
+// A file a run stored by path: as stored, or, for a relative path not found from here, the same
+// file name in the default layout beside the database (<db>.ckpt/); its bytes checked against the
+// checksum recorded when it was written (none recorded: not checked). `what` names it in errors.
+std::string verified_file(const store::Database& db, std::string file, const std::string& recorded, const std::string& what) {
   namespace fs = std::filesystem;
-  const std::string where = "run " + std::to_string(run_id);
-  std::string checkpoint = db.checkpoint_of_run(run_id);
-  if (checkpoint.empty()) throw std::runtime_error(where + " has no checkpoint (it never reached a validation)");
   // stored as the run saw it: a relative path is relative to where `attnlab run` ran
-  if (!fs::exists(checkpoint) && fs::path(checkpoint).is_relative()) {
+  if (!fs::exists(file) && fs::path(file).is_relative()) {
     const auto db_path = fs::path(db.path());
-    const auto candidate = db_path.parent_path() / (db_path.filename().string() + ".ckpt") / fs::path(checkpoint).filename();
-    if (fs::exists(candidate)) checkpoint = candidate.string();
+    const auto candidate = db_path.parent_path() / (db_path.filename().string() + ".ckpt") / fs::path(file).filename();
+    if (fs::exists(candidate)) file = candidate.string();
   }
-  if (!fs::exists(checkpoint)) throw std::runtime_error(where + ": checkpoint " + checkpoint + " is missing");
+  if (!fs::exists(file)) throw std::runtime_error(what + " " + file + " is missing");
   // a file whose bytes changed since it was written is not the run's weights
-  if (const std::string recorded = db.checkpoint_checksum(run_id); !recorded.empty()) {
-    std::ifstream in(checkpoint, std::ios::binary);
+  if (!recorded.empty()) {
+    std::ifstream in(file, std::ios::binary);
     const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     Checksum sum;
     sum.add(bytes.data(), bytes.size());
     if (const std::string actual = checksum_text(sum.value()); actual != recorded)
-      throw std::runtime_error(where + ": checkpoint " + checkpoint + " is damaged (checksum " + actual + ", recorded " +
-                               recorded + ")");
+      throw std::runtime_error(what + " " + file + " is damaged (checksum " + actual + ", recorded " + recorded + ")");
   }
-  return checkpoint;
+  return file;
+}
+
+}  // namespace
+
+std::string locate_checkpoint(store::Database& db, std::int64_t run_id) {
+  const std::string where = "run " + std::to_string(run_id);
+  const std::string checkpoint = db.checkpoint_of_run(run_id);
+  if (checkpoint.empty()) throw std::runtime_error(where + " has no checkpoint (it never reached a validation)");
+  return verified_file(db, checkpoint, db.checkpoint_checksum(run_id), where + ": checkpoint");
+}
+
+std::string locate_accuracy_mark(store::Database& db, std::int64_t run_id, double mark) {
+  const std::string where = "run " + std::to_string(run_id);
+  for (const store::AccuracyMarkFile& kept : db.accuracy_marks(run_id))
+    if (kept.mark == mark) return verified_file(db, kept.path, kept.checksum, where + ": accuracy mark " + mark_text(mark));
+  // a run stored before schema 13 recorded no files: its best file's name and the mark's, unchecked
+  return verified_file(db, accuracy_checkpoint_path(locate_checkpoint(db, run_id), mark), "",
+                       where + ": accuracy mark " + mark_text(mark));
 }
 
 JobPlan stored_plan(const PluginRegistry& registry, store::Database& db, std::int64_t run_id) {

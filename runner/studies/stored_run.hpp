@@ -20,6 +20,10 @@ namespace attnlab {
 // here, the same file name in the default layout beside the database (<db>.ckpt/). Throws
 // std::runtime_error naming the run when it has none or the file is missing.
 std::string locate_checkpoint(store::Database& db, std::int64_t run_id);
+// The weights file the run kept at accuracy mark `mark` (schema 13: as recorded, its checksum
+// checked; a run stored before: beside its best file, unchecked). Throws std::runtime_error
+// naming the run and the mark when the file is missing or damaged.
+std::string locate_accuracy_mark(store::Database& db, std::int64_t run_id, double mark);
 
 // The run's job, parsed against the plugins loaded now. Throws std::runtime_error (no such run,
 // or a config that no longer parses).

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <sstream>
 #include <thread>
 
 #include "attnlab/store.hpp"
@@ -27,7 +28,7 @@ constexpr int kBusyTimeoutMs = 30'000;
 // (without the busy handler) when another process is opening the same new file: retry, up to the
 // busy timeout. WAL is persistent, so later openers find it set and never wait here.
 void set_wal(sqlite3* db, const std::string& path) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
   for (;;) {
     try {
       sql::Statement wal(db, path, "PRAGMA journal_mode = WAL");
@@ -46,18 +47,22 @@ std::uintmax_t size_of(const std::string& path) {
   return ec ? 0 : size;
 }
 
-// The rows of PRAGMA quick_check or integrity_check (at most `limit`) but "ok", each on one line.
+// The rows of PRAGMA quick_check or integrity_check (at most `limit`) but "ok", each on one line,
+// then SQLite's error when the check itself stopped on a page too damaged to read: the rows it
+// gave before stopping say where the damage is.
 std::vector<std::string> check_rows(sqlite3* db, const std::string& path, const char* pragma, int limit) {
-  sql::Statement st(db, path, (std::string("PRAGMA ") + pragma + "(" + std::to_string(limit) + ")").c_str());
   std::vector<std::string> problems;
-  while (st.step()) {
-    std::string row = st.column_text(0);
-    if (row == "ok") continue;
-    for (auto& c : row)
-      if (c == '\n') c = ' ';
-    const std::string banner = "*** in database main *** ";  // SQLite's heading of the first problem
-    if (row.rfind(banner, 0) == 0) row.erase(0, banner.size());
-    problems.push_back(row);
+  try {
+    sql::Statement st(db, path, (std::string("PRAGMA ") + pragma + "(" + std::to_string(limit) + ")").c_str());
+    while (st.step()) {
+      // a row may hold several problems, a line each, under SQLite's heading of the first
+      std::istringstream lines(st.column_text(0));
+      for (std::string line; std::getline(lines, line);)
+        if (!line.empty() && line != "ok" && line != "*** in database main ***") problems.push_back(line);
+    }
+  } catch (const sql::SqliteError& e) {
+    if (e.primary_code() != SQLITE_CORRUPT) throw;  // not SQLite at all (NOTADB): said by the caller
+    problems.push_back(e.what());
   }
   return problems;
 }
@@ -66,17 +71,12 @@ std::vector<std::string> check_rows(sqlite3* db, const std::string& path, const 
 // anything reads or writes it: results from it could be silently wrong, and writes would spread
 // the damage. SQLITE_CORRUPT from the check itself says the same.
 void require_intact(sqlite3* db, const std::string& path) {
-  std::string problem;
-  try {
-    const auto problems = check_rows(db, path, "quick_check", 1);
-    if (problems.empty()) return;
-    problem = problems.front();
-  } catch (const sql::SqliteError& e) {
-    if (e.primary_code() != SQLITE_CORRUPT) throw;  // not SQLite at all (NOTADB): said by the caller
-    problem = e.what();
-  }
-  throw StoreError(path + ": the database is damaged (quick_check: " + problem + "); nothing read or written: " +
-                   "`attnlab db check --db " + path + "` lists what is wrong; restore the file from a copy");
+  const auto problems = check_rows(db, path, "quick_check", 1);
+  if (problems.empty()) return;
+  const std::string& problem = problems.front();
+  throw sql::SqliteError(path + ": the database is damaged (quick_check: " + problem + "); nothing read or written: " +
+                             "`attnlab db check --db " + path + "` lists what is wrong; restore the file from a copy",
+                         SQLITE_CORRUPT);
 }
 
 // Returns the schema version the file had.
@@ -86,10 +86,12 @@ int configure(sqlite3* db, const std::string& path, Database::Open mode) {
     // The first statement reads the file header: a file that is not SQLite fails here. A
     // connection that must not migrate checks the version before anything is written.
     if (mode != Database::Open::migrate) require_current(db, path);
-    if (mode == Database::Open::migrate || (mode == Database::Open::read_only && size_of(path) <= Database::kReadersCheckBytes))
+    const bool writer = mode == Database::Open::migrate || mode == Database::Open::existing || mode == Database::Open::supervised;
+    if (mode == Database::Open::migrate || mode == Database::Open::existing ||
+        (mode == Database::Open::read_only && size_of(path) <= Database::kReadersCheckBytes))
       require_intact(db, path);
     // Only writers choose the journal mode: a reader leaves a DELETE-journal file as it is.
-    if (mode == Database::Open::migrate || mode == Database::Open::existing) set_wal(db, path);
+    if (writer) set_wal(db, path);
     sql::exec(db, path, "PRAGMA foreign_keys = ON");
     return mode == Database::Open::migrate ? migrate(db, path) : Database::kSchemaVersion;
   } catch (const sql::SqliteError& e) {
@@ -313,12 +315,37 @@ double Database::system_unix_seconds() { return sql::unix_now(); }
 
 void Database::require_intact() { store::require_intact(db_, path_); }
 
+bool Database::quick_check_within(double seconds) {
+  // the file as it is now, not this connection's cached pages of it (bytes changed on disk under
+  // a running worker would pass a check of its cache)
+  sqlite3_db_release_memory(db_);
+  // The progress handler runs every 1000 virtual-machine steps; returning non-zero interrupts.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                                std::chrono::duration<double>(seconds));
+  auto past_deadline = [](void* at) {
+    return std::chrono::steady_clock::now() > *static_cast<std::chrono::steady_clock::time_point*>(at) ? 1 : 0;
+  };
+  sqlite3_progress_handler(db_, 1000, past_deadline, &deadline);
+  try {
+    store::require_intact(db_, path_);
+  } catch (const sql::SqliteError& e) {
+    sqlite3_progress_handler(db_, 0, nullptr, nullptr);
+    if (e.primary_code() == SQLITE_INTERRUPT) return false;
+    throw;
+  } catch (...) {
+    sqlite3_progress_handler(db_, 0, nullptr, nullptr);
+    throw;
+  }
+  sqlite3_progress_handler(db_, 0, nullptr, nullptr);
+  return true;
+}
+
 std::vector<std::string> Database::integrity_problems(int limit) {
   try {
     return check_rows(db_, path_, "integrity_check", limit);
   } catch (const sql::SqliteError& e) {
-    if (e.primary_code() != SQLITE_CORRUPT && e.primary_code() != SQLITE_NOTADB) throw;
-    return {e.what()};  // so damaged that the check itself stops
+    if (e.primary_code() != SQLITE_NOTADB) throw;
+    return {e.what()};  // not even a database file
   }
 }
 

@@ -176,6 +176,8 @@ class Merge {
              "INSERT INTO main.curves (run_id, step, split, name, value, wall_seconds) "
              "SELECT ?1, step, split, name, value, wall_seconds FROM shard.curves WHERE run_id = ?2",
              "INSERT INTO main.results (run_id, name, value) SELECT ?1, name, value FROM shard.results WHERE run_id = ?2",
+             "INSERT INTO main.accuracy_marks (run_id, mark, step, path, checksum) "
+             "SELECT ?1, mark, step, path, checksum FROM shard.accuracy_marks WHERE run_id = ?2",
              "INSERT INTO main.variance_examples (run_id, split, example, passes, rsd, pi, vote, label) "
              "SELECT ?1, split, example, passes, rsd, pi, vote, label FROM shard.variance_examples WHERE run_id = ?2",
              "INSERT INTO main.spectrum_summaries (run_id, layer, stage, batch, split, matrices, width, rows_min, rows_max, k, "

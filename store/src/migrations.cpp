@@ -12,6 +12,7 @@
 #include "schema_v10.hpp"
 #include "schema_v11.hpp"
 #include "schema_v12.hpp"
+#include "schema_v13.hpp"
 #include "sqlite.hpp"
 
 namespace attnlab::store {
@@ -36,6 +37,7 @@ constexpr Migration kMigrations[] = {
     {10, kSchemaV10},
     {11, kSchemaV11},
     {12, kSchemaV12},
+    {13, kSchemaV13},
 };
 
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == Database::kSchemaVersion,

@@ -143,6 +143,36 @@ std::string Database::checkpoint_checksum(std::int64_t run_id) {
   return st.column_text(0);
 }
 
+void Database::set_run_pid(std::int64_t run_id, std::int64_t pid) {
+  sql::Transaction tx(db_, path_);
+  attempts::require_lease(db_, path_, run_id);
+  sql::Statement st(db_, path_, "UPDATE runs SET pid = ?1 WHERE id = ?2");
+  st.bind(1, pid).bind(2, run_id);
+  st.run();
+  tx.commit();
+}
+
+void Database::record_accuracy_marks(std::int64_t run_id, const std::vector<AccuracyMarkFile>& marks) {
+  sql::Transaction tx(db_, path_);
+  attempts::require_lease(db_, path_, run_id);
+  sql::Statement st(db_, path_,
+                    "INSERT OR REPLACE INTO accuracy_marks (run_id, mark, step, path, checksum) VALUES (?1, ?2, ?3, ?4, ?5)");
+  for (const AccuracyMarkFile& m : marks) {
+    st.bind(1, run_id).bind(2, m.mark).bind(3, m.step).bind(4, m.path).bind(5, m.checksum);
+    st.run();
+    st.reset();
+  }
+  tx.commit();
+}
+
+std::vector<AccuracyMarkFile> Database::accuracy_marks(std::int64_t run_id) {
+  sql::Statement st(db_, path_, "SELECT mark, step, path, checksum FROM accuracy_marks WHERE run_id = ?1 ORDER BY mark");
+  st.bind(1, run_id);
+  std::vector<AccuracyMarkFile> marks;
+  while (st.step()) marks.push_back({st.column_double(0), st.column_int64(1), st.column_text(2), st.column_text(3)});
+  return marks;
+}
+
 void Database::set_resume_checkpoint(std::int64_t run_id, const std::string& path, std::int64_t step,
                                      const std::string& checksum) {
   sql::Transaction tx(db_, path_);

@@ -168,3 +168,24 @@ std::vector<std::string> json_text_list(sqlite3* db, const std::string& path, co
 }
 
 }  // namespace attnlab::store::sql
+
+namespace attnlab::store {
+
+DatabaseFault database_fault(const std::exception& e) {
+  const auto* error = dynamic_cast<const sql::SqliteError*>(&e);
+  if (!error) return DatabaseFault::none;
+  switch (error->primary_code()) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED: return DatabaseFault::locked;
+    case SQLITE_FULL: return DatabaseFault::full;
+    case SQLITE_READONLY: return DatabaseFault::read_only;
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB: return DatabaseFault::damaged;
+    case SQLITE_IOERR:
+    case SQLITE_CANTOPEN:
+    case SQLITE_PROTOCOL: return DatabaseFault::io;
+    default: return DatabaseFault::none;
+  }
+}
+
+}  // namespace attnlab::store

@@ -34,6 +34,7 @@ std::vector<double> taus(EncoderClassifier& model, const std::vector<Batch>& bat
   FusedAdamW optimizer(model->unique_parameters(), adamw_options(tc), cycles_beta1(tc));
   std::vector<double> out;
   for (std::size_t i = 0; i < batches.size(); ++i) {
+    stop_if_requested(job.stop);
     const auto& batch = batches[i];
     const std::uint64_t draw_seed = job.seed * 1000003ULL + i;
     const auto w_before = flat_parameters(model);

@@ -60,6 +60,14 @@ void set_generator_state(at::Generator generator, const at::Tensor& state) {
 }
 
 // Reads from one checkpoint, every failure naming the file and the key.
+// The accuracy marks reached, a line each: "MARK STEP CHECKSUM PATH" (the path last: it may hold spaces).
+std::string marks_text(const std::vector<AccuracyMark>& marks) {
+  std::ostringstream out;
+  out.precision(17);
+  for (const AccuracyMark& m : marks) out << m.mark << ' ' << m.step << ' ' << m.checksum << ' ' << m.path << '\n';
+  return out.str();
+}
+
 class Reader {
  public:
   Reader(std::string path, torch::serialize::InputArchive& archive) : path_(std::move(path)), archive_(archive) {}
@@ -85,6 +93,18 @@ class Reader {
     const auto v = value(key);
     if (!v.isString()) fail("has a '" + key + "' that is not text");
     return v.toStringRef();
+  }
+  std::vector<AccuracyMark> marks(const std::string& text) const {
+    std::vector<AccuracyMark> marks;
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+      std::istringstream fields(line);
+      AccuracyMark m;
+      if (!(fields >> m.mark >> m.step >> m.checksum) || fields.get() != ' ' || !std::getline(fields, m.path) || m.path.empty())
+        fail("has an accuracy mark line it cannot read: '" + line + "'");
+      marks.push_back(std::move(m));
+    }
+    return marks;
   }
   at::Tensor tensor(const std::string& key) const {
     at::Tensor t;
@@ -172,6 +192,7 @@ std::string save(const std::string& path, const JobKey& key, const LoopState& lo
   archive.write("eval_seconds", c10::IValue(loop.eval_seconds));
   archive.write("elapsed_seconds", c10::IValue(loop.elapsed_seconds));
   if (loop.instability_ratio) archive.write("instability_ratio", c10::IValue(*loop.instability_ratio));
+  archive.write("accuracy_marks", c10::IValue(marks_text(loop.marks)));
 
   archive.write("rng_cpu", generator_state(default_generator(c10::Device(c10::kCPU))), true);
   if (parts.device.is_cuda()) archive.write("rng_cuda", generator_state(default_generator(parts.device)), true);
@@ -249,6 +270,8 @@ LoopState load(const std::string& path, const Expected& expected, const JobKey& 
     loop.elapsed_seconds = file.real("elapsed_seconds");
     c10::IValue ratio;
     if (archive.try_read("instability_ratio", ratio)) loop.instability_ratio = ratio.toDouble();
+    c10::IValue marks;  // none in a checkpoint from before accuracy marks were resumed
+    if (archive.try_read("accuracy_marks", marks)) loop.marks = file.marks(marks.toStringRef());
 
     set_generator_state(default_generator(c10::Device(c10::kCPU)), file.tensor("rng_cpu"));
     at::Tensor cuda_state;

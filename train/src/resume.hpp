@@ -36,6 +36,7 @@ struct LoopState {
   double eval_seconds = 0;
   double elapsed_seconds = 0;              // wall time of the run so far, as of the checkpoint
   std::optional<double> instability_ratio;  // measured once, before the first step
+  std::vector<AccuracyMark> marks;           // the accuracy marks reached, with their files
 };
 
 // What a checkpoint must match to be resumed from: written into it, compared when read.

@@ -40,7 +40,7 @@ struct Evaluation {
 // Loss and accuracy over up to max_batches (0: all) batches of `batches`; with drop_last, a batch
 // shorter than batch_size ends the pass unused (the LRA authors' test loader).
 Evaluation evaluate(EncoderClassifier& model, BatchIterator& batches, std::int64_t batch_size, c10::Device device,
-                    std::int64_t max_batches, bool drop_last, Precision precision) {
+                    std::int64_t max_batches, bool drop_last, Precision precision, const std::atomic<bool>* stop = nullptr) {
   c10::InferenceMode no_grad;
   model->eval();
   Batch batch;
@@ -49,6 +49,7 @@ Evaluation evaluate(EncoderClassifier& model, BatchIterator& batches, std::int64
   std::int64_t seen = 0, used = 0;
   while ((max_batches == 0 || used < max_batches) && batches.next(batch)) {
     if (drop_last && batch.labels.size(0) < batch_size) break;
+    stop_if_requested(stop);
     auto logits = forward_logits(model, batch.tokens, batch.lengths, device, precision);
     loss_sum += at::cross_entropy_loss(logits, batch.labels, {}, at::Reduction::Sum).to(at::kDouble);
     correct += logits.argmax(1).eq(batch.labels).sum();
@@ -61,9 +62,9 @@ Evaluation evaluate(EncoderClassifier& model, BatchIterator& batches, std::int64
 
 // The same over a split's first max_batches batches, in order.
 Evaluation evaluate(EncoderClassifier& model, const SplitData& split, std::int64_t batch_size, c10::Device device,
-                    std::int64_t max_batches, bool drop_last, Precision precision) {
+                    std::int64_t max_batches, bool drop_last, Precision precision, const std::atomic<bool>* stop = nullptr) {
   BatchIterator batches(split, batch_size, device, /*shuffle=*/false, 0);
-  return evaluate(model, batches, batch_size, device, max_batches, drop_last, precision);
+  return evaluate(model, batches, batch_size, device, max_batches, drop_last, precision, stop);
 }
 
 // The first line of a failure (c10 errors append a backtrace). LibTorch's refusal of an op under
@@ -132,7 +133,8 @@ void AttentionDraws::fresh_draw() {
 
 VarianceMetrics measure_variance(EncoderClassifier& model, const SplitData& split, std::int64_t batch_size,
                                  c10::Device device, std::int64_t passes, AttentionDraws& draws,
-                                 const std::function<void(std::int64_t done)>& after_pass, Precision precision) {
+                                 const std::function<void(std::int64_t done)>& after_pass, Precision precision,
+                                 const std::atomic<bool>* stop) {
   c10::InferenceMode no_grad;
   model->eval();
   std::vector<at::Tensor> logits;
@@ -141,7 +143,10 @@ VarianceMetrics measure_variance(EncoderClassifier& model, const SplitData& spli
     BatchIterator batches(split, batch_size, device, /*shuffle=*/false, 0);
     Batch batch;
     std::vector<at::Tensor> pass;
-    while (batches.next(batch)) pass.push_back(forward_logits(model, batch.tokens, batch.lengths, device, precision).cpu());
+    while (batches.next(batch)) {
+      stop_if_requested(stop);
+      pass.push_back(forward_logits(model, batch.tokens, batch.lengths, device, precision).cpu());
+    }
     logits.push_back(at::cat(pass));
     if (after_pass) after_pass(p + 1);
   }
@@ -323,6 +328,7 @@ class TrainLoop {
         runner_(job.train, job.device, precision_),
         parts_{*model_, optimizer_, draws_, train_batches_, val_stream_ ? &*val_stream_ : nullptr, job.device, scaler_} {
     if (job.resume_from.empty()) {
+      start_ = Clock::now();  // after the instability pre-pass: train_seconds counts training alone
       loop_.instability_ratio = instability_ratio_;
       // Training-curve accumulators stay on the device: reading them synchronises, so only at log steps.
       loop_.loss_sum = at::zeros({}, at::TensorOptions(job.device).dtype(at::kDouble));
@@ -331,6 +337,7 @@ class TrainLoop {
       // everything above was built as a fresh run builds it; the checkpoint overwrites its state
       loop_ = resume::load(job.resume_from, {job.resume_step, job.resume_checksum}, job_key_, parts_);
       start_ = Clock::now() - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(loop_.elapsed_seconds));
+      take_over_accuracy_marks();
       observer.on_resumed(loop_.steps_done, job.resume_from);
     }
     if (loop_.instability_ratio) outcome_.results.push_back({"instability_ratio", *loop_.instability_ratio});
@@ -437,7 +444,9 @@ class TrainLoop {
   // to end), or a stop, which checkpoints and leaves even after the last step. False: stopped.
   bool checkpoint_or_stop() {
     const bool stopping = job_.stop && job_.stop->load(std::memory_order_relaxed);
-    const bool periodic = tc_.checkpoint_every > 0 && loop_.steps_done % tc_.checkpoint_every == 0 && !last_step();
+    // the last step's too: the test evaluation and variance passes that follow may be stopped, and
+    // the next attempt evaluates again from it
+    const bool periodic = tc_.checkpoint_every > 0 && (loop_.steps_done % tc_.checkpoint_every == 0 || last_step());
     if ((periodic || stopping) && !job_.resume_stem.empty()) {
       // the checkpoint covers every point up to this step: deliver them first
       if (!points_.empty()) observer_.on_metrics(points_);
@@ -479,6 +488,9 @@ class TrainLoop {
     if (outcome_.status == TrainStatus::done && loop_.best_step >= 0) {
       try {
         test_with_best_weights();
+      } catch (const StopRequested&) {
+        outcome_.status = TrainStatus::interrupted;
+        outcome_.error = "stopped while testing, after step " + std::to_string(loop_.steps_done);
       } catch (const std::exception& e) {
         outcome_.status = compat::is_out_of_memory(e) ? TrainStatus::oom : TrainStatus::failed;
         outcome_.error = "test evaluation: " + one_line_error(e);
@@ -486,6 +498,7 @@ class TrainLoop {
     }
     add_result("peak_memory_bytes", static_cast<double>(compat::peak_memory_bytes(job_.device)));
     add_result("wall_seconds", seconds_since(start_));
+    outcome_.accuracy_marks = loop_.marks;
     if (!points_.empty()) observer_.on_metrics(points_);
     return std::move(outcome_);
   }
@@ -522,16 +535,43 @@ class TrainLoop {
     delivered_at_ = wall;
   }
 
-  // The first validation at or past each accuracy mark keeps its weights. A file already there was
-  // kept before a resume: the mark was reached then.
+  // The first validation at or past each accuracy mark keeps its weights; a mark reached before
+  // the resume checkpoint this run continues from was kept then (loop_.marks).
   void save_accuracy_marks(double val_acc, double wall) {
     if (job_.checkpoint_path.empty()) return;
     for (const double mark : accuracy_marks(tc_.accuracy_checkpoints)) {
+      if (val_acc + 1e-12 < mark || reached(mark)) continue;
       const std::string path = accuracy_checkpoint_path(job_.checkpoint_path, mark);
-      if (val_acc + 1e-12 < mark || std::filesystem::exists(path)) continue;
-      save_checkpoint(model_, path);
+      loop_.marks.push_back({mark, loop_.steps_done, path, save_checkpoint(model_, path)});
       add_point("val", "accuracy_mark", mark, wall);
     }
+  }
+  bool reached(double mark) const {
+    for (const AccuracyMark& m : loop_.marks)
+      if (m.mark == mark) return true;
+    return false;
+  }
+
+  // A resumed run keeps the marks its predecessor reached under its own file names: each file read
+  // back against the checksum it was written with (a damaged one is a ResumeCheckpointError: the
+  // job starts afresh) and written again beside this run's best file.
+  void take_over_accuracy_marks() {
+    if (loop_.marks.empty() || job_.checkpoint_path.empty()) return;
+    const auto current = snapshot(model_);
+    for (AccuracyMark& m : loop_.marks) {
+      const std::string path = accuracy_checkpoint_path(job_.checkpoint_path, m.mark);
+      if (m.path == path) continue;
+      torch::serialize::InputArchive archive;
+      try {
+        checkpoint_file::read(m.path, m.checksum, job_.device, archive);
+      } catch (const std::exception& e) {
+        throw ResumeCheckpointError(std::string("accuracy mark checkpoint ") + e.what());
+      }
+      model_->load(archive);
+      m.path = path;
+      m.checksum = save_checkpoint(model_, path);
+    }
+    restore(model_, current);
   }
 
   // The weights tested at the end (in memory, and in the best file).
@@ -545,17 +585,23 @@ class TrainLoop {
   void test_with_best_weights() {
     restore(model_, loop_.best_state);
     draws_.before_evaluation();
-    const auto test = evaluate(model_, data_.test, tc_.batch_size, job_.device, 0, tc_.test_drop_last, precision_);
+    const auto test = evaluate(model_, data_.test, tc_.batch_size, job_.device, 0, tc_.test_drop_last, precision_, job_.stop);
+    const double tested_at = seconds_since(start_);
+    std::optional<VarianceMetrics> variance;
+    if (tc_.variance_passes > 1 && draws_.any()) {
+      const auto passes_start = Clock::now();
+      variance = measure_variance(model_, tc_.variance_split == "val" ? data_.val : data_.test, tc_.batch_size,
+                                  job_.device, tc_.variance_passes, draws_, [&](std::int64_t done) {
+                                    observer_.on_variance_pass(done, tc_.variance_passes, seconds_since(passes_start));
+                                  }, precision_, job_.stop);
+    }
+    // only now, all or nothing: a stop above leaves no test point for the next attempt to repeat
     add_result("test_acc", test.acc);
     add_result("test_loss", test.loss);
-    points_.push_back({loop_.best_step, "test", "acc", test.acc, seconds_since(start_)});
-    points_.push_back({loop_.best_step, "test", "loss", test.loss, seconds_since(start_)});
-    if (tc_.variance_passes <= 1 || !draws_.any()) return;
-    const auto passes_start = Clock::now();
-    const auto m = measure_variance(model_, tc_.variance_split == "val" ? data_.val : data_.test, tc_.batch_size,
-                                    job_.device, tc_.variance_passes, draws_, [&](std::int64_t done) {
-                                      observer_.on_variance_pass(done, tc_.variance_passes, seconds_since(passes_start));
-                                    }, precision_);
+    points_.push_back({loop_.best_step, "test", "acc", test.acc, tested_at});
+    points_.push_back({loop_.best_step, "test", "loss", test.loss, tested_at});
+    if (!variance) return;
+    const VarianceMetrics& m = *variance;
     add_result("variance_passes", static_cast<double>(m.passes));
     add_result("rsd", m.rsd);
     add_result("pi", m.pi);
@@ -568,7 +614,7 @@ class TrainLoop {
   const TrainConfig& tc_;
   const TrainSplits& data_;
   TrainObserver& observer_;
-  Clock::time_point start_ = Clock::now();
+  Clock::time_point start_;  // set in the constructor: after the instability pre-pass, as peak memory
   const resume::JobKey job_key_;
   const Precision precision_;
   const std::optional<double> instability_ratio_;
@@ -592,7 +638,16 @@ class TrainLoop {
 }  // namespace
 
 RunOutcome train_and_evaluate(const TrainJob& job, const TrainSplits& data, TrainObserver& observer) {
-  TrainLoop run(job, data, observer);
+  std::optional<TrainLoop> built;
+  try {
+    built.emplace(job, data, observer);
+  } catch (const StopRequested&) {  // in the instability pre-pass: nothing trained, nothing to resume
+    RunOutcome outcome;
+    outcome.status = TrainStatus::interrupted;
+    outcome.error = "stopped before the first step (instability pre-pass)";
+    return outcome;
+  }
+  TrainLoop& run = *built;
   try {
     run.begin();
     while (run.steps_left()) {

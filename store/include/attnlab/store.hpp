@@ -18,6 +18,12 @@ struct StoreError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// What a store error says of the machine rather than of the caller's input or the method: the
+// file locked by another process past the busy timeout, its disk full, the file read-only, damaged,
+// or an I/O error. An attempt that meets one is the machine's failure (`lost`), never the method's.
+enum class DatabaseFault { none, locked, full, read_only, damaged, io };
+DatabaseFault database_fault(const std::exception& e);
+
 // The write of a run that no longer holds its job's lease (it expired and the job was claimed
 // again, or the job was cancelled): nothing was written. The worker stops that attempt.
 struct LeaseLost : std::runtime_error {
@@ -204,6 +210,14 @@ struct CurvePoint {
   double wall_seconds = 0;
 };
 
+// A weights file kept at an accuracy mark: the first validation at or past `mark` (schema 13).
+struct AccuracyMarkFile {
+  double mark = 0;
+  std::int64_t step = 0;
+  std::string path;
+  std::string checksum;
+};
+
 // An experiment file as it was enqueued.
 struct ExperimentFile {
   std::int64_t id = 0;
@@ -230,13 +244,16 @@ struct RunSummary {
 
 class Database {
  public:
-  static constexpr int kSchemaVersion = 12;
+  static constexpr int kSchemaVersion = 13;
   static constexpr std::uintmax_t kReadersCheckBytes = 64ull << 20;
 
   enum class Open {
     migrate,   // create the file if needed and apply forward migrations (run, queue add, db migrate)
-    existing,  // workers and job processes: the file must exist at exactly kSchemaVersion, else a
-               // StoreError saying to run `attnlab db migrate --db FILE`
+    existing,  // commands that write an existing file (queue cancel/retry, worker, slurm): it must
+               // exist at exactly kSchemaVersion, else a StoreError saying to run `attnlab db migrate
+               // --db FILE`; checked (quick_check) as `migrate` checks
+    supervised, // device workers and job processes: as `existing`, unchecked at open: their
+                // supervisor's open checked, and a device worker checks before each claim
     read_only, // commands that only read (results, queue list, ...): as `existing`, but opened
                // SQLITE_OPEN_READONLY and the journal mode left as the file has it (no WAL switch);
                // in a folder it cannot write, a WAL file with no pending log is opened immutable
@@ -246,10 +263,10 @@ class Database {
   // Opens the file, sets WAL (writers only) and a busy timeout. A file that is not SQLite, or whose schema is
   // newer than this build knows, is a StoreError naming the file. A damaged file (one that fails
   // PRAGMA quick_check) is a StoreError in one line before anything is written or read: checked
-  // by `migrate` (run, queue add, db migrate: before they write), and by `read_only` on files up
+  // by `migrate` and `existing` (every writer, before it writes), and by `read_only` on files up
   // to kReadersCheckBytes (a fraction of a second; past that, `attnlab db check` and the
-  // writers). `existing` connections (device workers, job processes) belong to a supervisor whose
-  // own open checked (`attnlab worker` calls require_intact).
+  // writers). `supervised` connections (device workers, job processes) belong to a supervisor whose
+  // own open checked.
   explicit Database(const std::string& path, Open mode = Open::migrate);
   ~Database();
   Database(const Database&) = delete;
@@ -317,6 +334,9 @@ class Database {
   // Run-level writes. All of them require the run to hold its job's lease (LeaseLost otherwise,
   // nothing written): they are the attempt's own writes.
   void set_run_environment(std::int64_t run_id, const RunEnvironment& env);
+  // The process that runs the attempt (its job process), written by the device worker as it starts
+  // it: an attempt killed before it recorded its environment names that process, not the worker.
+  void set_run_pid(std::int64_t run_id, std::int64_t pid);
   // How the run's training steps run: "cuda graph", or "eager" and why not a graph (schema 11).
   void set_run_step_mode(std::int64_t run_id, const std::string& mode);
   void append_curve(std::int64_t run_id, const std::vector<CurvePoint>& points);
@@ -353,6 +373,11 @@ class Database {
   void discard_resume_point(std::int64_t holder, std::int64_t earlier);
   // The checksum of the run's best-validation weights file as recorded ("" if none).
   std::string checkpoint_checksum(std::int64_t run_id);
+  // The weights files the run kept at its accuracy marks ([train] accuracy_checkpoints), with their
+  // checksums (schema 13): recorded by the job process before it ends the run (lease-checked),
+  // read by `attnlab gradients`. By mark.
+  void record_accuracy_marks(std::int64_t run_id, const std::vector<AccuracyMarkFile>& marks);
+  std::vector<AccuracyMarkFile> accuracy_marks(std::int64_t run_id);
   // Copies the curve points of run `from` up to `max_step` into run `to` (a resumed attempt
   // continues its predecessor's curves), and its instability tau points, which are measured
   // before training whatever their step numbers. Lease-checked on `to`.
@@ -390,7 +415,12 @@ class Database {
   // PRAGMA quick_check: a StoreError in one line naming the file and the first problem unless the
   // file is intact.
   void require_intact();
-  // PRAGMA integrity_check: the problems found (at most `limit`); empty when the file is intact.
+  // PRAGMA quick_check, given at most `seconds`: false when it could not finish in that time (a
+  // large file: not checked), true when the file is intact; a StoreError as require_intact's when
+  // it is damaged. A worker runs it before each claim.
+  bool quick_check_within(double seconds);
+  // PRAGMA integrity_check: the problems found (at most `limit`), and SQLite's error after them
+  // when the check itself stopped on a damaged page; empty when the file is intact.
   std::vector<std::string> integrity_problems(int limit = 100);
 
   // The unix time the queue reads (lease expiries, back-offs): the system clock unless a test

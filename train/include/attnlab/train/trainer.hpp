@@ -92,7 +92,10 @@ struct TrainJob {
   std::string resume_checksum;
   std::string identity;  // what names the job beyond its model and train config (e.g. its config hash)
   // Checked once per step (relaxed load): when set, the run checkpoints at the end of that step
-  // and returns status `interrupted` with what it measured so far. May be null.
+  // and returns status `interrupted` with what it measured so far. The long phases outside the
+  // steps check it once per batch: the instability pre-pass (the run ends before its first step),
+  // the test evaluation and the variance passes (the run ends with the resume checkpoint of its
+  // last step, from which the next attempt evaluates again). May be null.
   const std::atomic<bool>* stop = nullptr;
   // The step as a CUDA graph replays it (each batch copied into static inputs first) even where it
   // runs eagerly: the tests hold that path to the plain one on the CPU.
@@ -115,6 +118,15 @@ inline const char* to_string(TrainStatus status) {
 }
 inline std::ostream& operator<<(std::ostream& out, TrainStatus status) { return out << to_string(status); }
 
+// The weights a run kept at an accuracy mark ([train] accuracy_checkpoints): the first validation at
+// or past `mark`, at `step`, in `path`, whose bytes have `checksum`.
+struct AccuracyMark {
+  double mark = 0;
+  std::int64_t step = 0;
+  std::string path;
+  std::string checksum;
+};
+
 struct RunOutcome {
   TrainStatus status = TrainStatus::done;
   std::string error;
@@ -122,6 +134,7 @@ struct RunOutcome {
   std::string resume_checkpoint;    // the last resume checkpoint adopted ("" if none)
   std::string step_mode;            // how the steps ran (StepRunner::mode()), as it was at the end
   std::string checkpoint_checksum;  // of the best-validation weights file as last written ("" if none)
+  std::vector<AccuracyMark> accuracy_marks;  // the marks reached, with their files (a resumed run's included)
 };
 
 // The file of the resume checkpoint at `steps_done` of a run whose stem is `stem`.
@@ -141,6 +154,15 @@ struct CheckpointWriteError : std::runtime_error {
   std::string path;
   int error_number;
 };
+
+// Thrown from inside a long phase (the instability pre-pass, an evaluation, the variance passes)
+// when TrainJob::stop is set: train_and_evaluate ends the run `interrupted`.
+struct StopRequested : std::runtime_error {
+  StopRequested() : std::runtime_error("stopped") {}
+};
+inline void stop_if_requested(const std::atomic<bool>* stop) {
+  if (stop && stop->load(std::memory_order_relaxed)) throw StopRequested();
+}
 
 // The seed fixes weights, data order, dropout and any randomness of the attention method.
 // Throws ResumeCheckpointError for a resume checkpoint that cannot be resumed from and
@@ -191,7 +213,7 @@ class AttentionDraws;
 VarianceMetrics measure_variance(EncoderClassifier& model, const SplitData& split, std::int64_t batch_size,
                                  c10::Device device, std::int64_t passes, AttentionDraws& draws,
                                  const std::function<void(std::int64_t done)>& after_pass = {},
-                                 Precision precision = Precision::fp32);
+                                 Precision precision = Precision::fp32, const std::atomic<bool>* stop = nullptr);
 
 // The draws of the model's stochastic attention methods, from one generator seeded by the run:
 // once at construction, after every method->redraw_every() training steps, and before each
