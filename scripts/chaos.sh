@@ -15,7 +15,8 @@
 # manual retries), and the same report.
 # Usage: bash scripts/chaos.sh [OUT_DIR] 2>/dev/null
 #   (ATTNLAB=path/to/attnlab, CHAOS_SECONDS=N, CHAOS_STEPS=N training steps per job, CHAOS_SEED=N,
-#   CHAOS_ROUNDS="signals database" or either alone)
+#   CHAOS_ROUNDS="signals database" or either alone, CHAOS_REUSE_REFERENCE=1 to keep an earlier
+#   run's reference in OUT_DIR)
 # About 20 minutes on 2 idle cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,9 +24,11 @@ bin=$(realpath "${ATTNLAB:-build/runner/attnlab}")
 out=${1:-/tmp/attnlab-chaos}
 seconds=${CHAOS_SECONDS:-210}
 rounds=${CHAOS_ROUNDS:-signals database}
+reuse=${CHAOS_REUSE_REFERENCE:-0}  # 1: keep OUT_DIR's reference database from an earlier run
 steps=${CHAOS_STEPS:-5000}  # enough work for the signals to go on for the whole CHAOS_SECONDS
 RANDOM=${CHAOS_SEED:-13}
-rm -rf "$out"
+[ "$reuse" = 1 ] && [ -f "$out/ref.db" ] || reuse=0
+if [ "$reuse" = 0 ]; then rm -rf "$out"; else rm -rf "$out/chaos.db"* "$out/db.ckpt" "$out"/*.log "$out/faults.done"; fi
 mkdir -p "$out"
 cd "$out"
 
@@ -62,13 +65,17 @@ EOF
 
 workers=(--idle-exit --threads 1 --lease 5 --cache-dir "$out/cache")
 
-echo "reference: 12 jobs, 2 workers, undisturbed"
-"$bin" queue add chaos.toml --db ref.db --cache-dir "$out/cache" > /dev/null
-start=$SECONDS
-"$bin" worker --db ref.db "${workers[@]}" > ref-1.log 2>&1 &
-"$bin" worker --db ref.db "${workers[@]}" > ref-2.log 2>&1 &
-wait
-echo "  $((SECONDS - start)) s"
+if [ "$reuse" = 0 ]; then
+  echo "reference: 12 jobs, 2 workers, undisturbed"
+  "$bin" queue add chaos.toml --db ref.db --cache-dir "$out/cache" > /dev/null
+  start=$SECONDS
+  "$bin" worker --db ref.db "${workers[@]}" > ref-1.log 2>&1 &
+  "$bin" worker --db ref.db "${workers[@]}" > ref-2.log 2>&1 &
+  wait
+  echo "  $((SECONDS - start)) s"
+else
+  echo "reference: kept from an earlier run ($out/ref.db)"
+fi
 
 # What a researcher would ask of database $1 after a round (its checkpoints in $1.ckpt).
 report() {
@@ -212,6 +219,7 @@ if [[ " $rounds " == *" database "* ]]; then
   wait "${supervisors[@]}" 2> /dev/null || true
   touch "$out/faults.done"
   wait "$housekeeping" || true
+  sleep 1
   echo "  manual retries: $(grep -o 'queued again [0-9]*' retry.log | awk '{n += $3} END {print n + 0}') jobs re-queued by queue retry"
   echo "  worker lines about the database: $(grep -c 'claims no more jobs\|could not write the database\|database is locked\|disk is full' faults.log || true)"
   report "$db"

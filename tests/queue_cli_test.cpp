@@ -38,6 +38,19 @@ struct QueueCli : attnlab::testing::CliTest {
     return file;
   }
   std::string db() const { return path("q.db"); }
+  // A database whose one run holds `points` curve points: a file of some size, mostly curve pages.
+  void fill_with_curve_points(int points) const {
+    attnlab::store::Database database(db());
+    const auto experiment_id = database.add_experiment("big", "", "");
+    database.add_job({experiment_id, "noop", "noop", 1, "noop = 1", "noop-1", {}, {}});
+    attnlab::store::Claimer claimer;
+    claimer.worker = "test";
+    const auto lease = database.claim_next_job(claimer, 60);
+    ASSERT_TRUE(lease);
+    std::vector<attnlab::store::CurvePoint> rows;
+    for (int i = 0; i < points; ++i) rows.push_back({i, "train", "loss", i * 0.5, i * 0.1});
+    database.append_curve(lease->run_id, rows);
+  }
   std::string opts() const { return " --db " + db(); }
   int queue(const std::string& args, std::string& out) const { return attnlab("queue " + args + opts(), out); }
   std::string sql(const std::string& query) const { return query_one(db(), query); }
@@ -240,18 +253,7 @@ TEST_F(QueueCli, WhatTheFirstStepWouldRefuseIsRefusedAtEnqueue) {
 // writers and readers, and nothing is written (e7c0818 read and wrote such a file with exit 0);
 // `attnlab db check` runs the full check and lists the problems.
 TEST_F(QueueCli, ADamagedDatabaseIsRefusedInOneLineAndDbCheckSaysWhy) {
-  {
-    attnlab::store::Database database(db());
-    const auto experiment_id = database.add_experiment("big", "", "");
-    database.add_job({experiment_id, "noop", "noop", 1, "noop = 1", "noop-1", {}, {}});
-    attnlab::store::Claimer claimer;
-    claimer.worker = "test";
-    const auto lease = database.claim_next_job(claimer, 60);
-    ASSERT_TRUE(lease);
-    std::vector<attnlab::store::CurvePoint> points;
-    for (int i = 0; i < 20000; ++i) points.push_back({i, "train", "loss", i * 0.5, i * 0.1});
-    database.append_curve(lease->run_id, points);
-  }
+  fill_with_curve_points(20000);
   std::string out;
   ASSERT_EQ(attnlab("db check --db " + db(), out), 0) << out;
   EXPECT_EQ(out.rfind(db() + ": ok (PRAGMA integrity_check, ", 0), 0u) << out;
@@ -299,18 +301,7 @@ std::pair<std::vector<std::string>, std::string> integrity_rows(const std::strin
 // `db check` prints every problem SQLite listed before its check stopped on a damaged page, then
 // the error (c797cb7 printed the error alone: "1 problem, database disk image is malformed").
 TEST_F(QueueCli, DbCheckPrintsTheProblemsFoundBeforeTheCheckStopped) {
-  {
-    attnlab::store::Database database(db());
-    const auto experiment_id = database.add_experiment("big", "", "");
-    database.add_job({experiment_id, "noop", "noop", 1, "noop = 1", "noop-1", {}, {}});
-    attnlab::store::Claimer claimer;
-    claimer.worker = "test";
-    const auto lease = database.claim_next_job(claimer, 60);
-    ASSERT_TRUE(lease);
-    std::vector<attnlab::store::CurvePoint> points;
-    for (int i = 0; i < 3000; ++i) points.push_back({i, "train", "loss", i * 0.5, i * 0.1});
-    database.append_curve(lease->run_id, points);
-  }
+  fill_with_curve_points(3000);
   std::ifstream in(db(), std::ios::binary);
   const std::string intact((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const std::size_t page = 4096, pages = intact.size() / page;

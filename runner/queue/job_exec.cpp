@@ -86,9 +86,11 @@ class StoreObserver : public TrainObserver {
   ProgressPrinter& printer() { return printer_; }
 
  private:
+  // Once a write was refused, nothing more is written: a resume checkpoint adopted after curve
+  // points that never reached the database would leave a hole no later attempt fills.
   template <class Write>
   bool write(Write&& write_rows) {
-    if (lease_lost()) return false;
+    if (lease_lost() || fault_ != store::DatabaseFault::none) return false;
     try {
       write_rows();
       return true;

@@ -297,7 +297,11 @@ class DeviceWorker {
   std::string taken_from_us(const store::Lease& lease) {
     try {
       const store::RunAttempt run = db_.run_attempt(lease.run_id);
-      if (run.status == store::RunStatus::lost) return "lost its lease (" + run.error + ")";
+      // lost by its lease's end is someone else's doing; lost otherwise (the database refused the
+      // job process's writes) the job process recorded itself
+      if (run.status == store::RunStatus::lost && run.error.rfind("lease expired", 0) == 0)
+        return "lost its lease (" + run.error + ")";
+      if (run.status == store::RunStatus::lost) return "";
       if (run.status == store::RunStatus::interrupted && db_.job(lease.job_id).state == store::JobState::cancelled)
         return "was cancelled";
       if (run.status == store::RunStatus::running) return "lost its lease (run " + std::to_string(lease.run_id) + " holds it no more)";

@@ -20,6 +20,17 @@ void check_final_status(const std::string& path, RunStatus status, bool by_worke
                    "interrupted, rejected" + (by_worker ? ", lost)" : ")"));
 }
 
+// One column of the run's own row: `update` sets ?1 on run ?2, lease-checked, in a transaction.
+template <class Value>
+void update_own_run(sqlite3* db, const std::string& path, std::int64_t run_id, const char* update, const Value& value) {
+  sql::Transaction tx(db, path);
+  attempts::require_lease(db, path, run_id);
+  sql::Statement st(db, path, update);
+  st.bind(1, value).bind(2, run_id);
+  st.run();
+  tx.commit();
+}
+
 }  // namespace
 
 void Database::set_run_environment(std::int64_t run_id, const RunEnvironment& env) {
@@ -55,12 +66,7 @@ void Database::set_run_environment(std::int64_t run_id, const RunEnvironment& en
 }
 
 void Database::set_run_step_mode(std::int64_t run_id, const std::string& mode) {
-  sql::Transaction tx(db_, path_);
-  attempts::require_lease(db_, path_, run_id);
-  sql::Statement st(db_, path_, "UPDATE runs SET step_mode = ?1 WHERE id = ?2");
-  st.bind(1, mode).bind(2, run_id);
-  st.run();
-  tx.commit();
+  update_own_run(db_, path_, run_id, "UPDATE runs SET step_mode = ?1 WHERE id = ?2", mode);
 }
 
 void Database::append_curve(std::int64_t run_id, const std::vector<CurvePoint>& points) {
@@ -144,12 +150,7 @@ std::string Database::checkpoint_checksum(std::int64_t run_id) {
 }
 
 void Database::set_run_pid(std::int64_t run_id, std::int64_t pid) {
-  sql::Transaction tx(db_, path_);
-  attempts::require_lease(db_, path_, run_id);
-  sql::Statement st(db_, path_, "UPDATE runs SET pid = ?1 WHERE id = ?2");
-  st.bind(1, pid).bind(2, run_id);
-  st.run();
-  tx.commit();
+  update_own_run(db_, path_, run_id, "UPDATE runs SET pid = ?1 WHERE id = ?2", pid);
 }
 
 void Database::record_accuracy_marks(std::int64_t run_id, const std::vector<AccuracyMarkFile>& marks) {
