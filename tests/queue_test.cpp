@@ -592,14 +592,16 @@ TEST_F(Queue, SigtermStopsTheVariancePassesWithinASecondAndTheNextAttemptEndsThe
   const std::string db = path("r.db");
   const pid_t parent = spawn_attnlab({"run", path("e.toml"), "--db", db, "--cache-dir", path("cache"), "--threads", "1"},
                                      path("run.log"));
-  // past the last step (its resume checkpoint recorded) and the test evaluation: in the passes
-  bool past_the_steps = false;
-  for (int i = 0; i < 12000 && !past_the_steps; ++i) {
-    past_the_steps = fs::exists(db) && query_one(db, "SELECT resume_step FROM runs WHERE id = 1") == "60";
-    if (!past_the_steps) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // past the last step (its resume checkpoint recorded) and the test evaluation: in the passes, as
+  // the job process reports them for the queue's ETA
+  std::string phase;
+  for (int i = 0; i < 12000 && phase.empty(); ++i) {
+    if (fs::exists(db) && query_one(db, "SELECT resume_step FROM runs WHERE id = 1") == "60")
+      phase = query_one(db, "SELECT coalesce((SELECT phase || ' ' || total || ' ' || (done > 0 AND seconds > 0) "
+                            "FROM run_phases WHERE run_id = 1), '')");
+    if (phase.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  ASSERT_TRUE(past_the_steps) << read_file(path("run.log"));
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ASSERT_EQ(phase, "variance passes 150 1") << read_file(path("run.log"));
   const auto signalled = Clock::now();
   ASSERT_EQ(kill(parent, SIGTERM), 0);
   EXPECT_EQ(wait_exit(parent, 60), 128 + SIGTERM) << read_file(path("run.log"));
@@ -609,6 +611,7 @@ TEST_F(Queue, SigtermStopsTheVariancePassesWithinASecondAndTheNextAttemptEndsThe
   EXPECT_EQ(read_file(path("run.log")).find("variance pass 150/150"), std::string::npos) << read_file(path("run.log"));
   EXPECT_EQ(query_one(db, "SELECT status || ' ' || resume_step FROM runs WHERE id = 1"), "interrupted 60");
   EXPECT_EQ(query_one(db, "SELECT count(*) FROM curves WHERE run_id = 1 AND split = 'test'"), "0");
+  EXPECT_EQ(query_one(db, "SELECT count(*) FROM run_phases"), "0");  // the attempt is in none now
 
   ASSERT_EQ(attnlab("worker --idle-exit --db " + db + common, out), 0) << out;
   EXPECT_NE(out.find("resumes run 1 from step 60"), std::string::npos) << out;

@@ -398,7 +398,7 @@ TEST_F(Query, Version4FilesGetTheViewsByMigration) {
     char* err = nullptr;
     ASSERT_EQ(sqlite3_exec(store::sqlite_handle(db),
                            "DROP VIEW job_results; DROP VIEW seed_stats; DROP VIEW run_curves; DROP VIEW job_outcomes; "
-                           "DROP TABLE spectrum_results; DROP TABLE spectrum_summaries; DROP TABLE gradient_stats; DROP TABLE accuracy_marks; "
+                           "DROP TABLE spectrum_results; DROP TABLE spectrum_summaries; DROP TABLE gradient_stats; DROP TABLE accuracy_marks; DROP TABLE run_phases; "
                            "ALTER TABLE approx_results DROP COLUMN device_name; "
                            "ALTER TABLE approx_results DROP COLUMN threads; "
                            "ALTER TABLE bench_results DROP COLUMN host_seconds_median; "
@@ -412,12 +412,12 @@ TEST_F(Query, Version4FilesGetTheViewsByMigration) {
   }
   const auto refused = attnlab({"results", "--db", file("old.db")});
   EXPECT_EQ(refused.status, 2);
-  EXPECT_NE(refused.err.find("database schema version 4 is older than this attnlab needs (13): run `attnlab db migrate"),
+  EXPECT_NE(refused.err.find("database schema version 4 is older than this attnlab needs (14): run `attnlab db migrate"),
             std::string::npos)
       << refused.err;
   const auto migrated = attnlab({"db", "migrate", "--db", file("old.db")});
   ASSERT_EQ(migrated.status, 0) << migrated.err;
-  EXPECT_EQ(migrated.out, file("old.db") + ": schema version 4 -> 13\n");
+  EXPECT_EQ(migrated.out, file("old.db") + ": schema version 4 -> 14\n");
   Database db(file("old.db"), Database::Open::existing);
   EXPECT_EQ(column(db, "SELECT n || ' ' || failed FROM seed_stats WHERE method = 'softmax' AND dataset = 'listops' "
                        "AND metric = 'test_acc'"),

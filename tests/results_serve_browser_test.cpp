@@ -124,6 +124,10 @@ TEST_F(Browser, TheFrontPageShowsTheQueueTheResultsAndNamesAsText) {
                                                   "failed: synthetic failure")))
       << failed;
   EXPECT_EQ(failed.find("synthetic failure"), failed.rfind("synthetic failure")) << failed;
+  // past its last step, in its variance passes: the step column says which pass
+  store::Database(file("s.db")).set_run_phase(running_run_, {"variance passes", 5, 100, 40.0});
+  const std::string passes = std::regex_replace(text_of(dom("#/", 3000), "running"), std::regex("\\s+"), " ");
+  EXPECT_NE(passes.find("variance passes 5 / 100"), std::string::npos) << passes;
 }
 
 // A failed run: its page says so, a chart it is selected into leaves it out and names it, and an
@@ -249,6 +253,31 @@ TEST_F(BrowserWeek, RunsShowTheKeysThatDifferAndCurvesDrawSideBySideSmoothed) {
   EXPECT_NE(curves.find("left out: run "), std::string::npos) << curves;  // the failed run, named
   EXPECT_NE(curves.find(">CSV<"), std::string::npos);
   EXPECT_NE(curves.find(">JSON<"), std::string::npos);
+}
+
+// A week's database at scale: 500 runs of 1,000 validation-loss points each.
+class BrowserCrowd : public Browser {
+ protected:
+  void fill(store::Database& db) override {
+    for (std::int64_t seed = 1; seed <= 500; ++seed) {
+      FakeJob f;
+      f.experiment = "crowd", f.seed = seed, f.results = {{"test_acc", 0.3}};
+      f.curve = make_curve("val", "loss", 1000, 10, [&](std::int64_t s) { return 2.0 - 1e-4 * double(s) - 1e-3 * double(seed); });
+      add_job(db, f);
+    }
+  }
+};
+
+// The curves page draws them all, smoothed (1,000,000 points with the raw lines behind). c797cb7
+// spread every x into Math.min and stopped at "Maximum call stack size exceeded" past ~130 runs.
+TEST_F(BrowserCrowd, FiveHundredRunsOfAThousandPointsDrawSmoothed) {
+  start_server();
+  const std::string curves = dom("#/curves?where=experiment%20%3D%20crowd&metric=loss&smooth=0.6", 3000);
+  EXPECT_EQ(curves.find("id=\"error\""), std::string::npos) << curves.substr(0, 4000);
+  EXPECT_EQ(curves.find("call stack"), std::string::npos);
+  const std::regex canvas("<canvas [^>]*width=\"[1-9]");
+  EXPECT_EQ(std::distance(std::sregex_iterator(curves.begin(), curves.end(), canvas), std::sregex_iterator()), 1)
+      << curves.substr(0, 4000);
 }
 
 }  // namespace

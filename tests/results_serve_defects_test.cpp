@@ -5,7 +5,9 @@
 // says what the server now refuses).
 #include <gtest/gtest.h>
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -13,10 +15,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 #include <httplib.h>
 #include <nlohmann/json.hpp>
+#include <sqlite3.h>
 
 #include "results_support.hpp"
 #include "serve/server.hpp"
@@ -54,6 +58,18 @@ class RawClient {
   int socket_;
   bool connected_ = false;
 };
+
+// The first column of the first row of `sql` on the file, as an integer (-1 without a row).
+std::int64_t integer_from(const std::string& db, const char* sql) {
+  sqlite3* connection = nullptr;
+  sqlite3_open_v2(db.c_str(), &connection, SQLITE_OPEN_READONLY, nullptr);
+  sqlite3_stmt* statement = nullptr;
+  sqlite3_prepare_v2(connection, sql, -1, &statement, nullptr);
+  const std::int64_t value = sqlite3_step(statement) == SQLITE_ROW ? sqlite3_column_int64(statement, 0) : -1;
+  sqlite3_finalize(statement);
+  sqlite3_close(connection);
+  return value;
+}
 
 class ServeDefects : public ResultsTest {
  protected:
@@ -124,6 +140,60 @@ TEST_F(ServeDefects, APortOutOfRangeIsOneLineAndExit2) {
     EXPECT_EQ(o.err, std::string("attnlab: error: serve: --port ") + port + " is not a port (0 to 65535; 0: any free one)\n");
     EXPECT_EQ(o.out.find("http://"), std::string::npos) << o.out;
   }
+}
+
+// 1,000 requests at once (a script, a wall of tabs): every one answered 200 (within a minute). c797cb7
+// listened with cpp-httplib's backlog of 5, and the kernel dropped the connections of a burst
+// past it (300 at once lost up to 92 at 30 s).
+TEST_F(ServeDefects, AThousandConcurrentRequestsAreAllAnswered) {
+  start();
+  constexpr int kClients = 1000;
+  const std::string request = "GET /api/queue HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port_) +
+                              "\r\nConnection: close\r\n\r\n";
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<std::uint16_t>(port_));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  // every connection at once (non-blocking), each request sent as its connection opens
+  std::vector<pollfd> clients(kClients);
+  std::vector<std::string> replies(kClients);
+  std::vector<bool> sent(kClients, false);
+  for (auto& c : clients) {
+    c.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    ASSERT_GE(c.fd, 0) << "socket: " << std::strerror(errno);
+    const int rc = ::connect(c.fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+    ASSERT_TRUE(rc == 0 || errno == EINPROGRESS) << "connect: " << std::strerror(errno);
+    c.events = POLLOUT;
+  }
+  int open = kClients;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (open > 0 && std::chrono::steady_clock::now() < deadline) {
+    if (::poll(clients.data(), clients.size(), 100) <= 0) continue;
+    for (int i = 0; i < kClients; ++i) {
+      pollfd& c = clients[static_cast<std::size_t>(i)];
+      if (c.fd < 0 || c.revents == 0) continue;
+      if (!sent[i] && (c.revents & POLLOUT)) {
+        ASSERT_EQ(::send(c.fd, request.data(), request.size(), MSG_NOSIGNAL), static_cast<ssize_t>(request.size()));
+        sent[i] = true;
+        c.events = POLLIN;
+        continue;
+      }
+      char buffer[4096];
+      const ssize_t n = ::recv(c.fd, buffer, sizeof buffer, 0);
+      if (n > 0) {
+        replies[static_cast<std::size_t>(i)].append(buffer, static_cast<std::size_t>(n));
+      } else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
+        ::close(c.fd);
+        c.fd = -1;  // poll skips it
+        --open;
+      }
+    }
+  }
+  int answered = 0;
+  for (const auto& reply : replies) answered += reply.rfind("HTTP/1.1 200 OK\r\n", 0) == 0;
+  for (const auto& c : clients)
+    if (c.fd >= 0) ::close(c.fd);
+  EXPECT_EQ(answered, kClients) << open << " connections still open at 60 s";
 }
 
 // 8 connections that send nothing and 10 that drip a header line every 3 s: a plain request is
@@ -214,6 +284,76 @@ TEST_F(ServeDefects, ParametersMeanExactlyWhatTheySay) {
     EXPECT_EQ(reply->status, 400) << id << ": " << reply->body;
   }
   EXPECT_EQ(c.Get("/api/run?id=1")->status, 200);
+}
+
+// JSON goes gzipped to a client that accepts it (a week's curves: 2.3 MB, 472 KB gzipped), as is
+// to one that does not; a browser's "gzip, deflate, br" gets gzip too (cpp-httplib's brotli, at its
+// slowest quality, took a minute over 15 MB). c797cb7 never compressed JSON.
+TEST_F(ServeDefects, JsonIsGzippedWhereTheClientAcceptsIt) {
+  {
+    store::Database db(file("s.db"));
+    FakeJob curved;
+    curved.seed = 2, curved.curve = make_curve("val", "loss", 200, 10, [](std::int64_t s) { return 1.0 / double(s + 1); });
+    add_job(db, curved);
+  }
+  start();
+  const std::string target = "/api/curves?where=seed%20%3D%202&split=val&metric=loss";
+  const auto headers = [&](const std::string& accept) {
+    RawClient c(port_);
+    c.send("GET " + target + " HTTP/1.0\r\nHost: 127.0.0.1:" + std::to_string(port_) + "\r\n" + accept + "\r\n");
+    const std::string reply = c.reply();
+    return reply.substr(0, reply.find("\r\n\r\n"));
+  };
+  const std::string gzipped = headers("Accept-Encoding: gzip, deflate, br\r\n");
+  EXPECT_NE(gzipped.find("Content-Encoding: gzip\r\n"), std::string::npos) << gzipped;
+  EXPECT_NE(gzipped.find("Content-Type: application/json"), std::string::npos) << gzipped;
+  const std::string plain = headers("");
+  EXPECT_EQ(plain.find("Content-Encoding"), std::string::npos) << plain;
+  EXPECT_EQ(headers("Accept-Encoding: gzip;q=0, identity\r\n").find("Content-Encoding"), std::string::npos);
+  // the same JSON either way (cpp-httplib's client unzips what it asked for gzipped)
+  auto c = client();
+  const auto zipped = c.Get(target, {{"Accept-Encoding", "gzip"}});
+  const auto as_is = c.Get(target);
+  ASSERT_TRUE(zipped && as_is);
+  EXPECT_EQ(zipped->get_header_value("Content-Encoding"), "gzip");
+  EXPECT_EQ(zipped->body, as_is->body);
+  EXPECT_EQ(nlohmann::json::parse(zipped->body)["runs"].size(), 1u) << zipped->body.substr(0, 300);
+}
+
+// The file is checked (quick_check) once, and again when it is replaced or changes size, never per
+// request. The curves table's root page damaged in place after the first answer (same inode, same
+// size) goes unseen by /api/experiments, which never reads that table (c797cb7 checked every
+// request: a 503, and a third of a second a request on a 59 MB file); the same bytes moved over the
+// file as a new one are checked, and refused.
+TEST_F(ServeDefects, TheDatabaseIsCheckedOncePerFileNotPerRequest) {
+  const std::string db = file("s.db");
+  {  // the file alone holds the database: no WAL beside it to read pages from
+    sqlite3* connection = nullptr;
+    ASSERT_EQ(sqlite3_open(db.c_str(), &connection), SQLITE_OK);
+    EXPECT_EQ(sqlite3_exec(connection, "PRAGMA journal_mode = DELETE", nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(connection);
+  }
+  const auto root = integer_from(db, "SELECT rootpage FROM sqlite_master WHERE name = 'curves'");
+  const auto page_size = integer_from(db, "PRAGMA page_size");
+  ASSERT_GT(root, 1);
+  ASSERT_FALSE(fs::exists(db + "-wal"));
+  start();
+  ASSERT_EQ(client().Get("/api/experiments")->status, 200);
+  {
+    std::fstream bytes(db, std::ios::in | std::ios::out | std::ios::binary);
+    bytes.seekp(static_cast<std::streamoff>((root - 1) * page_size));
+    const std::string garbage(16, '\xff');  // no b-tree page starts like this
+    bytes.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
+  }
+  const auto unchanged = client().Get("/api/experiments");
+  ASSERT_TRUE(unchanged);
+  EXPECT_EQ(unchanged->status, 200) << unchanged->body;
+  fs::copy_file(db, file("copy.db"));
+  fs::rename(file("copy.db"), db);  // another inode
+  const auto replaced = client().Get("/api/experiments");
+  ASSERT_TRUE(replaced);
+  EXPECT_EQ(replaced->status, 503);
+  EXPECT_NE(replaced->body.find("the database is damaged"), std::string::npos) << replaced->body;
 }
 
 TEST_F(ServeDefects, BadDatabasesAreSaidPlainlyAtStartupAndOnThePageWithoutTheirFolder) {

@@ -111,6 +111,44 @@ TEST_F(Serve, TheQueueHasEveryStateTheRunningJobsAndEachFailedAttemptsError) {
   EXPECT_EQ(serve::queue_json(db, {{"x", "1"}}).status, 400);
 }
 
+// After the last training step the ETA is the variance passes', at the rate of those done (schema
+// 14's run_phases, which the job process writes as they go); while the test split is evaluated
+// (no pass reported yet) it is unknown, not 0. The phase goes when the attempt ends.
+TEST_F(Serve, TheQueuesEtaCountsTheVariancePasses) {
+  std::int64_t run = 0;
+  {
+    store::Database db(file("p.db"));
+    FakeJob running;
+    running.outcome = "running";
+    running.params = {{"train.steps", "1000"}};
+    running.curve = {{500, "train", "loss", 1.5, 20.0}, {1000, "train", "loss", 1.2, 60.0}};
+    const auto job = add_job(db, running).first;
+    run = db.attempts_of_job(job).back().run_id;
+  }
+  const auto progress = [&] {
+    store::Database db(file("p.db"), store::Database::Open::read_only);
+    const auto reply = serve::queue_json(db, {});
+    EXPECT_EQ(reply.status, 200);
+    return nlohmann::ordered_json::parse(reply.body)["running"][0];
+  };
+  const auto testing = progress();
+  EXPECT_EQ(testing["step"], 1000);
+  EXPECT_TRUE(testing["phase"].is_null());
+  EXPECT_TRUE(testing["eta_seconds"].is_null()) << testing.dump();
+
+  store::Database db(file("p.db"));
+  db.set_run_phase(run, {"variance passes", 5, 100, 40.0});
+  const auto passes = progress();
+  EXPECT_EQ(passes["phase"].dump(), R"({"name":"variance passes","done":5,"total":100})");
+  EXPECT_DOUBLE_EQ(passes["eta_seconds"].get<double>(), 95 * 8.0);  // 8 s a pass, 95 to go
+
+  db.finish_run(run, store::RunStatus::done, {}, "", "");
+  EXPECT_FALSE(db.run_phase(run).has_value());
+  // the lease is gone: a late write from the attempt is refused, nothing written
+  EXPECT_THROW(db.set_run_phase(run, {"variance passes", 6, 100, 48.0}), store::LeaseLost);
+  EXPECT_FALSE(db.run_phase(run).has_value());
+}
+
 // `attnlab serve --port 0` as a child process: the port it printed, killed at the end.
 class Server {
  public:

@@ -85,13 +85,23 @@ struct RandomProjectionAttention : AttentionMethod {
   std::int64_t seed = 0, calls = 0;
 };
 
-// Wraps a method, counts its training calls, and raises `stop` on call `stop_at_call`: a run can
-// be stopped during any step, not only at the log steps an observer sees.
+// Wraps a method, counts its training calls, and raises `stop` on call `stop_at_call`, or on the
+// second call of validation number `stop_in_validation` (counted from 1; the test evaluation after
+// the last one is not counted): a run can be stopped during any step or validation, not only at
+// the log steps an observer sees.
 struct StopOnCall : AttentionMethod {
-  StopOnCall(std::shared_ptr<AttentionMethod> inner, std::atomic<bool>* stop, std::int64_t stop_at_call)
-      : inner(register_module("inner", std::move(inner))), stop(stop), stop_at_call(stop_at_call) {}
+  StopOnCall(std::shared_ptr<AttentionMethod> inner, std::atomic<bool>* stop, std::int64_t stop_at_call,
+             std::int64_t stop_in_validation)
+      : inner(register_module("inner", std::move(inner))), stop(stop), stop_at_call(stop_at_call),
+        stop_in_validation(stop_in_validation) {}
   at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& valid) override {
-    if (is_training() && ++calls == stop_at_call) stop->store(true);
+    if (is_training()) {
+      trained_since_validation = true;
+      if (++calls == stop_at_call) stop->store(true);
+    } else if (calls > 0) {  // not the instability pre-pass
+      if (trained_since_validation) ++validations, calls_in_validation = 0, trained_since_validation = false;
+      if (validations == stop_in_validation && ++calls_in_validation == 2) stop->store(true);
+    }
     return inner->forward(q, k, v, valid);
   }
   bool stochastic() const override { return inner->stochastic(); }
@@ -101,7 +111,8 @@ struct StopOnCall : AttentionMethod {
 
   std::shared_ptr<AttentionMethod> inner;
   std::atomic<bool>* stop;
-  std::int64_t stop_at_call, calls = 0;
+  std::int64_t stop_at_call, stop_in_validation, calls = 0, validations = 0, calls_in_validation = 0;
+  bool trained_since_validation = false;
 };
 
 std::shared_ptr<AttentionMethod> make_method(const std::string& name, const AttentionShape& shape) {
@@ -223,13 +234,14 @@ class Resume : public ::testing::Test {
   }
 
   // Trains `job`, its method wrapped in StopOnCall; with stop_during_step > 0, `stop` is raised
-  // during that step.
-  Attempt run(TrainJob job, std::int64_t stop_during_step = 0, std::int64_t adopt_until = -1, std::int64_t stop_after_pass = 0) {
+  // during that step, with stop_in_validation > 0 during that validation.
+  Attempt run(TrainJob job, std::int64_t stop_during_step = 0, std::int64_t adopt_until = -1, std::int64_t stop_after_pass = 0,
+              std::int64_t stop_in_validation = 0) {
     stop_ = false;
     const std::int64_t stop_at_call = stop_during_step > 0 ? stop_during_step * job.train.grad_accum : -1;
     auto* stop = &stop_;
-    job.make_attention = [make = job.make_attention, stop, stop_at_call](const AttentionShape& shape) {
-      return std::make_shared<StopOnCall>(make(shape), stop, stop_at_call);
+    job.make_attention = [make = job.make_attention, stop, stop_at_call, stop_in_validation](const AttentionShape& shape) {
+      return std::make_shared<StopOnCall>(make(shape), stop, stop_at_call, stop_in_validation);
     };
     job.stop = &stop_;
     Attempt r;
@@ -397,6 +409,32 @@ TEST_F(Resume, StoppedDuringTheVariancePassesResumesFromTheLastStep) {
   ASSERT_EQ(resumed.outcome.status, TrainStatus::done) << resumed.outcome.error;
   expect_same_points(reference.log.points, concat(stopped.log.points, resumed.log.points));
   expect_same_results(reference.outcome, resumed.outcome);
+}
+
+// A stop during a validation (minutes at the papers' lengths) ends it at the next batch: the
+// attempt checkpoints its step with the validation pending (its draw made, the validation stream
+// and generators rewound to where it began) and the next attempt validates first, to the bit as
+// the undisturbed run did. At the last step too, before the test evaluation.
+TEST_F(Resume, StoppedDuringAValidationResumesIntoIt) {
+  for (const std::string method : {"random_projection", "random_projection authors"})
+    for (const std::int64_t validation : {2, 3}) {
+      SCOPED_TRACE(method + ", validation " + std::to_string(validation));
+      auto base = job(method);
+      base.resume_stem = path("job");
+      base.train.instability_steps = 0;  // its model's forward calls would count as validations too
+      const Attempt reference = run(base);
+      ASSERT_EQ(reference.outcome.status, TrainStatus::done) << reference.outcome.error;
+      const std::int64_t step = validation * base.train.eval_every;
+      const Attempt stopped = run(base, 0, -1, 0, validation);
+      EXPECT_EQ(stopped.outcome.status, TrainStatus::interrupted);
+      EXPECT_EQ(stopped.outcome.error, "stopped while validating step " + std::to_string(step));
+      ASSERT_EQ(stopped.log.checkpoint_steps, (std::vector<std::int64_t>{step}));
+      for (const auto& p : stopped.log.points) EXPECT_TRUE(p.step < step || p.split == "train") << p.split << " " << p.step;
+      const Attempt resumed = run(resuming(base, stopped));
+      ASSERT_EQ(resumed.outcome.status, TrainStatus::done) << resumed.outcome.error;
+      expect_same_points(reference.log.points, concat(stopped.log.points, resumed.log.points));
+      expect_same_results(reference.outcome, resumed.outcome);
+    }
 }
 
 TEST_F(Resume, CrashAfterAPeriodicCheckpointResumesFromIt) {

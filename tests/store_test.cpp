@@ -77,7 +77,7 @@ TEST_F(StoreTest, MigratesNewFileToTheCurrentVersion) {
 
   auto tables = query(store::sqlite_handle(db), "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name");
   EXPECT_EQ(tables, (std::vector<std::string>{"accuracy_marks", "approx_results", "bench_results", "curves", "experiments", "gradient_stats",
-                                              "job_params", "jobs", "results", "run_plugins", "runs", "spectrum_results",
+                                              "job_params", "jobs", "results", "run_phases", "run_plugins", "runs", "spectrum_results",
                                               "spectrum_summaries", "variance_examples"}));
   EXPECT_EQ(query(store::sqlite_handle(db), "SELECT name FROM sqlite_master WHERE type = 'view' ORDER BY name"),
             (std::vector<std::string>{"job_outcomes", "job_results", "run_curves", "run_summary", "seed_stats"}));

@@ -26,6 +26,8 @@ namespace attnlab {
 namespace fs = std::filesystem;
 namespace {
 
+constexpr double kPhaseWriteSeconds = 5.0;
+
 // Writes the attempt's curve points and resume checkpoints to the database and shows progress.
 // A write refused because the lease is gone asks the trainer to stop at the end of the step and
 // writes nothing more: the attempt is no longer ours.
@@ -41,8 +43,13 @@ class StoreObserver : public TrainObserver {
     write([&] { db_.append_curve(run_id_, rows); });
   }
   void on_progress(const Progress& progress) override { printer_.update(progress); }
+  // The passes go to the database too (the queue's ETA counts them): after the first, and then at
+  // most every kPhaseWriteSeconds.
   void on_variance_pass(std::int64_t done, std::int64_t passes, double seconds) override {
     printer_.variance_pass(done, passes, seconds);
+    if (done > 1 && seconds - phase_written_at_ < kPhaseWriteSeconds) return;
+    phase_written_at_ = seconds;
+    write([&] { db_.set_run_phase(run_id_, {"variance passes", done, passes, seconds}); });
   }
   void on_resumed(std::int64_t steps_done, const std::string& /*path*/) override {
     std::cout << printer_.label() << " resumes run " << resumes_run_ << " from step " << steps_done << std::endl;
@@ -113,6 +120,7 @@ class StoreObserver : public TrainObserver {
   std::string lost_reason_;
   store::DatabaseFault fault_ = store::DatabaseFault::none;
   std::string fault_error_;
+  double phase_written_at_ = 0;  // seconds into the variance passes of the last phase write
 };
 
 // The run's status for how its training ended (the same names).

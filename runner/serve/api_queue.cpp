@@ -1,6 +1,6 @@
 // GET /api/queue: the queue now. Per state its count; each running job with its attempt's device,
-// worker and heartbeat, its progress (the last logged training step of `train.steps`) and an ETA
-// at the rate its logged steps went; each failed job with every attempt's error.
+// worker and heartbeat, its progress (the last logged training step of `train.steps`, then its
+// variance passes) and an ETA at the rate they went; each failed job with every attempt's error.
 #include <cmath>
 
 #include "attnlab/query.hpp"
@@ -15,12 +15,14 @@ json job_fields(const store::Job& job) {
   return {{"job", job.id}, {"method", job.method}, {"dataset", job.dataset}, {"seed", job.seed}};
 }
 
-// step, steps and eta_seconds of a running attempt, null where unknown (no step logged yet; a
-// configuration without train.steps). The rate is that of the logged steps, so the ETA leaves out
-// the validations and the test still to come.
+// step, steps, phase and eta_seconds of a running attempt, null where unknown. In training the
+// rate is that of the logged steps (the ETA leaves out the validations, the test and the variance
+// passes to come); in the variance passes, that of the passes so far; between the last step and
+// the first pass (the test evaluation), unknown.
 void add_progress(store::Database& db, const store::Job& job, std::int64_t run_id, json& out) {
   out["step"] = nullptr;
   out["steps"] = nullptr;
+  out["phase"] = nullptr;
   out["eta_seconds"] = nullptr;
   const auto steps = store::config_values(db, {job.id}, "train.steps");
   std::int64_t total = 0;
@@ -29,15 +31,21 @@ void add_progress(store::Database& db, const store::Job& job, std::int64_t run_i
     out["steps"] = total;
   }
   const auto loss = db.curve(run_id, "train", "loss");
+  if (!loss.empty()) out["step"] = loss.back().step;
+  if (const auto phase = db.run_phase(run_id)) {
+    out["phase"] = {{"name", phase->phase}, {"done", phase->done}, {"total", phase->total}};
+    if (phase->done > 0 && phase->seconds > 0)
+      out["eta_seconds"] = double(std::max<std::int64_t>(phase->total - phase->done, 0)) * phase->seconds / double(phase->done);
+    return;
+  }
   if (loss.empty()) return;
   const auto& first = loss.front();
   const auto& last = loss.back();
-  out["step"] = last.step;
   // before the second logged step, the rate since the run began (wall_seconds counts from 0)
   const double seconds = loss.size() > 1 ? last.wall_seconds - first.wall_seconds : last.wall_seconds;
   const double steps_done = loss.size() > 1 ? double(last.step - first.step) : double(last.step);
-  if (total > 0 && seconds > 0 && steps_done > 0)
-    out["eta_seconds"] = std::max(0.0, double(total - last.step) * seconds / steps_done);
+  if (total > 0 && last.step < total && seconds > 0 && steps_done > 0)
+    out["eta_seconds"] = double(total - last.step) * seconds / steps_done;
 }
 
 }  // namespace

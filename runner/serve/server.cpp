@@ -2,10 +2,14 @@
 
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -73,13 +77,57 @@ std::string port_holder(int port) {
   return owner.empty() ? "a process this user cannot see" : owner;
 }
 
-void json_reply(httplib::Response& response, const Reply& reply) {
+// `text` gzipped at zlib's fastest level ("" if zlib fails): a week's curves, 15 MB of JSON, go
+// in a fraction of a second. cpp-httplib would compress JSON itself, but with brotli at its
+// slowest quality wherever a browser accepts it (a minute for those 15 MB), so its type is one
+// it leaves alone ("; charset=utf-8") and this does it.
+std::string gzipped(const std::string& text) {
+  z_stream z{};
+  if (deflateInit2(&z, Z_BEST_SPEED, Z_DEFLATED, 15 + 16 /* a gzip header */, 8, Z_DEFAULT_STRATEGY) != Z_OK) return "";
+  std::string out(deflateBound(&z, static_cast<uLong>(text.size())), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+  z.avail_in = static_cast<uInt>(text.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  const bool done = deflate(&z, Z_FINISH) == Z_STREAM_END;
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return done ? out : "";
+}
+
+// Whether the request's Accept-Encoding names gzip (without q=0).
+bool accepts_gzip(const httplib::Request& request) {
+  std::istringstream codings(request.get_header_value("Accept-Encoding"));
+  for (std::string coding; std::getline(codings, coding, ',');) {
+    coding.erase(std::remove(coding.begin(), coding.end(), ' '), coding.end());
+    if (coding == "gzip" || (coding.rfind("gzip;", 0) == 0 && coding.find("q=0") == std::string::npos)) return true;
+  }
+  return false;
+}
+
+void json_reply(httplib::Response& response, const Reply& reply, bool gzip = false) {
   response.status = reply.status;
   response.set_header("Cache-Control", "no-store");
+  response.set_header("Vary", "Accept-Encoding");
+  if (gzip && reply.body.size() > 1024) {
+    if (std::string body = gzipped(reply.body); !body.empty()) {
+      response.set_header("Content-Encoding", "gzip");
+      response.set_content(std::move(body), "application/json; charset=utf-8");
+      return;
+    }
+  }
   response.set_content(reply.body, "application/json; charset=utf-8");
 }
 
 bool loopback(const std::string& host) { return host == "127.0.0.1" || host == "localhost" || host == "::1"; }
+
+// What tells one version of the file from another for its check: device, inode and size ("" when
+// it cannot be read: then every open checks).
+std::string file_key(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return "";
+  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(st.st_size);
+}
 
 }  // namespace
 
@@ -98,9 +146,10 @@ Server::Server(std::string db_path, const fs::path& web_folder) : db_path_(std::
   if (!fs::is_regular_file(web_folder / "index.html"))
     throw std::runtime_error("serve: no page in " + web_folder.string() + " (a broken install?)");
   // SO_REUSEADDR only: cpp-httplib's default SO_REUSEPORT lets a second server listen on a busy port
-  http_.set_socket_options([](socket_t socket) {
+  http_.set_socket_options([this](socket_t socket) {
     int yes = 1;
     setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    socket_ = socket;
   });
   http_.new_task_queue = [] { return new httplib::ThreadPool(kWorkers); };
   http_.set_read_timeout(kReadTimeoutSeconds, 0);
@@ -122,9 +171,12 @@ void Server::add_endpoints() {
         reply = error_reply(503, *problem);
       } else {
         try {
-          // a handle per request, read-only: a locked or newer file is a 503 with the reason, and
-          // nothing the server does can write
-          store::Database db(db_path_, store::Database::Open::read_only);
+          // a handle per request, read-only: a locked, newer or damaged file is a 503 with the
+          // reason, and nothing the server does can write
+          const std::string key = file_key(db_path_);
+          const bool known = checked(key);
+          store::Database db(db_path_, known ? store::Database::Open::unchecked : store::Database::Open::read_only);
+          if (!known) passed_check(key);
           reply = answer(db, Params(request.params.begin(), request.params.end()));
         } catch (const std::exception& e) {
           reply = error_reply(503, e.what());
@@ -132,7 +184,7 @@ void Server::add_endpoints() {
       }
       // the page needs the file's name, a browser (or whoever reads it) not where it lives
       if (reply.status != 200) reply.body = replace_all(reply.body, db_path_, fs::path(db_path_).filename().string());
-      json_reply(response, reply);
+      json_reply(response, reply, accepts_gzip(request));
       if (on_answer_) on_answer_(path);
     });
   }
@@ -177,6 +229,16 @@ void Server::add_refusals() {
   });
 }
 
+bool Server::checked(const std::string& key) {
+  std::lock_guard<std::mutex> lock(checked_mutex_);
+  return !key.empty() && key == checked_;
+}
+
+void Server::passed_check(const std::string& key) {
+  std::lock_guard<std::mutex> lock(checked_mutex_);
+  checked_ = key;
+}
+
 bool Server::host_allowed(const std::string& host_header) const {
   std::string host = lower(host_header);
   if (host.empty()) return false;
@@ -199,6 +261,11 @@ int Server::bind(const std::string& host, int port, const std::vector<std::strin
     throw std::runtime_error("serve: cannot listen on " + host + ":" + std::to_string(port) +
                              (holder.empty() ? "" : ": the port is in use by " + holder));
   }
+  // cpp-httplib (Debian's, compiled) listens with a backlog of 5, and the kernel drops a burst of
+  // connections past it (300 at once lost dozens): listen again, which on Linux only raises it
+  // (to net.core.somaxconn at most)
+  if (::listen(socket_, SOMAXCONN) != 0)
+    throw std::runtime_error("serve: cannot listen on " + host + ":" + std::to_string(bound) + ": " + std::strerror(errno));
   port_ = bound;
   allowed_hosts_ = {lower(host)};
   const bool any = host == "0.0.0.0" || host == "::";

@@ -13,6 +13,7 @@
 #include "schema_v11.hpp"
 #include "schema_v12.hpp"
 #include "schema_v13.hpp"
+#include "schema_v14.hpp"
 #include "sqlite.hpp"
 
 namespace attnlab::store {
@@ -38,6 +39,7 @@ constexpr Migration kMigrations[] = {
     {11, kSchemaV11},
     {12, kSchemaV12},
     {13, kSchemaV13},
+    {14, kSchemaV14},
 };
 
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == Database::kSchemaVersion,

@@ -116,6 +116,11 @@ void end(sqlite3* db, const std::string& path, std::int64_t run_id, std::int64_t
     st.bind(1, to_string(status)).bind_text_or_null(2, error).bind(3, run_id);
     st.run();
   }
+  {
+    sql::Statement st(db, path, "DELETE FROM run_phases WHERE run_id = ?1");  // it is in none now
+    st.bind(1, run_id);
+    st.run();
+  }
   // Each statement releases the lease in the same write that leaves 'running' (the table's CHECK
   // wants both together).
   if (own_failure) {

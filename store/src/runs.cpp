@@ -69,6 +69,23 @@ void Database::set_run_step_mode(std::int64_t run_id, const std::string& mode) {
   update_own_run(db_, path_, run_id, "UPDATE runs SET step_mode = ?1 WHERE id = ?2", mode);
 }
 
+void Database::set_run_phase(std::int64_t run_id, const RunPhase& phase) {
+  sql::Transaction tx(db_, path_);
+  attempts::require_lease(db_, path_, run_id);
+  sql::Statement st(db_, path_,
+                    "INSERT OR REPLACE INTO run_phases (run_id, phase, done, total, seconds) VALUES (?1, ?2, ?3, ?4, ?5)");
+  st.bind(1, run_id).bind(2, phase.phase).bind(3, phase.done).bind(4, phase.total).bind(5, phase.seconds);
+  st.run();
+  tx.commit();
+}
+
+std::optional<RunPhase> Database::run_phase(std::int64_t run_id) {
+  sql::Statement st(db_, path_, "SELECT phase, done, total, seconds FROM run_phases WHERE run_id = ?1");
+  st.bind(1, run_id);
+  if (!st.step()) return std::nullopt;
+  return RunPhase{st.column_text(0), st.column_int64(1), st.column_int64(2), st.column_double(3)};
+}
+
 void Database::append_curve(std::int64_t run_id, const std::vector<CurvePoint>& points) {
   if (points.empty()) return;
   sql::Transaction tx(db_, path_);

@@ -59,7 +59,6 @@ void set_generator_state(at::Generator generator, const at::Tensor& state) {
   generator.set_state(state.cpu());
 }
 
-// Reads from one checkpoint, every failure naming the file and the key.
 // The accuracy marks reached, a line each: "MARK STEP CHECKSUM PATH" (the path last: it may hold spaces).
 std::string marks_text(const std::vector<AccuracyMark>& marks) {
   std::ostringstream out;
@@ -68,6 +67,7 @@ std::string marks_text(const std::vector<AccuracyMark>& marks) {
   return out.str();
 }
 
+// Reads from one checkpoint, every failure naming the file and the key.
 class Reader {
  public:
   Reader(std::string path, torch::serialize::InputArchive& archive) : path_(std::move(path)), archive_(archive) {}
@@ -193,6 +193,7 @@ std::string save(const std::string& path, const JobKey& key, const LoopState& lo
   archive.write("elapsed_seconds", c10::IValue(loop.elapsed_seconds));
   if (loop.instability_ratio) archive.write("instability_ratio", c10::IValue(*loop.instability_ratio));
   archive.write("accuracy_marks", c10::IValue(marks_text(loop.marks)));
+  archive.write("validation_pending", c10::IValue(loop.validation_pending));
 
   archive.write("rng_cpu", generator_state(default_generator(c10::Device(c10::kCPU))), true);
   if (parts.device.is_cuda()) archive.write("rng_cuda", generator_state(default_generator(parts.device)), true);
@@ -214,6 +215,20 @@ std::string save(const std::string& path, const JobKey& key, const LoopState& lo
   archive.write("skipped_steps", c10::IValue(parts.scaler.skipped_steps()));
 
   return checkpoint_file::write(archive, path);
+}
+
+ValidationStart validation_start(const Parts& parts) {
+  ValidationStart start;
+  if (parts.val_stream) start.val_stream = parts.val_stream->state();
+  start.rng_cpu = generator_state(default_generator(c10::Device(c10::kCPU)));
+  if (parts.device.is_cuda()) start.rng_device = generator_state(default_generator(parts.device));
+  return start;
+}
+
+void rewind(const ValidationStart& start, const Parts& parts) {
+  if (start.val_stream) parts.val_stream->restore(*start.val_stream);
+  set_generator_state(default_generator(c10::Device(c10::kCPU)), start.rng_cpu);
+  if (start.rng_device.defined()) set_generator_state(default_generator(parts.device), start.rng_device);
 }
 
 LoopState load(const std::string& path, const Expected& expected, const JobKey& key, const Parts& parts) {
@@ -272,6 +287,8 @@ LoopState load(const std::string& path, const Expected& expected, const JobKey& 
     if (archive.try_read("instability_ratio", ratio)) loop.instability_ratio = ratio.toDouble();
     c10::IValue marks;  // none in a checkpoint from before accuracy marks were resumed
     if (archive.try_read("accuracy_marks", marks)) loop.marks = file.marks(marks.toStringRef());
+    c10::IValue pending;  // none in a checkpoint from before a validation could be stopped
+    loop.validation_pending = archive.try_read("validation_pending", pending) && pending.toBool();
 
     set_generator_state(default_generator(c10::Device(c10::kCPU)), file.tensor("rng_cpu"));
     at::Tensor cuda_state;

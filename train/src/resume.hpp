@@ -37,6 +37,9 @@ struct LoopState {
   double elapsed_seconds = 0;              // wall time of the run so far, as of the checkpoint
   std::optional<double> instability_ratio;  // measured once, before the first step
   std::vector<AccuracyMark> marks;           // the accuracy marks reached, with their files
+  // A stop came during this step's validation: the checkpoint holds the step's state as the
+  // validation began (its draw made), and the next attempt validates before it steps on.
+  bool validation_pending = false;
 };
 
 // What a checkpoint must match to be resumed from: written into it, compared when read.
@@ -57,6 +60,16 @@ struct Parts {
   c10::Device device;
   LossScaler& scaler;  // fp16's loss scale; written always, read when present (older files: fp32 runs)
 };
+
+// What a validation pass consumes, taken as it begins: the validation stream's position and the
+// default generators. A validation stopped halfway is rewound to it, so that the checkpoint then
+// written resumes into the same validation.
+struct ValidationStart {
+  std::optional<BatchIteratorState> val_stream;
+  at::Tensor rng_cpu, rng_device;
+};
+ValidationStart validation_start(const Parts& parts);
+void rewind(const ValidationStart& start, const Parts& parts);
 
 // Writes the checkpoint to `path` whole or not at all (checkpoint_file::write) and returns its
 // checksum; CheckpointWriteError when it cannot.

@@ -420,13 +420,23 @@ class TrainLoop {
   }
 
   // Validation: its curve point, the best weights (in memory and in the best file), the weights
-  // at each accuracy mark; then every point so far goes to the observer.
+  // at each accuracy mark; then every point so far goes to the observer. A stop during it rewinds
+  // what it consumed and leaves it pending: the checkpoint written next resumes into it.
   void validate() {
     const auto eval_start = Clock::now();
-    draws_.before_evaluation();
-    const auto val = val_stream_
-                         ? evaluate(model_, *val_stream_, tc_.batch_size, job_.device, tc_.eval_batches, false, precision_)
-                         : evaluate(model_, data_.val, tc_.batch_size, job_.device, tc_.eval_batches, false, precision_);
+    if (!loop_.validation_pending) draws_.before_evaluation();  // a pending one's draw was made
+    loop_.validation_pending = false;
+    const auto rewind_to = resume::validation_start(parts_);
+    Evaluation val;
+    try {
+      val = val_stream_ ? evaluate(model_, *val_stream_, tc_.batch_size, job_.device, tc_.eval_batches, false, precision_, job_.stop)
+                        : evaluate(model_, data_.val, tc_.batch_size, job_.device, tc_.eval_batches, false, precision_, job_.stop);
+    } catch (const StopRequested&) {
+      resume::rewind(rewind_to, parts_);
+      loop_.validation_pending = true;
+      loop_.eval_seconds += seconds_since(eval_start);
+      return;
+    }
     loop_.eval_seconds += seconds_since(eval_start);
     loop_.last_val = val.acc;
     const double wall = seconds_since(start_);
@@ -439,6 +449,8 @@ class TrainLoop {
     save_accuracy_marks(val.acc, wall);
     deliver_points(wall);
   }
+  // The attempt this one resumes was stopped while validating its last step.
+  bool validation_pending() const { return loop_.validation_pending; }
 
   // At the end of a step: a periodic resume checkpoint (none after the last step: the run is about
   // to end), or a stop, which checkpoints and leaves even after the last step. False: stopped.
@@ -456,7 +468,8 @@ class TrainLoop {
     }
     if (!stopping) return true;
     outcome_.status = TrainStatus::interrupted;
-    outcome_.error = "stopped after step " + std::to_string(loop_.steps_done);
+    outcome_.error = (loop_.validation_pending ? "stopped while validating step " : "stopped after step ") +
+                     std::to_string(loop_.steps_done);
     return false;
   }
 
@@ -650,11 +663,16 @@ RunOutcome train_and_evaluate(const TrainJob& job, const TrainSplits& data, Trai
   TrainLoop& run = *built;
   try {
     run.begin();
-    while (run.steps_left()) {
+    bool going = true;
+    if (run.validation_pending()) {  // first the validation a stop interrupted
+      run.validate();
+      going = run.checkpoint_or_stop();
+    }
+    while (going && run.steps_left()) {
       run.step();
-      if (run.log_due() && !run.log()) break;  // diverged
-      if (run.validation_due()) run.validate();
-      if (!run.checkpoint_or_stop()) break;    // stopped
+      if (run.log_due() && !run.log()) break;    // diverged
+      if (run.validation_due()) run.validate();  // a stop inside leaves it pending
+      going = run.checkpoint_or_stop();          // false: stopped
     }
   } catch (const CheckpointWriteError&) {
     throw;  // the disk's fault, not the method's: the caller decides

@@ -145,7 +145,12 @@ function chart({title, xLabel, yLabel, series, xLog = false, yLog = false}) {
   const canvas = el("canvas");
   const many = series.length > 6;  // a legend at the side, on a wider chart, leaves the plot its height
   const box = el("div", {class: many ? "chart wide" : "chart"}, canvas);
-  const xs = series.flatMap(s => s.points.map(p => p.x)).filter(x => Number.isFinite(x));
+  // the x range by a loop: spreading half a million points into Math.min overflows the stack
+  let xMin = Infinity, xMax = -Infinity;
+  for (const s of series)
+    for (const p of s.points)
+      if (Number.isFinite(p.x)) xMin = Math.min(xMin, p.x), xMax = Math.max(xMax, p.x);
+  const xKnown = xMin <= xMax;
   const datasets = [];
   series.forEach((s, i) => {
     const color = s.color || PALETTE[i % PALETTE.length];
@@ -167,7 +172,7 @@ function chart({title, xLabel, yLabel, series, xLog = false, yLog = false}) {
     data: {datasets},
     options: {
       animation: false, maintainAspectRatio: false, parsing: false, spanGaps: false,
-      scales: {x: {type: xLog ? "logarithmic" : "linear", min: xs.length ? Math.min(...xs) : undefined, max: xs.length ? Math.max(...xs) : undefined, title: {display: true, text: xLabel}},
+      scales: {x: {type: xLog ? "logarithmic" : "linear", min: xKnown ? xMin : undefined, max: xKnown ? xMax : undefined, title: {display: true, text: xLabel}},
                y: {type: yLog ? "logarithmic" : "linear", title: {display: true, text: yLabel}}},
       plugins: {title: {display: !!title, text: title},
                 legend: {position: many ? "right" : "top", labels: {filter: item => !datasets[item.datasetIndex].band}}},
@@ -312,7 +317,8 @@ const views = {
                      "api/results" + query(withDefault(params, "experiment", "latest"), ["where", "group_by", "metric", "experiment"])],
     content: ([queue, experiments, results], params) => {
       const running = queue.running.map(r => [runLink(r.run), r.method, r.dataset, r.seed, r.device,
-                                              r.step === null ? "-" : r.step + (r.steps ? " / " + r.steps : ""),
+                                              r.phase ? r.phase.name + " " + r.phase.done + " / " + r.phase.total
+                                                      : r.step === null ? "-" : r.step + (r.steps ? " / " + r.steps : ""),
                                               r.eta_seconds === null ? "-" : duration(r.eta_seconds), ago(r.heartbeat_at), r.host]);
       const failed = queue.failed.map(f => [f.job, f.method, f.dataset, f.seed, f.attempts.length,
                                             el("div", {class: "wrap"}, sameErrors(f.attempts).map(({runs, status, error}) =>

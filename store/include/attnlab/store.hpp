@@ -210,6 +210,14 @@ struct CurvePoint {
   double wall_seconds = 0;
 };
 
+// What a running attempt is doing after its training steps (schema 14): `done` of `total` units
+// of `phase` ("variance passes") in `seconds` since the phase began.
+struct RunPhase {
+  std::string phase;
+  std::int64_t done = 0, total = 0;
+  double seconds = 0;
+};
+
 // A weights file kept at an accuracy mark: the first validation at or past `mark` (schema 13).
 struct AccuracyMarkFile {
   double mark = 0;
@@ -244,7 +252,7 @@ struct RunSummary {
 
 class Database {
  public:
-  static constexpr int kSchemaVersion = 13;
+  static constexpr int kSchemaVersion = 14;
   static constexpr std::uintmax_t kReadersCheckBytes = 64ull << 20;
 
   enum class Open {
@@ -340,6 +348,10 @@ class Database {
   // How the run's training steps run: "cuda graph", or "eager" and why not a graph (schema 11).
   void set_run_step_mode(std::int64_t run_id, const std::string& mode);
   void append_curve(std::int64_t run_id, const std::vector<CurvePoint>& points);
+  // The phase the attempt is in after its training steps (the queue's ETA counts it); the row
+  // goes when the attempt ends. nullopt: none reported (training, testing, or ended).
+  void set_run_phase(std::int64_t run_id, const RunPhase& phase);
+  std::optional<RunPhase> run_phase(std::int64_t run_id);
   // Final status and results, in one transaction that also releases the lease and moves the job:
   // done | diverged | oom -> the job takes that state; failed -> queued again, or failed once
   // failures reach max_attempts; lost -> the same against max_infra_failures; rejected ->
