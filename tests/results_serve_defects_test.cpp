@@ -260,6 +260,18 @@ TEST_F(ServeDefects, OnlyGetAndHeadAreAnsweredAndEveryRefusalIsJson) {
   EXPECT_NE(nlohmann::json::parse(unknown->body)["error"].get<std::string>().find("no endpoint /api/unknown (known: /api/queue"),
             std::string::npos)
       << unknown->body;
+  // methods cpp-httplib routes nowhere (TRACE, CONNECT) or does not know (its parser's 400), and a
+  // request line past its 8,192 bytes: JSON too (c797cb7: 400 and 414 with empty bodies)
+  for (const std::string method : {"TRACE", "CONNECT", "BREW"}) {
+    const auto [status, body] = raw(method + " /api/queue HTTP/1.0\r\nHost: 127.0.0.1:" + std::to_string(port_) + "\r\n\r\n");
+    EXPECT_EQ(status, 405) << method << ": " << body;
+    EXPECT_NE(body.find(method), std::string::npos) << body;
+    EXPECT_NE(body.find("only GET (and HEAD) are answered"), std::string::npos) << body;
+  }
+  const auto [long_status, long_body] =
+      raw("GET /api/run?id=" + std::string(9000, '1') + " HTTP/1.0\r\nHost: 127.0.0.1:" + std::to_string(port_) + "\r\n\r\n");
+  EXPECT_EQ(long_status, 414);
+  EXPECT_NE(long_body.find("\"error\":\"a request line longer than"), std::string::npos) << long_body;
   const auto nul = c.Get("/index.html%00.js");
   ASSERT_TRUE(nul);
   EXPECT_EQ(nul->status, 400);
@@ -284,6 +296,11 @@ TEST_F(ServeDefects, ParametersMeanExactlyWhatTheySay) {
     EXPECT_EQ(reply->status, 400) << id << ": " << reply->body;
   }
   EXPECT_EQ(c.Get("/api/run?id=1")->status, 200);
+  // a control byte in a value: quoted whole as it was written (c797cb7 said '1, cut at the NUL)
+  const auto nul = c.Get("/api/run?id=1%00x");
+  ASSERT_TRUE(nul);
+  EXPECT_EQ(nul->status, 400);
+  EXPECT_EQ(nlohmann::json::parse(nul->body)["error"], "parameter 'id': '1%00x' holds a control character") << nul->body;
 }
 
 // JSON goes gzipped to a client that accepts it (a week's curves: 2.3 MB, 472 KB gzipped), as is
@@ -372,6 +389,23 @@ TEST_F(ServeDefects, BadDatabasesAreSaidPlainlyAtStartupAndOnThePageWithoutTheir
   ASSERT_TRUE(garbage);
   EXPECT_EQ(garbage->status, 503);
   EXPECT_EQ(garbage->body.find(dir_.string()), std::string::npos) << garbage->body;  // no absolute path
+  {  // someone else's SQLite file: said so, not "run attnlab db migrate" (which would refuse it)
+    sqlite3* other = nullptr;
+    ASSERT_EQ(sqlite3_open(file("other.db").c_str(), &other), SQLITE_OK);
+    sqlite3_exec(other, "CREATE TABLE photos (id INTEGER PRIMARY KEY, path TEXT)", nullptr, nullptr, nullptr);
+    sqlite3_close(other);
+  }
+  server_->stop();
+  listening_.join();
+  start("other.db");
+  const auto foreign = client().Get("/api/queue");
+  ASSERT_TRUE(foreign);
+  EXPECT_EQ(foreign->status, 503);
+  EXPECT_EQ(nlohmann::json::parse(foreign->body)["error"],
+            "other.db: not an attnlab database (it has tables but no attnlab schema version)");
+  server_->stop();
+  listening_.join();
+  start("missing.db");
 
   const auto empty_start = serve_cli({"--db", file("missing.db"), "--port", "80000"});
   EXPECT_NE(empty_start.out.find("; the page says so until it can be read\n"), std::string::npos) << empty_start.out;

@@ -1,6 +1,7 @@
 #include "serve/params.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <sstream>
 
@@ -8,7 +9,34 @@
 
 namespace attnlab::serve {
 
+namespace {
+
+// Text as its address wrote it where it holds control bytes (%00 as %00): quoted whole, never cut
+// at a NUL by an error message's C string.
+std::string as_written(const std::string& text) {
+  std::string out;
+  for (const unsigned char c : text) {
+    if (c >= 0x20 && c != 0x7f) {
+      out += static_cast<char>(c);
+      continue;
+    }
+    char escaped[4];
+    std::snprintf(escaped, sizeof escaped, "%%%02X", c);
+    out += escaped;
+  }
+  return out;
+}
+
+bool has_control(const std::string& text) {
+  return std::any_of(text.begin(), text.end(), [](unsigned char c) { return c < 0x20 || c == 0x7f; });
+}
+
+}  // namespace
+
 void check_known(const Params& params, std::initializer_list<const char*> known) {
+  for (const auto& [name, value] : params)
+    if (has_control(name) || has_control(value))
+      throw BadRequest("parameter '" + as_written(name) + "': '" + as_written(value) + "' holds a control character");
   for (const auto& [name, value] : params) {
     if (std::any_of(known.begin(), known.end(), [&](const char* k) { return name == k; })) continue;
     std::string list;

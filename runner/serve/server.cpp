@@ -119,6 +119,14 @@ void json_reply(httplib::Response& response, const Reply& reply, bool gzip = fal
   response.set_content(reply.body, "application/json; charset=utf-8");
 }
 
+// 405, naming the methods answered.
+void refuse_method(const httplib::Request& request, httplib::Response& response) {
+  response.set_header("Allow", "GET, HEAD");
+  // (a method cpp-httplib does not know reaches here before it read the path)
+  const std::string what = request.path.empty() ? request.method : request.method + " " + request.path;
+  json_reply(response, error_reply(405, what + ": only GET (and HEAD) are answered"));
+}
+
 bool loopback(const std::string& host) { return host == "127.0.0.1" || host == "localhost" || host == "::1"; }
 
 // What tells one version of the file from another for its check: device, inode and size ("" when
@@ -197,7 +205,8 @@ void Server::add_endpoints() {
 
 void Server::add_refusals() {
   // before any route or file: a path with control bytes (a %00 would cut the file name short and
-  // serve index.html under another type), and a Host this server was not asked to be
+  // serve index.html under another type), a Host this server was not asked to be, and a method
+  // but GET and HEAD
   http_.set_pre_routing_handler([this](const httplib::Request& request, httplib::Response& response) {
     const bool control = std::any_of(request.path.begin(), request.path.end(),
                                      [](unsigned char c) { return c < 0x20 || c == 0x7f; });
@@ -211,21 +220,26 @@ void Server::add_refusals() {
                                                 "' (attnlab serve --allow-host NAME adds a name)"));
       return httplib::Server::HandlerResponse::Handled;
     }
+    if (request.method != "GET" && request.method != "HEAD") {
+      refuse_method(request, response);
+      return httplib::Server::HandlerResponse::Handled;
+    }
     return httplib::Server::HandlerResponse::Unhandled;
   });
-  const auto only_get = [](const httplib::Request& request, httplib::Response& response) {
-    response.set_header("Allow", "GET, HEAD");
-    json_reply(response, error_reply(405, request.method + " " + request.path + ": only GET (and HEAD) are answered"));
-  };
-  http_.Post(R"(.*)", only_get);
-  http_.Put(R"(.*)", only_get);
-  http_.Patch(R"(.*)", only_get);
-  http_.Delete(R"(.*)", only_get);
-  http_.Options(R"(.*)", only_get);
-  // a file that is not there: JSON like every other refusal
+  // a file that is not there, a method that is not GET or HEAD (one cpp-httplib does not route,
+  // TRACE and CONNECT, or does not know: a 400 from its parser), a request line too long: JSON
+  // like every other refusal
   http_.set_error_handler([](const httplib::Request& request, httplib::Response& response) {
-    if (response.body.empty() && response.status == 404)
+    if (!response.body.empty()) return;
+    if (response.status == 404) {
       json_reply(response, error_reply(404, "nothing at " + request.path));
+    } else if (response.status == 400 && !request.method.empty() && request.method != "GET" && request.method != "HEAD") {
+      refuse_method(request, response);
+    } else if (response.status == 414) {
+      json_reply(response, error_reply(414, "a request line longer than cpp-httplib reads (8,192 bytes)"));
+    } else if (response.status >= 400) {
+      json_reply(response, error_reply(response.status, "not a request this server can read"));
+    }
   });
 }
 

@@ -80,6 +80,8 @@ int user_version(sqlite3* db, const std::string& path) {
 void require_current(sqlite3* db, const std::string& path) {
   const int seen = user_version(db, path);
   if (seen > Database::kSchemaVersion) refuse_newer(path, seen);
+  if (seen == 0 && has_user_tables(db, path))  // someone else's SQLite file: migrating would refuse it too
+    throw StoreError(path + ": not an attnlab database (it has tables but no attnlab schema version)");
   if (seen < Database::kSchemaVersion)
     throw StoreError(path + ": database schema version " + std::to_string(seen) + " is older than this attnlab needs (" +
                      std::to_string(Database::kSchemaVersion) + "): run `attnlab db migrate --db " + path + "` first");
