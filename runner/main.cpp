@@ -64,7 +64,7 @@ const Command kCommands[] = {
      [](const Args& a, const std::string&) { return attnlab::cmd_data(a); }},
     {"queue", "the job queue: add an experiment's jobs, list, show, cancel, retry",
      [](const Args& a, const std::string&) { return attnlab::cmd_queue(a); }},
-    {"db", "db migrate: bring a results database to this attnlab's schema",
+    {"db", "the database itself: migrate (to this attnlab's schema), check (integrity), gc (unneeded checkpoint files)",
      [](const Args& a, const std::string&) { return attnlab::cmd_db(a); }},
     {"worker", "claim and run queued jobs, one process per device, until told to stop (or --idle-exit)",
      [](const Args& a, const std::string& self) { return attnlab::cmd_worker(a, self); }},

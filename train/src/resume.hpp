@@ -1,5 +1,5 @@
 #pragma once
-// The resume checkpoint of a training run (private to the trainer; format in core/README.md,
+// The resume checkpoint of a training run (private to the trainer; format in train/README.md,
 // "Resume checkpoints"): one LibTorch archive with everything the training loop needs to go on
 // from the end of a step exactly as if it had never stopped.
 #include <cstdint>

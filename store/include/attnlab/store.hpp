@@ -421,7 +421,7 @@ class Database {
   // What set_run_environment and the claim recorded, with the plugins; empty strings where nothing
   // was (a run that never started its job process). Throws StoreError for an unknown run id.
   RunEnvironment run_environment(std::int64_t run_id);
-  // The configuration a run's job ran with, and its checkpoint ("" if none).
+  // The run's best-validation checkpoint file ("" if none); StoreError if there is no such run.
   std::string checkpoint_of_run(std::int64_t run_id);
 
   // PRAGMA quick_check: a StoreError in one line naming the file and the first problem unless the

@@ -3,7 +3,7 @@
 // validation with the best checkpoint kept, test accuracy at that checkpoint, and the run's
 // measurements. Divergence and out-of-memory end the run with what was measured up to then.
 // A run can be stopped, and resumed from its resume checkpoint with the same numbers as if it had
-// never stopped (core/README.md, "Resume checkpoints").
+// never stopped (train/README.md, "Resume checkpoints").
 #include <atomic>
 #include <cstring>
 #include <stdexcept>
