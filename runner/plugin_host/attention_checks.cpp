@@ -183,7 +183,7 @@ class AttentionChecks {
     const double garbage_change = max_diff(with_garbage, base), alone_change = max_diff(by_itself, base);
     // 1e-7 relative, 1e-8 absolute: the BLAS may not sum in one order from one call to the next
     // (MKL picks its threads by the machine's load: Sparse Transformer's outputs moved by 1.77e-9
-    // in 7 of 360 runs three at a time on 2 cores), while garbage that leaks in moves them by
+    // in 7 of 300 runs three at a time on 2 cores), while garbage that leaks in moves them by
     // far more (it is 50 times the inputs' size)
     if (!at::allclose(with_garbage, base, 1e-7, 1e-8))
       fail("garbage at the padded positions changed real tokens' outputs by up to " + figure(garbage_change));
