@@ -78,7 +78,9 @@ TEST(SparseTransformer, LongSequencesInSeveralQueryGroups) {
   for (bool causal : {true, false}) {
     const auto out = make_method("sparse_transformer", pattern(stride, summary, causal))->forward(x.q, x.k, x.v, x.valid);
     const auto allowed = dense_pattern(n, stride, summary, causal).logical_and(real_keys(x.valid));
-    EXPECT_LT(rows_diff_from_reference(out, x, allowed), 1e-10) << causal;
+    // 1e-8: over 900 queries in groups the BLAS's summation order shows (4.3e-10 in one CI run of
+    // many, under load, as in the padding check of attention_checks.cpp); a wrong pattern is O(0.1)
+    EXPECT_LT(rows_diff_from_reference(out, x, allowed), 1e-8) << causal;
   }
 }
 
