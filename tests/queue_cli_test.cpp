@@ -72,7 +72,7 @@ TEST_F(QueueCli, AddingTheSameExperimentTwiceAddsNothing) {
             std::string::npos) << out;
   EXPECT_NE(out.find(db() + ": 2 queued"), std::string::npos) << out;
   EXPECT_EQ(sql("SELECT count(*) FROM jobs WHERE state = 'queued' AND attempts = 0"), "2");
-  EXPECT_EQ(sql("PRAGMA user_version"), "14");
+  EXPECT_EQ(sql("PRAGMA user_version"), "15");
 
   ASSERT_EQ(queue("add " + file + " --cache-dir " + path("cache"), out), 0) << out;
   EXPECT_NE(out.find("2 job(s): 0 added, 2 already queued or running"), std::string::npos) << out;
@@ -88,6 +88,29 @@ TEST_F(QueueCli, AddingTheSameExperimentTwiceAddsNothing) {
   ASSERT_EQ(queue("add " + file + " --cache-dir " + path("cache") + " --rerun", out), 0) << out;
   EXPECT_NE(out.find("1 queued again"), std::string::npos) << out;
   EXPECT_EQ(sql("SELECT group_concat(state) FROM jobs"), "queued,queued");
+}
+
+// A second experiment file naming jobs the first queued reuses them (one job each, trained once)
+// and owns them: `--where "experiment = NAME"` finds them under either name.
+TEST_F(QueueCli, AnExperimentOwnsTheJobsItReuses) {
+  std::string out;
+  ASSERT_EQ(queue("add " + experiment() + " --cache-dir " + path("cache"), out), 0) << out;
+  {
+    std::ifstream in(path("tiny.toml"));
+    std::string text((std::istreambuf_iterator<char>(in)), {});
+    text.replace(text.find("name = \"tiny\""), 13, "name = \"again\"");
+    std::ofstream(path("again.toml")) << text;
+  }
+  ASSERT_EQ(queue("add " + path("again.toml") + " --cache-dir " + path("cache"), out), 0) << out;
+  EXPECT_NE(out.find("experiment 'again': 2 job(s): 0 added, 2 already queued or running"), std::string::npos) << out;
+  EXPECT_EQ(sql("SELECT count(*) FROM jobs"), "2");
+  EXPECT_EQ(sql("SELECT group_concat(e.name || ':' || ej.job_id, ' ') FROM (SELECT * FROM experiment_jobs "
+                "ORDER BY experiment_id, job_id) AS ej JOIN experiments AS e ON e.id = ej.experiment_id"),
+            "tiny:1 tiny:2 again:1 again:2");
+  for (const char* name : {"tiny", "again"}) {
+    ASSERT_EQ(attnlab(std::string("results --where 'experiment = ") + name + "' --format csv" + opts(), out), 0) << out;
+    EXPECT_NE(out.find("softmax,listops,2,"), std::string::npos) << name << ": " << out;  // both jobs
+  }
 }
 
 TEST_F(QueueCli, ABadExperimentStoresNothing) {
@@ -193,15 +216,15 @@ TEST_F(QueueCli, DbMigrateIsTheOnlyWayAnOldFileMoves) {
   }
   std::string out;
   EXPECT_EQ(queue("list", out), 2);  // readers and workers never migrate
-  EXPECT_NE(out.find("database schema version 3 is older than this attnlab needs (14): run `attnlab db migrate --db " +
+  EXPECT_NE(out.find("database schema version 3 is older than this attnlab needs (15): run `attnlab db migrate --db " +
                      db() + "` first"), std::string::npos) << out;
   EXPECT_EQ(sql("PRAGMA user_version"), "3");
 
   ASSERT_EQ(attnlab("db migrate" + opts(), out), 0) << out;
-  EXPECT_EQ(out, db() + ": schema version 3 -> 14\n");
+  EXPECT_EQ(out, db() + ": schema version 3 -> 15\n");
   EXPECT_EQ(sql("SELECT state || ':' || attempts FROM jobs"), "done:0");
   ASSERT_EQ(attnlab("db migrate" + opts(), out), 0) << out;
-  EXPECT_EQ(out, db() + ": schema version 14 -> 14 (up to date)\n");
+  EXPECT_EQ(out, db() + ": schema version 15 -> 15 (up to date)\n");
   ASSERT_EQ(queue("list", out), 0) << out;
   EXPECT_NE(out.find("1 job(s): 1 done"), std::string::npos) << out;
 
@@ -209,7 +232,7 @@ TEST_F(QueueCli, DbMigrateIsTheOnlyWayAnOldFileMoves) {
   EXPECT_NE(out.find(path("missing.db") + ": no such database: run `attnlab db migrate --db "), std::string::npos) << out;
   EXPECT_FALSE(fs::exists(path("missing.db")));
   ASSERT_EQ(attnlab("db migrate --db " + path("new.db"), out), 0) << out;
-  EXPECT_EQ(out, path("new.db") + ": schema version 0 -> 14 (new database)\n");
+  EXPECT_EQ(out, path("new.db") + ": schema version 0 -> 15 (new database)\n");
   EXPECT_EQ(attnlab("db vacuum", out), 2);
   EXPECT_NE(out.find("attnlab db: unknown command 'vacuum'"), std::string::npos) << out;
 }

@@ -351,12 +351,85 @@ TEST_F(Query, SeedAggregationMatchesHandWorkedNumbersAndTheView) {
   EXPECT_DOUBLE_EQ(lr[1].metrics[0].mean, 2 * 1048576.0);
   EXPECT_NEAR(lr[1].metrics[0].std, std::sqrt(8.0 / 7.0) * 1048576.0, 1e-6);
 
-  // The view seed_stats gives the same numbers at the sqlite3 prompt.
-  EXPECT_EQ(column(db, "SELECT printf('%.12f %.12f %d %d %d', mean, std, n, jobs, failed) FROM seed_stats "
-                       "WHERE method = 'skyformer' AND dataset = 'image' AND metric = 'test_acc'"),
-            std::vector<std::string>{"0.720000000000 0.010000000000 3 3 0"});
+  // The view seed_stats gives the same numbers at the sqlite3 prompt, the learning rates apart as
+  // `results` keeps them (seeds 1 and 3: 0.71 and 0.73; seed 2: 0.72).
+  EXPECT_EQ(column(db, "SELECT printf('%s %.12f %.12f %d %d %d', config, mean, coalesce(std, -1), n, jobs, failed) "
+                       "FROM seed_stats WHERE method = 'skyformer' AND dataset = 'image' AND metric = 'test_acc' "
+                       "ORDER BY config"),
+            (std::vector<std::string>{"train.lr=0.0001 0.720000000000 -1.000000000000 1 1 0",
+                                      "train.lr=0.001 0.720000000000 0.014142135624 2 2 0"}));
   EXPECT_EQ(column(db, "SELECT COUNT(*) FROM seed_stats WHERE dataset = 'text'"), std::vector<std::string>{"0"});
   EXPECT_EQ(column(db, "SELECT COUNT(*) FROM job_results WHERE metric = 'test_acc'"), std::vector<std::string>{"12"});
+}
+
+// The sweep: softmax on sparse_sum at four (sparsity, lr) configurations × two seeds, and
+// performer beside it at one. The view seed_stats gives the groups `attnlab results` prints, n, mean
+// and std each, never the eight runs pooled as one group (what it gave before schema 15: n = 8).
+TEST_F(Query, TheViewSeedStatsKeepsASweepsConfigurationsApartAsResultsDoes) {
+  {
+    Database db(file("s.db"));
+    for (const std::string sparsity : {"0.1", "0.3"})
+      for (const std::string lr : {"0.001", "0.0001"})
+        for (std::int64_t seed = 1; seed <= 2; ++seed) {
+          FakeJob f;
+          f.method = "softmax", f.dataset = "sparse_sum", f.seed = seed;
+          f.params = {{"datasets.sparse_sum.sparsity", sparsity}, {"train.lr", lr}, {"model.layers", "2"}};
+          f.results = {{"test_acc", 0.2 + std::stod(sparsity) + (lr == "0.001" ? 0.1 : 0.0) + 0.03 * static_cast<double>(seed)}};
+          add_job(db, f);
+          if (sparsity != "0.1" || lr != "0.001") continue;
+          f.method = "performer", f.params.push_back({"methods.performer.features", "64"});
+          f.results = {{"test_acc", 0.25 + 0.02 * static_cast<double>(seed)}};
+          add_job(db, f);
+        }
+  }
+  const auto out = attnlab({"results", "--db", file("s.db"), "--format", "csv"});
+  ASSERT_EQ(out.status, 0) << out.err;
+  // method,dataset,<the sweep's keys>,...,test_acc_mean,test_acc_std,test_acc_n,...: each group as
+  // "method dataset key=value ... n mean std", the view's `config` written the same way
+  std::vector<std::string> lines;
+  for (std::size_t at = 0; at < out.out.size();) {
+    const std::size_t end = out.out.find('\n', at);
+    lines.push_back(out.out.substr(at, end - at));
+    at = end + 1;
+  }
+  auto split = [](const std::string& line) {
+    std::vector<std::string> cells;
+    for (std::size_t at = 0;;) {
+      const std::size_t comma = line.find(',', at);
+      cells.push_back(line.substr(at, comma - at));
+      if (comma == std::string::npos) return cells;
+      at = comma + 1;
+    }
+  };
+  const auto header = split(lines.at(0));
+  const auto at = [&](const std::string& name) {
+    const auto it = std::find(header.begin(), header.end(), name);
+    EXPECT_NE(it, header.end()) << name << " in " << lines.at(0);
+    return static_cast<std::size_t>(it - header.begin());
+  };
+  const std::vector<std::string> keys = {"datasets.sparse_sum.sparsity", "train.lr"};
+  std::vector<std::string> printed;
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    const auto cells = split(lines[i]);
+    std::string config;
+    for (const auto& key : keys)
+      if (!cells.at(at(key)).empty() && cells.at(at(key)) != "-") config += (config.empty() ? "" : " ") + key + "=" + cells.at(at(key));
+    char numbers[96];
+    std::snprintf(numbers, sizeof numbers, " %s %.6f %.6f", cells.at(at("test_acc_n")).c_str(),
+                  std::stod(cells.at(at("test_acc_mean"))),
+                  cells.at(at("test_acc_std")).empty() ? -1.0 : std::stod(cells.at(at("test_acc_std"))));
+    printed.push_back(cells.at(0) + " " + cells.at(1) + " " + config + numbers);
+  }
+  Database db(file("s.db"), Database::Open::existing);
+  auto viewed = column(db, "SELECT method || ' ' || dataset || ' ' || config || printf(' %d %.6f %.6f', n, mean, "
+                           "coalesce(std, -1)) FROM seed_stats WHERE metric = 'test_acc'");
+  std::sort(printed.begin(), printed.end());
+  std::sort(viewed.begin(), viewed.end());
+  EXPECT_EQ(viewed, printed) << out.out;
+  ASSERT_EQ(viewed.size(), 5u);
+  EXPECT_EQ(viewed[1], "softmax sparse_sum datasets.sparse_sum.sparsity=0.1 train.lr=0.0001 2 0.345000 0.021213");
+  // performer varies in nothing, but a row of the file says the sweep's keys, as `results` does
+  EXPECT_EQ(viewed[0], "performer sparse_sum datasets.sparse_sum.sparsity=0.1 train.lr=0.001 2 0.280000 0.014142");
 }
 
 // Every query store/README.md offers for pasting into sqlite3 runs on a filled database.
@@ -398,7 +471,7 @@ TEST_F(Query, Version4FilesGetTheViewsByMigration) {
     char* err = nullptr;
     ASSERT_EQ(sqlite3_exec(store::sqlite_handle(db),
                            "DROP VIEW job_results; DROP VIEW seed_stats; DROP VIEW run_curves; DROP VIEW job_outcomes; "
-                           "DROP TABLE spectrum_results; DROP TABLE spectrum_summaries; DROP TABLE gradient_stats; DROP TABLE accuracy_marks; DROP TABLE run_phases; "
+                           "DROP TABLE spectrum_results; DROP TABLE spectrum_summaries; DROP TABLE gradient_stats; DROP TABLE accuracy_marks; DROP TABLE run_phases; DROP TABLE experiment_jobs; "
                            "ALTER TABLE approx_results DROP COLUMN device_name; "
                            "ALTER TABLE approx_results DROP COLUMN threads; "
                            "ALTER TABLE bench_results DROP COLUMN host_seconds_median; "
@@ -412,16 +485,16 @@ TEST_F(Query, Version4FilesGetTheViewsByMigration) {
   }
   const auto refused = attnlab({"results", "--db", file("old.db")});
   EXPECT_EQ(refused.status, 2);
-  EXPECT_NE(refused.err.find("database schema version 4 is older than this attnlab needs (14): run `attnlab db migrate"),
+  EXPECT_NE(refused.err.find("database schema version 4 is older than this attnlab needs (15): run `attnlab db migrate"),
             std::string::npos)
       << refused.err;
   const auto migrated = attnlab({"db", "migrate", "--db", file("old.db")});
   ASSERT_EQ(migrated.status, 0) << migrated.err;
-  EXPECT_EQ(migrated.out, file("old.db") + ": schema version 4 -> 14\n");
+  EXPECT_EQ(migrated.out, file("old.db") + ": schema version 4 -> 15\n");
   Database db(file("old.db"), Database::Open::existing);
-  EXPECT_EQ(column(db, "SELECT n || ' ' || failed FROM seed_stats WHERE method = 'softmax' AND dataset = 'listops' "
-                       "AND metric = 'test_acc'"),
-            std::vector<std::string>{"3 0"});
+  EXPECT_EQ(column(db, "SELECT config || ' ' || n || ' ' || failed FROM seed_stats WHERE method = 'softmax' "
+                       "AND dataset = 'listops' AND metric = 'test_acc' ORDER BY config"),
+            (std::vector<std::string>{"train.lr=0.0001 1 0", "train.lr=0.001 2 0"}));
   EXPECT_EQ(column(db, "SELECT COUNT(*) FROM job_outcomes WHERE run_id IS NULL"), std::vector<std::string>{"1"});
 }
 

@@ -242,11 +242,55 @@ TEST_F(ServeApi, ExperimentsAndLabelsSayWhatDiffers) {
   const json curves = get(serve::curves_json, {{"where", "experiment = lr"}});
   std::vector<std::string> labels;
   for (const auto& run : curves["runs"]) labels.push_back(run["short_label"]);
-  EXPECT_EQ(labels, (std::vector<std::string>{"performer listops lr=0.001 seed 1", "performer listops lr=0.001 seed 2",
-                                              "performer listops lr=0.0001 seed 1", "performer listops lr=0.0001 seed 2"}));
+  // what every line has is said once, above the chart; a label says the rest
+  EXPECT_EQ(curves["shared"], "performer listops");
+  EXPECT_EQ(labels, (std::vector<std::string>{"lr=0.001 seed 1", "lr=0.001 seed 2", "lr=0.0001 seed 1", "lr=0.0001 seed 2"}));
   const json means = get(serve::curves_json, {{"where", "experiment = lr"}, {"mean", "1"}})["means"];
   ASSERT_EQ(means.size(), 2u);
-  EXPECT_EQ(means[0]["short_label"], "performer listops lr=0.001 (2 runs, mean ± std)");
+  EXPECT_EQ(means[0]["short_label"], "lr=0.001 (2 runs, mean ± std)");
+  // one run: everything is shared but its seed
+  const json one = get(serve::curves_json, {{"run", "1"}});
+  EXPECT_EQ(one["shared"], "softmax listops");
+  EXPECT_EQ(one["runs"][0]["short_label"], "seed 1");
+}
+
+// A second experiment whose file names jobs the first already ran reuses them (one job, one hash)
+// and owns them: its picker count, its results and its runs include them.
+TEST_F(ServeApi, AJobReusedByASecondExperimentBelongsToBoth) {
+  std::vector<std::string> hashes;
+  {
+    store::Database db(file("s.db"));
+    for (std::int64_t seed = 1; seed <= 2; ++seed) {
+      FakeJob softmax;
+      softmax.experiment = "lo-methods", softmax.method = "softmax", softmax.dataset = "sparse_sum", softmax.seed = seed;
+      softmax.config_hash = "softmax-sparse_sum-" + std::to_string(seed);
+      softmax.results = {{"test_acc", 0.4 + 0.1 * static_cast<double>(seed)}};
+      add_job(db, softmax);
+      FakeJob again = softmax;
+      again.experiment = "boom-fail";
+      add_job(db, again);
+      FakeJob boom = again;
+      boom.method = "boom", boom.config_hash = "", boom.outcome = "failed";
+      add_job(db, boom);
+    }
+  }
+  const json experiments = get(serve::experiments_json, {});
+  ASSERT_EQ(experiments.size(), 3u) << experiments;
+  EXPECT_EQ(experiments[1]["name"], "lo-methods");
+  EXPECT_EQ(experiments[1]["states"], json({{"done", 2}}));
+  EXPECT_EQ(experiments[2]["name"], "boom-fail");
+  EXPECT_EQ(experiments[2]["jobs"], 4);
+  EXPECT_EQ(experiments[2]["states"], json({{"done", 2}, {"failed", 2}}));
+
+  const json rows = get(serve::results_json, {{"experiment", "boom-fail"}});
+  ASSERT_EQ(rows.size(), 2u) << rows;
+  EXPECT_EQ(rows[0]["method"], "softmax");
+  EXPECT_EQ(rows[0]["jobs"], 2);
+  EXPECT_EQ(rows[1]["method"], "boom");
+  EXPECT_EQ(get(serve::results_json, {{"experiment", "lo-methods"}}).size(), 1u);
+  EXPECT_EQ(get(serve::runs_json, {{"where", "experiment = boom-fail"}}).size(), 2u + 2u * 3u);  // three failed attempts each
+  // "not owned by": the softmax jobs belong to boom-fail too
+  EXPECT_EQ(get(serve::runs_json, {{"where", "experiment != boom-fail"}}).size(), 12u);  // the fixture's own sweep
 }
 
 TEST_F(ServeApi, EveryEndpointRefusesAnUnknownParameter) {

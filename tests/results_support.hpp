@@ -36,6 +36,7 @@ struct FakeJob {
   std::vector<std::pair<std::string, double>> results;            // the counting run's results
   std::vector<std::pair<std::string, std::string>> params;        // config keys beyond method/dataset/seed
   std::vector<store::CurvePoint> curve;                           // appended before it finishes
+  std::string config_hash;  // "" = one of its own; another job's to be that job again (a reuse)
 };
 
 // Adds the job (its experiment by name), plays its attempts, returns {job id, counting run id}
@@ -54,7 +55,10 @@ inline std::pair<std::int64_t, std::int64_t> add_job(store::Database& db, const 
   for (const auto& p : f.params) spec.params.push_back(p);
   spec.config_hash = f.experiment + "/" + f.method + "/" + f.dataset + "/" + std::to_string(f.seed);
   for (const auto& [k, v] : f.params) spec.config_hash += "/" + k + "=" + v;
-  const std::int64_t job = db.add_job(spec).job_id;
+  if (!f.config_hash.empty()) spec.config_hash = f.config_hash;
+  const auto added = db.add_job(spec);
+  const std::int64_t job = added.job_id;
+  if (added.existed) return {job, db.counting_run(job).value_or(0)};  // reused as it stands
   if (f.outcome == "queued") return {job, 0};
 
   const store::Claimer claimer{"test:1:cpu", "test", "cpu", 1};

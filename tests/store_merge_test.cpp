@@ -179,6 +179,28 @@ TEST_F(Merge, AJobOrExperimentMissingHereIsAdded) {
   main_->merge_shard(c);
   EXPECT_EQ(main_one("SELECT count(*) FROM experiments"), "2");
   EXPECT_EQ(main_one("SELECT count(*) FROM jobs"), "4");
+  // the shard's experiment owns its job here too, once; the main file's own jobs keep theirs
+  EXPECT_EQ(main_one("SELECT group_concat(e.name) FROM experiment_jobs ej JOIN experiments e ON e.id = ej.experiment_id "
+                     "JOIN jobs j ON j.id = ej.job_id WHERE j.config_hash = 'h-new'"),
+            "elsewhere");
+  EXPECT_EQ(main_one("SELECT count(*) FROM experiment_jobs"), "4");
+}
+
+// A shard whose experiment reused a job another experiment had made: it owns it here too.
+TEST_F(Merge, AnExperimentOwnsTheJobsItReusedInItsShard) {
+  const std::string c = file("task-8.db");
+  {
+    Database db(c);
+    const auto first = db.add_experiment("first", "", "[experiment]\nname = 'first'\n");
+    const auto second = db.add_experiment("second", "", "[experiment]\nname = 'second'\n");
+    db.add_job(spec(first, "h-shared", 8));
+    EXPECT_TRUE(db.add_job(spec(second, "h-shared", 8)).existed);
+  }
+  main_->merge_shard(c);
+  EXPECT_EQ(main_one("SELECT group_concat(e.name, ',') FROM (SELECT e.name FROM experiment_jobs ej JOIN experiments e "
+                     "ON e.id = ej.experiment_id JOIN jobs j ON j.id = ej.job_id WHERE j.config_hash = 'h-shared' "
+                     "ORDER BY e.name) AS e"),
+            "first,second");
 }
 
 TEST_F(Merge, ADamagedOrForeignShardIsRefusedWhole) {

@@ -726,7 +726,7 @@ TEST_F(Queue, MigratesAVersion6FileAddingTheStudyTables) {
   // rewrites their CREATE text)
   const std::string before = raw_query_one(
       path, "SELECT group_concat(sql, ';') FROM sqlite_master WHERE name NOT IN ('runs', 'jobs', 'approx_results', "
-            "'bench_results')");
+            "'bench_results', 'seed_stats')");
   Database db(path);
   EXPECT_EQ(db.migrated_from(), 6);
   EXPECT_EQ(db.schema_version(), Database::kSchemaVersion);
@@ -750,9 +750,13 @@ TEST_F(Queue, MigratesAVersion6FileAddingTheStudyTables) {
   // every version 6 object as it was, the three new tables after them
   EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT group_concat(sql, ';') FROM sqlite_master WHERE name NOT LIKE 'spectrum%' "
                                    "AND name NOT LIKE 'sqlite_autoindex_spectrum%' AND name NOT LIKE '%gradient_stats%' "
-                                   "AND name NOT LIKE '%accuracy_marks%' AND name NOT LIKE '%run_phases%' "
-                                   "AND name NOT IN ('runs', 'jobs', 'approx_results', 'bench_results')"),
+                                   "AND name NOT LIKE '%accuracy_marks%' AND name NOT LIKE '%run_phases%' AND name NOT LIKE '%experiment_jobs%' "
+                                   "AND name NOT IN ('runs', 'jobs', 'approx_results', 'bench_results', 'seed_stats')"),
             before);
+  // version 15: each job owned by the experiment that made it
+  EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT count(*) FROM experiment_jobs AS ej JOIN jobs AS j "
+                                   "ON j.id = ej.job_id AND j.experiment_id = ej.experiment_id"),
+            query_one(store::sqlite_handle(db), "SELECT count(*) FROM jobs"));
   EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT count(*) FROM sqlite_master WHERE name = 'gradient_stats'"), "1");
   EXPECT_EQ(query(store::sqlite_handle(db), "SELECT name FROM sqlite_master WHERE name LIKE 'spectrum%' ORDER BY name"),
             (std::vector<std::string>{"spectrum_results", "spectrum_summaries"}));

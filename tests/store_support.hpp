@@ -64,9 +64,10 @@ inline std::string dump_tables(sqlite3* db) {
   std::string out;
   for (const std::string& table : query(db, "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")) {
     out += "## " + table + "\n";
+    const std::string columns = query_one(db, "SELECT count(*) FROM pragma_table_info('" + table + "')");
+    const std::string order = columns == "2" ? " ORDER BY 1, 2" : " ORDER BY 1, 2, 3";
     sqlite3_stmt* st = nullptr;
-    EXPECT_EQ(sqlite3_prepare_v2(db, ("SELECT * FROM \"" + table + "\" ORDER BY 1, 2, 3").c_str(), -1, &st, nullptr),
-              SQLITE_OK);
+    EXPECT_EQ(sqlite3_prepare_v2(db, ("SELECT * FROM \"" + table + "\"" + order).c_str(), -1, &st, nullptr), SQLITE_OK);
     while (sqlite3_step(st) == SQLITE_ROW) {
       for (int c = 0; c < sqlite3_column_count(st); ++c) {
         const auto* text = sqlite3_column_text(st, c);

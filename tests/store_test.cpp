@@ -76,7 +76,7 @@ TEST_F(StoreTest, MigratesNewFileToTheCurrentVersion) {
   EXPECT_EQ(query_one(store::sqlite_handle(db), "PRAGMA foreign_keys"), "1");
 
   auto tables = query(store::sqlite_handle(db), "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name");
-  EXPECT_EQ(tables, (std::vector<std::string>{"accuracy_marks", "approx_results", "bench_results", "curves", "experiments", "gradient_stats",
+  EXPECT_EQ(tables, (std::vector<std::string>{"accuracy_marks", "approx_results", "bench_results", "curves", "experiment_jobs", "experiments", "gradient_stats",
                                               "job_params", "jobs", "results", "run_phases", "run_plugins", "runs", "spectrum_results",
                                               "spectrum_summaries", "variance_examples"}));
   EXPECT_EQ(query(store::sqlite_handle(db), "SELECT name FROM sqlite_master WHERE type = 'view' ORDER BY name"),

@@ -28,12 +28,11 @@ std::string description_of(const std::string& config_text) {
 
 Reply experiments_json(store::Database& db, const Params& params) {
   return answer_with(db, params, {}, [&] {
-    std::map<std::string, json> states;  // by experiment name: jobs per state
-    for (const auto& row : store::select_jobs(db, {})) {
-      auto& counts = states[row.experiment];
-      if (counts.is_null()) counts = json::object();
-      const std::string state = store::to_string(row.state);
-      counts[state] = counts.value(state, 0) + 1;
+    std::map<std::string, json> states;  // by experiment name: jobs per state, reused ones included
+    for (const auto& e : store::job_states_by_experiment(db)) {
+      json counts = json::object();
+      for (const auto& [state, n] : e.states) counts[state] = n;
+      states[e.experiment] = std::move(counts);
     }
     std::vector<std::string> order;  // names by first appearance
     std::map<std::string, store::ExperimentFile> latest;

@@ -31,41 +31,58 @@ json summary_json(const store::RunSummary& run) {
           {"finished_at", run.finished_at}, {"results", results_object(run.results)}};
 }
 
-// A label per run that says what tells the runs shown apart and nothing they share: method and
-// dataset, then the values of `keys` (the grouping keys, else a sweep's) that differ among them.
-std::vector<std::string> differing_labels(store::Database& db, const std::vector<results::RunCurve>& runs,
-                                          const std::vector<std::string>& keys) {
+// Labels that tell the runs shown apart: each run's method, dataset and values of `keys` (the
+// grouping keys, else a sweep's) as parts ("performer", "listops", "lr=0.001"); a part every run
+// has is said once (`shared`, above the chart), a run's label holds the rest, whole. A key a run
+// lacks (another dataset's) is no part of its label: never "sparsity=-".
+struct Labels {
+  std::string shared;              // "performer listops": what every line shown has
+  std::vector<std::string> each;   // per run: what differs
+};
+
+Labels differing_labels(store::Database& db, const std::vector<results::RunCurve>& runs, const std::vector<std::string>& keys) {
   std::map<std::int64_t, std::vector<std::string>> values;  // by job: one per key
   if (!keys.empty()) {
     store::Selection selection;
     selection.group_by = keys;
     for (auto& row : store::select_jobs(db, selection)) values[row.job_id] = std::move(row.group);
   }
-  for (const auto& run : runs) values[run.job_id].resize(keys.size());  // a job the selection missed: ""
-  std::vector<std::string> labels;
-  for (const auto& run : runs) labels.push_back(run.method + " " + run.dataset);
-  for (std::size_t k = 0; k < keys.size(); ++k) {
-    std::set<std::string> seen;
-    for (const auto& run : runs) seen.insert(values[run.job_id][k]);
-    if (seen.size() < 2) continue;
-    for (std::size_t i = 0; i < runs.size(); ++i) {
-      const std::string& value = values[runs[i].job_id][k];
-      labels[i] += " " + results::key_value_label(keys[k], value.empty() ? "-" : value);
+  std::vector<std::vector<std::string>> parts;
+  for (const auto& run : runs) {
+    auto& mine = parts.emplace_back(std::vector<std::string>{run.method, run.dataset});
+    auto& value = values[run.job_id];
+    value.resize(keys.size());  // a job the selection missed: ""
+    for (std::size_t k = 0; k < keys.size(); ++k)
+      mine.push_back(value[k].empty() ? "" : results::key_value_label(keys[k], value[k]));
+  }
+  Labels labels;
+  labels.each.resize(runs.size());
+  const auto join = [](std::string& to, const std::string& part) { to += (to.empty() || part.empty() ? "" : " ") + part; };
+  for (std::size_t p = 0; !runs.empty() && p < parts.front().size(); ++p) {
+    const bool everywhere = std::all_of(parts.begin(), parts.end(), [&](const auto& run) { return run[p] == parts.front()[p]; });
+    if (everywhere) {
+      join(labels.shared, parts.front()[p]);
+      continue;
     }
+    for (std::size_t i = 0; i < runs.size(); ++i) join(labels.each[i], parts[i][p]);
   }
   return labels;
 }
 
-// `labels` made unique: the seed added where two still read the same, then the run.
+// `labels` made unique: the seed added where two still read the same, then the run; a label left
+// empty (a run alone) is its seed.
 std::vector<std::string> told_apart(const std::vector<results::RunCurve>& runs, std::vector<std::string> labels) {
   const auto add_where_shared = [&](const std::function<std::string(const results::RunCurve&)>& suffix) {
     std::vector<bool> shared(runs.size());
     for (std::size_t i = 0; i < runs.size(); ++i) shared[i] = std::count(labels.begin(), labels.end(), labels[i]) > 1;
     for (std::size_t i = 0; i < runs.size(); ++i)
-      if (shared[i]) labels[i] += suffix(runs[i]);
+      if (shared[i]) labels[i] += (labels[i].empty() ? "" : " ") + suffix(runs[i]);
   };
-  add_where_shared([](const results::RunCurve& run) { return " seed " + std::to_string(run.seed); });
-  add_where_shared([](const results::RunCurve& run) { return " (run " + std::to_string(run.run_id) + ")"; });
+  const auto seed = [](const results::RunCurve& run) { return "seed " + std::to_string(run.seed); };
+  add_where_shared(seed);
+  add_where_shared([](const results::RunCurve& run) { return "(run " + std::to_string(run.run_id) + ")"; });
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    if (labels[i].empty()) labels[i] = seed(runs[i]);  // one run: everything else is shared
   return labels;
 }
 
@@ -207,8 +224,8 @@ Reply curves_json(store::Database& db, const Params& params) {
     query.leave_out_empty = true;  // a failed run never blocks the chart: it is left out, and named
     const auto answer = results::curves_for(db, query);
     const auto keys = label_keys(db, query, answer.runs);
-    const auto group_labels = differing_labels(db, answer.runs, keys);
-    const auto short_labels = told_apart(answer.runs, group_labels);
+    const auto labels = differing_labels(db, answer.runs, keys);
+    const auto short_labels = told_apart(answer.runs, labels.each);
     json runs = json::array();
     for (std::size_t i = 0; i < answer.runs.size(); ++i) {
       const auto& run = answer.runs[i];
@@ -222,18 +239,18 @@ Reply curves_json(store::Database& db, const Params& params) {
     for (const auto& mean : answer.means) {
       json points = json::array();
       for (const auto& p : mean.points) points.push_back({p.step, p.wall_seconds, p.mean, p.std, p.min, p.max, p.n});
-      // a mean's label: its runs' group label (theirs differ by seed and run only)
-      std::string short_label = mean.method + " " + mean.dataset;
+      // a mean's label: its runs' (theirs differ by seed and run only)
+      std::string short_label;
       for (std::size_t i = 0; i < answer.runs.size(); ++i)
-        if (answer.runs[i].run_id == mean.run_ids.front()) short_label = group_labels[i];
+        if (answer.runs[i].run_id == mean.run_ids.front()) short_label = labels.each[i];
+      short_label += std::string(short_label.empty() ? "" : " ") + "(" + std::to_string(mean.run_ids.size()) +
+                     (mean.run_ids.size() == 1 ? " run)" : " runs, mean ± std)");
       means.push_back({{"method", mean.method}, {"dataset", mean.dataset}, {"group", mean.group},
                        {"runs", mean.run_ids}, {"seeds", mean.seeds}, {"label", results::legend(mean)},
-                       {"short_label", short_label + " (" + std::to_string(mean.run_ids.size()) +
-                                           (mean.run_ids.size() == 1 ? " run)" : " runs, mean ± std)")},
-                       {"points", points}});
+                       {"short_label", short_label}, {"points", points}});
     }
     return dump({{"split", query.split}, {"metric", query.name}, {"label", results::curve_label(query.split, query.name)},
-                 {"runs", runs}, {"means", means}, {"jobs_without_run", answer.jobs_without_run},
+                 {"shared", labels.shared}, {"runs", runs}, {"means", means}, {"jobs_without_run", answer.jobs_without_run},
                  {"left_out", answer.left_out}});
   });
 }

@@ -196,7 +196,7 @@ std::vector<ExperimentFile> Database::experiments_of_jobs(const std::vector<std:
   ids += "]";
   sql::Statement st(db_, path_,
                     "SELECT e.id, e.name, COALESCE(e.source_path, ''), e.config_text FROM experiments AS e "
-                    "WHERE e.id IN (SELECT j.experiment_id FROM jobs AS j WHERE j.id IN (SELECT value FROM json_each(?1))) "
+                    "WHERE e.id IN (SELECT experiment_id FROM experiment_jobs WHERE job_id IN (SELECT value FROM json_each(?1))) "
                     "ORDER BY e.id");
   st.bind(1, ids);
   std::vector<ExperimentFile> out;
@@ -214,8 +214,12 @@ AddedJob Database::add_job(const JobSpec& spec) {
       added.job_id = find.column_int64(0);
       added.existed = true;
       added.state = parse_job_state(find.column_text(1));
-      return added;  // nothing written; the guard rolls the empty transaction back
     }
+  }
+  if (added.existed) {  // reused: this experiment owns it too
+    link_job(spec.experiment_id, added.job_id);
+    tx.commit();
+    return added;
   }
   sql::Statement insert(db_, path_,
                         "INSERT INTO jobs (experiment_id, method, dataset, seed, config_toml, config_hash, plugin_dirs) "
@@ -233,6 +237,7 @@ AddedJob Database::add_job(const JobSpec& spec) {
   insert.run();
   added.job_id = sqlite3_last_insert_rowid(db_);
   added.state = JobState::queued;
+  link_job(spec.experiment_id, added.job_id);
 
   sql::Statement param(db_, path_, "INSERT INTO job_params (job_id, key, value) VALUES (?1, ?2, ?3)");
   for (const auto& [key, value] : spec.params) {
@@ -242,6 +247,12 @@ AddedJob Database::add_job(const JobSpec& spec) {
   }
   tx.commit();
   return added;
+}
+
+void Database::link_job(std::int64_t experiment_id, std::int64_t job_id) {
+  sql::Statement st(db_, path_, "INSERT OR IGNORE INTO experiment_jobs (experiment_id, job_id) VALUES (?1, ?2)");
+  st.bind(1, experiment_id).bind(2, job_id);
+  st.run();
 }
 
 Job Database::job(std::int64_t job_id) {
@@ -266,7 +277,7 @@ std::optional<std::int64_t> Database::counting_run(std::int64_t job_id) {
 }
 
 std::vector<Job> Database::jobs_of_experiment(std::int64_t experiment_id) {
-  sql::Statement st(db_, path_, (std::string(kJobColumns) + "WHERE experiment_id = ?1 ORDER BY id").c_str());
+  sql::Statement st(db_, path_, (std::string(kJobColumns) + "WHERE id IN (SELECT job_id FROM experiment_jobs WHERE experiment_id = ?1) ORDER BY id").c_str());
   st.bind(1, experiment_id);
   std::vector<Job> jobs;
   while (st.step()) jobs.push_back(read_job(st));

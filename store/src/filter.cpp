@@ -38,6 +38,11 @@ constexpr const char* kConfigNumber =
     "(SELECT CASE WHEN json_valid(value) AND json_type(value) IN ('integer', 'real') THEN CAST(value AS REAL) END "
     "FROM job_params WHERE job_id = o.job_id AND key = ?)";
 
+// A job belongs to every experiment whose file names it (experiment_jobs); the name follows.
+constexpr const char* kOwnedBy =
+    "EXISTS (SELECT 1 FROM experiment_jobs AS ej JOIN experiments AS e ON e.id = ej.experiment_id "
+    "WHERE ej.job_id = o.job_id AND e.name ";
+
 struct Token {
   enum class Kind { word, quoted, op, lparen, rparen, comma, end } kind;
   std::string text;
@@ -224,6 +229,10 @@ class Parser {
     if (++comparisons_ > kMaxWhereComparisons)
       fail("more than " + std::to_string(kMaxWhereComparisons) + " comparisons", value);
     const auto b = builtins().find(key.text);
+    if (key.text == "experiment") {  // every experiment that owns the job, not only its first
+      out_.params.push_back({Param::Kind::text, value.text, 0, 0});
+      return op == "!=" ? std::string("NOT ") + kOwnedBy + "= ?)" : std::string(kOwnedBy) + op + " ?)";
+    }
     if (b != builtins().end()) {
       if (b->second.type == ColumnType::integer) {
         const auto number = as_number(value);

@@ -11,7 +11,7 @@ namespace attnlab::store {
 namespace {
 
 // Every table a shard's rows are read from.
-constexpr const char* kShardTables[] = {"experiments", "jobs", "job_params", "runs",
+constexpr const char* kShardTables[] = {"experiments", "experiment_jobs", "jobs", "job_params", "runs",
                                         "run_plugins", "curves", "results", "variance_examples",
                                         "spectrum_summaries", "spectrum_results", "gradient_stats"};
 
@@ -110,6 +110,18 @@ class Merge {
                    st.column_int64(6)};
       if (job.main_id == 0) job.main_id = add_job(shard_id, st.column_int64(1), job.state);
       jobs_[shard_id] = job;
+    }
+    merge_owners();
+  }
+
+  // Each experiment that owns a job in the shard owns it here.
+  void merge_owners() {
+    sql::Statement st(db_, path_, "SELECT experiment_id, job_id FROM shard.experiment_jobs ORDER BY experiment_id, job_id");
+    sql::Statement link(db_, path_, "INSERT OR IGNORE INTO main.experiment_jobs (experiment_id, job_id) VALUES (?1, ?2)");
+    while (st.step()) {
+      link.bind(1, main_experiment(st.column_int64(0))).bind(2, jobs_.at(st.column_int64(1)).main_id);
+      link.run();
+      link.reset();
     }
   }
 

@@ -14,6 +14,7 @@
 #include "schema_v12.hpp"
 #include "schema_v13.hpp"
 #include "schema_v14.hpp"
+#include "schema_v15.hpp"
 #include "sqlite.hpp"
 
 namespace attnlab::store {
@@ -40,6 +41,7 @@ constexpr Migration kMigrations[] = {
     {12, kSchemaV12},
     {13, kSchemaV13},
     {14, kSchemaV14},
+    {15, kSchemaV15},
 };
 
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == Database::kSchemaVersion,

@@ -303,7 +303,7 @@ std::vector<RunSummary> Database::summaries(std::optional<std::int64_t> experime
                     "r.error, r.started_at, r.finished_at, res.name, res.value "
                     "FROM runs r JOIN jobs j ON j.id = r.job_id JOIN experiments e ON e.id = j.experiment_id "
                     "LEFT JOIN results res ON res.run_id = r.id "
-                    "WHERE (?1 IS NULL OR j.experiment_id = ?1) AND (?2 IS NULL OR r.id = ?2) ORDER BY r.id, res.name");
+                    "WHERE (?1 IS NULL OR j.id IN (SELECT job_id FROM experiment_jobs WHERE experiment_id = ?1)) AND (?2 IS NULL OR r.id = ?2) ORDER BY r.id, res.name");
   if (experiment_id)
     st.bind(1, *experiment_id);
   else

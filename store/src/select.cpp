@@ -89,6 +89,19 @@ std::vector<std::string> config_values(Database& db, const std::vector<std::int6
   return values;
 }
 
+std::vector<ExperimentJobStates> job_states_by_experiment(Database& db) {
+  sql::Statement st(sqlite_handle(db), db.path(),
+                    "SELECT e.name, j.state, COUNT(DISTINCT j.id) FROM experiment_jobs AS ej "
+                    "JOIN experiments AS e ON e.id = ej.experiment_id JOIN jobs AS j ON j.id = ej.job_id "
+                    "GROUP BY e.name, j.state ORDER BY (SELECT min(id) FROM experiments WHERE name = e.name), j.state");
+  std::vector<ExperimentJobStates> out;
+  while (st.step()) {
+    if (out.empty() || out.back().experiment != st.column_text(0)) out.push_back({st.column_text(0), {}});
+    out.back().states.emplace_back(st.column_text(1), st.column_int64(2));
+  }
+  return out;
+}
+
 std::vector<std::string> result_names(Database& db) {
   return column_values(db, "SELECT DISTINCT name FROM results ORDER BY name");
 }

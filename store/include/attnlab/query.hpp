@@ -16,6 +16,8 @@
 // Keywords are case-insensitive. A config key compares as a number when the value written is a
 // number (1e-3 = 0.001) and as text otherwise; a job without that key never matches. `status`
 // is the job's state (done, failed, diverged, oom, queued, running, submitted, cancelled).
+// `experiment` matches every experiment that owns the job (a job reused by a second experiment's
+// file belongs to both; `!=` is "not owned by"); a row's `experiment` is the job's first.
 // The SQL text is made only of constants chosen by the parser; every key and value is bound.
 #include <cstdint>
 #include <optional>
@@ -67,6 +69,14 @@ struct Selection {
 };
 
 // One job, its counting run and the values asked for.
+// Jobs per state of each experiment (by name, in the order first enqueued), counting the jobs
+// it reused from another: what `serve`'s picker lists.
+struct ExperimentJobStates {
+  std::string experiment;
+  std::vector<std::pair<std::string, std::int64_t>> states;  // state name, jobs
+};
+std::vector<ExperimentJobStates> job_states_by_experiment(Database& db);
+
 struct JobRow {
   std::int64_t job_id = 0;
   std::int64_t run_id = 0;  // the run that counts (job_outcomes.run_id); 0 while there is none

@@ -252,7 +252,7 @@ struct RunSummary {
 
 class Database {
  public:
-  static constexpr int kSchemaVersion = 14;
+  static constexpr int kSchemaVersion = 15;
   static constexpr std::uintmax_t kReadersCheckBytes = 64ull << 20;
 
   enum class Open {
@@ -295,13 +295,15 @@ class Database {
   std::vector<ExperimentFile> experiments();
   // The experiments (as enqueued: name, file, text) that own any of these jobs, by id.
   std::vector<ExperimentFile> experiments_of_jobs(const std::vector<std::int64_t>& job_ids);
-  // Inserts the job, or finds the existing one with the same config_hash.
+  // Inserts the job, or finds the existing one with the same config_hash; either way the spec's
+  // experiment owns it from now on (experiment_jobs).
   AddedJob add_job(const JobSpec& spec);
   Job job(std::int64_t job_id);
   // The job whose config_hash this is, if any.
   std::optional<Job> job_by_hash(const std::string& config_hash);
   // The run that counts for the job (job_outcomes: a done job's newest done run, ...), if any.
   std::optional<std::int64_t> counting_run(std::int64_t job_id);
+  // Every job the experiment's file names, those it reused from another experiment included.
   std::vector<Job> jobs_of_experiment(std::int64_t experiment_id);
   // Sets a finished job back to 'queued' with its failure count reset (to run it again).
   void requeue_job(std::int64_t job_id);
@@ -413,6 +415,7 @@ class Database {
                              const std::vector<std::int64_t>& vote, const std::vector<std::int64_t>& label);
   std::optional<std::int64_t> latest_run_of_job(std::int64_t job_id);
 
+  // Every run, or the runs of the jobs an experiment owns; `experiment` is each job's first.
   std::vector<RunSummary> run_summaries(std::optional<std::int64_t> experiment_id = std::nullopt);
   std::optional<RunSummary> run_summary(std::int64_t run_id);  // std::nullopt: no such run
   std::vector<CurvePoint> curve(std::int64_t run_id);  // every curve of the run, by split, name, step
@@ -442,6 +445,7 @@ class Database {
 
  private:
   void open(Open mode, const std::string& uri_query);  // sqlite3_open_v2 + configure; db_ null on failure
+  void link_job(std::int64_t experiment_id, std::int64_t job_id);  // experiment_jobs, inside add_job's transaction
   std::vector<RunSummary> summaries(std::optional<std::int64_t> experiment_id, std::optional<std::int64_t> run_id);
 
   std::string path_;
