@@ -249,7 +249,7 @@ TEST_F(ServeApi, ExperimentsAndLabelsSayWhatDiffers) {
   ASSERT_EQ(means.size(), 2u);
   EXPECT_EQ(means[0]["short_label"], "lr=0.001 (2 runs, mean ± std)");
   // one run: everything is shared but its seed
-  const json one = get(serve::curves_json, {{"run", "1"}});
+  const json one = get(serve::curves_json, {{"run", "1"}, {"metric", "acc"}});
   EXPECT_EQ(one["shared"], "softmax listops");
   EXPECT_EQ(one["runs"][0]["short_label"], "seed 1");
 }
@@ -291,6 +291,28 @@ TEST_F(ServeApi, AJobReusedByASecondExperimentBelongsToBoth) {
   EXPECT_EQ(get(serve::runs_json, {{"where", "experiment = boom-fail"}}).size(), 2u + 2u * 3u);  // three failed attempts each
   // "not owned by": the softmax jobs belong to boom-fail too
   EXPECT_EQ(get(serve::runs_json, {{"where", "experiment != boom-fail"}}).size(), 12u);  // the fixture's own sweep
+}
+
+// A method's own setting differs when the methods shown differ in it (Skyformer's 32 landmarks,
+// Nyströmformer's 64): one column, each run its own method's value, nothing for softmax.
+TEST_F(ServeApi, MethodsDifferingInTheirOwnSettingShowIt) {
+  {
+    store::Database db(file("s.db"));
+    for (const auto& [method, landmarks] : std::vector<std::pair<std::string, std::string>>{
+             {"skyformer", "32"}, {"nystromformer", "64"}, {"softmax", ""}}) {
+      FakeJob f;
+      f.experiment = "landmarks", f.method = method, f.results = {{"test_acc", 0.3}};
+      if (!landmarks.empty()) f.params = {{"methods." + method + ".landmarks", landmarks}, {"methods." + method + ".dropout", "0.1"}};
+      add_job(db, f);
+    }
+  }
+  const json runs = get(serve::runs_json, {{"where", "experiment = landmarks"}});
+  ASSERT_EQ(runs.size(), 3u) << runs;
+  EXPECT_EQ(runs[0]["params"], json({{"methods.*.landmarks", "32"}})) << runs;  // dropout is 0.1 for both: no column
+  EXPECT_EQ(runs[1]["params"], json({{"methods.*.landmarks", "64"}}));
+  EXPECT_EQ(runs[2]["params"], json({{"methods.*.landmarks", ""}}));
+  EXPECT_EQ(get(serve::runs_json, {{"where", "experiment = landmarks"}, {"columns", "methods.*.dropout"}})[1]["params"],
+            json({{"methods.*.dropout", "0.1"}}));
 }
 
 TEST_F(ServeApi, EveryEndpointRefusesAnUnknownParameter) {

@@ -11,9 +11,12 @@
 #include <regex>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "results_support.hpp"
 #include "serve/server.hpp"
 #include "attnlab/store/studies.hpp"
+#include "week_fixture.hpp"
 
 namespace attnlab::results::testing {
 namespace {
@@ -63,8 +66,19 @@ class Browser : public ResultsTest {
     ResultsTest::TearDown();
   }
 
-  void start_server() {
-    server_ = std::make_unique<serve::Server>(file("s.db"), ATTNLAB_WEB_DIR);
+  // `reader`: a script run after the page's own, acting as a reader would (clicks, scrolls, drags:
+  // DOM events at virtual times it sets) and leaving what it saw in document.body.dataset.reader.
+  void start_server(const std::string& reader = "") {
+    std::string web = ATTNLAB_WEB_DIR;
+    if (!reader.empty()) {  // a copy of the page that loads it
+      web = file("web");
+      fs::copy(ATTNLAB_WEB_DIR, web, fs::copy_options::recursive);
+      std::string index = slurp(web + "/index.html");
+      index.replace(index.find("</body>"), 7, "<script src=\"reader.js\"></script>\n</body>");
+      std::ofstream(web + "/index.html") << index;
+      std::ofstream(web + "/reader.js") << reader;
+    }
+    server_ = std::make_unique<serve::Server>(file("s.db"), web);
     port_ = server_->bind("127.0.0.1", 0);
     listening_ = std::thread([this] { server_->listen(); });
   }
@@ -92,6 +106,25 @@ class Browser : public ResultsTest {
     const auto start = dom.find('>', at) + 1;
     const auto end = dom.find("</table>", start);
     return std::regex_replace(dom.substr(start, end - start), std::regex("<[^>]*>"), " ");
+  }
+
+  // What the reader script saw (its JSON in data-reader), {} when it left nothing.
+  static nlohmann::json reader_saw(const std::string& dom) {
+    std::smatch m;
+    if (!std::regex_search(dom, m, std::regex("data-reader=\"([^\"]*)\""))) return nlohmann::json::object();
+    std::string text = std::regex_replace(m[1].str(), std::regex("&quot;"), "\"");
+    text = std::regex_replace(text, std::regex("&lt;"), "<");
+    text = std::regex_replace(text, std::regex("&gt;"), ">");
+    return nlohmann::json::parse(std::regex_replace(text, std::regex("&amp;"), "&"));
+  }
+
+  // The texts of the elements matched by `pattern`'s one group, in order.
+  static std::vector<std::string> all_of(const std::string& dom, const std::string& pattern) {
+    std::vector<std::string> out;
+    const std::regex re(pattern);
+    for (auto it = std::sregex_iterator(dom.begin(), dom.end(), re); it != std::sregex_iterator(); ++it)
+      out.push_back(std::regex_replace((*it)[1].str(), std::regex("<[^>]*>"), ""));
+    return out;
   }
 
   std::unique_ptr<serve::Server> server_;
@@ -278,6 +311,162 @@ TEST_F(BrowserCrowd, FiveHundredRunsOfAThousandPointsDrawSmoothed) {
   const std::regex canvas("<canvas [^>]*width=\"[1-9]");
   EXPECT_EQ(std::distance(std::sregex_iterator(curves.begin(), curves.end(), canvas), std::sregex_iterator()), 1)
       << curves.substr(0, 4000);
+}
+
+// A week's database: 521 runs (five methods of 20 seeds, a sparsity × learning-rate sweep of 400
+// runs, 20 failed jobs, one running), bench and approx rows (week_fixture.hpp).
+class BrowserWeekOf500 : public Browser {
+ protected:
+  void fill(store::Database& db) override { week_ = fill_week(db); }
+  WeekFixture week_;
+};
+
+const std::string kSweepOfSoftmax =
+    "#/curves?where=experiment%20%3D%20sparsity-sweep%20AND%20method%20%3D%20softmax%20AND%20seed%20%3C%3D%202&metric=loss";
+
+// Item 3: a label holds what differs among the lines, whole; what they share is said once above;
+// sixteen lines, sixteen colours; a run of another dataset is never "sparsity=-" (c797cb7 said so).
+TEST_F(BrowserWeekOf500, LegendsSayWhatDiffersWholeInColoursThatDoNotRepeat) {
+  start_server();
+  const std::string page = dom(kSweepOfSoftmax, 3000);
+  EXPECT_EQ(page.find("id=\"error\""), std::string::npos) << page.substr(0, 3000);
+  EXPECT_EQ(all_of(page, "<p class=\"shared\">([^<]*)</p>"), std::vector<std::string>{"every line: softmax sparse_sum"});
+  const auto labels = all_of(page, "<li data-line=\"[0-9]+\">(.*?)</li>");
+  ASSERT_EQ(labels.size(), 16u) << page.substr(0, 3000);
+  EXPECT_EQ(labels[0], "sparsity=0.1 lr=0.001 seed 1");
+  EXPECT_EQ(labels[15], "sparsity=0.7 lr=0.0001 seed 2");
+  EXPECT_EQ(std::set<std::string>(labels.begin(), labels.end()).size(), 16u);
+  const auto colours = all_of(page, "<span class=\"swatch\" style=\"background:(#[0-9a-f]{6})\">");
+  ASSERT_EQ(colours.size(), 16u);
+  EXPECT_EQ(std::set<std::string>(colours.begin(), colours.end()).size(), 16u);  // c797cb7: ten, then again
+
+  const std::string mixed = dom("#/curves?where=seed%20%3D%201%20AND%20method%20%3D%20softmax%20AND%20"
+                                "(experiment%20%3D%20lo-methods%20OR%20datasets.sparse_sum.sparsity%20%3D%200.1)&metric=loss", 3000);
+  EXPECT_EQ(all_of(mixed, "<p class=\"shared\">([^<]*)</p>"), std::vector<std::string>{"every line: softmax"});
+  const auto mixed_labels = all_of(mixed, "<li data-line=\"[0-9]+\">(.*?)</li>");
+  EXPECT_EQ(mixed_labels, (std::vector<std::string>{"listops lr=0.0001", "sparse_sum lr=0.001", "sparse_sum lr=0.0001"}))
+      << mixed.substr(0, 3000);
+  EXPECT_EQ(mixed.find("=-"), std::string::npos);
+}
+
+// Item 8: on the live runs table, a reader sorts by test_acc (descending: two clicks), checks two
+// runs and scrolls down; the running job then finishes (with the best accuracy) and the table is
+// drawn again: the sort holds (and is in the address), the two stay checked, the page has not moved.
+// Item 9: identity, status and the headline results lead; times are the browser's.
+TEST_F(BrowserWeekOf500, TheLiveRunsTableKeepsTheReadersSortChecksAndScroll) {
+  start_server(R"js(
+    const saw = {};
+    setTimeout(() => {
+      const header = [...document.querySelectorAll("#runs th")].find(th => th.textContent === "test_acc");
+      header.click(), header.click();
+      const boxes = document.querySelectorAll("#runs tbody input[type=checkbox]");
+      boxes[1].click(), boxes[4].click();
+      saw.checked = [boxes[1].value, boxes[4].value];
+      window.scrollTo(0, 1500);
+      saw.scrolled = window.scrollY;
+      saw.updates_before = Number(document.body.dataset.updates);
+    }, 2500);
+    setTimeout(() => {
+      saw.updates = Number(document.body.dataset.updates);
+      saw.still_checked = [...document.querySelectorAll("#runs tbody input[type=checkbox]")].filter(b => b.checked).map(b => b.value);
+      saw.scroll = window.scrollY;
+      saw.first = document.querySelector("#runs tbody tr td:nth-child(2)").textContent;
+      saw.hash = location.hash;
+      document.body.dataset.reader = JSON.stringify(saw);
+    }, 9500);
+  )js");
+  std::atomic<int> polls{0};
+  server_->on_answer([&](const std::string& path) {
+    if (path != "/api/runs" || ++polls != 3) return;  // after the reader's actions
+    store::Database db(file("s.db"));
+    db.finish_run(week_.running_run, store::RunStatus::done, {{"test_acc", 0.99}}, "", "");
+  });
+  const std::string page = dom("#/runs?where=experiment%20%3D%20lo-methods", 10000);
+  const auto saw = reader_saw(page);
+  ASSERT_TRUE(saw.contains("first")) << page.substr(0, 3000);
+  EXPECT_GT(saw["updates"].get<int>(), saw["updates_before"].get<int>());  // drawn again after the finish
+  EXPECT_EQ(saw["first"], "run " + std::to_string(week_.running_run));      // its 0.99 sorted first
+  EXPECT_NE(saw["hash"].get<std::string>().find("sort_runs=-test_acc"), std::string::npos) << saw;
+  EXPECT_EQ(saw["still_checked"], saw["checked"]);
+  EXPECT_EQ(saw["scroll"], 1500);
+  EXPECT_EQ(saw["scrolled"], 1500);
+
+  const auto header = all_of(page, "<th class=\"sortable\">([^<]*)</th>");
+  const auto at = [&](const std::string& name) { return std::find(header.begin(), header.end(), name) - header.begin(); };
+  ASSERT_FALSE(header.empty());
+  EXPECT_LE(at("status"), 7) << page.substr(0, 3000);
+  EXPECT_EQ(at("test_acc"), at("status") + 1);
+  EXPECT_LT(at("seed"), at("status"));
+  EXPECT_EQ(at("error"), static_cast<long>(header.size()));   // no failed run shown: no error column
+  EXPECT_EQ(at("attempt"), static_cast<long>(header.size()));  // behind the column chooser
+  EXPECT_TRUE(std::regex_search(page, std::regex("<time datetime=\"20[0-9-]+T[0-9:.]+Z\" data-sort=\"[^\"]+\">[^<T]+</time>")));
+
+  const std::string failed = dom("#/runs?where=experiment%20%3D%20boom-fail&show=attempt", 3000);
+  const auto failed_header = all_of(failed, "<th class=\"sortable\">([^<]*)</th>");
+  EXPECT_NE(std::find(failed_header.begin(), failed_header.end(), "error"), failed_header.end());
+  EXPECT_NE(std::find(failed_header.begin(), failed_header.end(), "attempt"), failed_header.end());
+  EXPECT_NE(failed.find("<span class=\"error wrap\">synthetic failure</span>"), std::string::npos);
+}
+
+// Item 12: a zoom in the address shows that range; hovering a legend entry brings its line forward
+// (the others dimmed); a drag zooms to it and writes the address; a double click resets.
+TEST_F(BrowserWeekOf500, CurvesZoomByDraggingAndHoverBringsALineForward) {
+  start_server(R"js(
+    const saw = {};
+    setTimeout(() => {
+      const entry = document.querySelectorAll(".legend li")[2];
+      entry.dispatchEvent(new MouseEvent("mouseenter"));
+      const chart = Chart.getChart(document.querySelector("canvas"));
+      saw.highlighted = [...document.querySelectorAll(".legend li.highlighted")].map(li => li.textContent);
+      saw.dimmed = chart.data.datasets.filter(d => d.borderColor.endsWith("14")).length;
+      saw.widest = chart.data.datasets.filter(d => d.borderWidth === 3).map(d => d.label);
+      entry.dispatchEvent(new MouseEvent("mouseleave"));
+      saw.dimmed_after = chart.data.datasets.filter(d => d.borderColor.endsWith("14")).length;
+      const plot = document.querySelector(".plot"), box = plot.getBoundingClientRect();
+      const x = chart.scales.x, y = (chart.scales.y.top + chart.scales.y.bottom) / 2;
+      const at = (type, px, target) => target.dispatchEvent(new MouseEvent(type, {clientX: box.left + px, clientY: box.top + y, button: 0, bubbles: true}));
+      at("mousedown", x.getPixelForValue(2000), plot);
+      at("mousemove", x.getPixelForValue(5000), plot);
+      at("mouseup", x.getPixelForValue(5000), window);
+      saw.zoomed = [chart.options.scales.x.min, chart.options.scales.x.max];
+      saw.zoomed_hash = location.hash;
+      plot.dispatchEvent(new MouseEvent("dblclick", {bubbles: true}));
+      saw.reset = [chart.options.scales.x.min, chart.options.scales.x.max];
+      saw.reset_hash = location.hash;
+      document.body.dataset.reader = JSON.stringify(saw);
+    }, 2500);
+  )js");
+  const std::string page = dom(kSweepOfSoftmax, 4000);
+  const auto saw = reader_saw(page);
+  ASSERT_TRUE(saw.contains("reset")) << page.substr(0, 3000);
+  EXPECT_EQ(saw["highlighted"], nlohmann::json::array({"sparsity=0.1 lr=0.0001 seed 1"}));
+  EXPECT_EQ(saw["dimmed"], 15);
+  EXPECT_EQ(saw["widest"], nlohmann::json::array({"sparsity=0.1 lr=0.0001 seed 1"}));
+  EXPECT_EQ(saw["dimmed_after"], 0);
+  EXPECT_NEAR(saw["zoomed"][0].get<double>(), 2000, 30);
+  EXPECT_NEAR(saw["zoomed"][1].get<double>(), 5000, 30);
+  EXPECT_TRUE(std::regex_search(saw["zoomed_hash"].get<std::string>(), std::regex("xmin=19[0-9.]+|xmin=20[0-9.]+"))) << saw;
+  EXPECT_EQ(saw["reset"], nlohmann::json::array({0, 9900}));
+  EXPECT_EQ(saw["reset_hash"].get<std::string>().find("xmin"), std::string::npos) << saw;
+
+  // a zoomed link: the x axis is that range
+  const std::string zoomed = dom(kSweepOfSoftmax + "&xmin=2000&xmax=4000", 3000);
+  std::smatch ticks;
+  ASSERT_TRUE(std::regex_search(zoomed, ticks, std::regex("data-x-ticks=\"([^\"]*)\""))) << zoomed.substr(0, 3000);
+  EXPECT_EQ(ticks[1].str(), "2,000 2,200 2,400 2,600 2,800 3,000 3,200 3,400 3,600 3,800 4,000");
+}
+
+// Item 11: log axes label 1, 2 and 5 of each decade; approx marks the d it measured.
+TEST_F(BrowserWeekOf500, LogAxesReadOneTwoFive) {
+  start_server();
+  const std::string bench = dom("#/bench", 3000);
+  EXPECT_EQ(all_of(bench, "data-y-ticks=\"([^\"]*)\""),
+            (std::vector<std::string>{"0.001 0.002 0.005 0.01 0.02 0.05 0.1 0.2", "10 20 50 100 200 500 1000 2000"}))
+      << bench.substr(0, 3000);
+  EXPECT_EQ(all_of(bench, "data-x-ticks=\"([^\"]*)\""), (std::vector<std::string>{"512 1024 2048 4096 8192", "512 1024 2048 4096 8192"}));
+  const std::string approx = dom("#/approx", 3000);
+  EXPECT_EQ(all_of(approx, "data-x-ticks=\"([^\"]*)\""), std::vector<std::string>{"16 32 64 128 256"});
+  EXPECT_EQ(all_of(approx, "data-y-ticks=\"([^\"]*)\""), std::vector<std::string>{"0.01 0.02 0.05 0.1 0.2"});
 }
 
 }  // namespace

@@ -4,7 +4,10 @@
 // endpoint the page calls, the median and the slowest of 20 requests and the reply's size. A
 // benchmark command, not a test: its figures go in notes, never in assertions.
 //
-//   build/tests/serve_bench [DB]   (DB: where to write the fixture, kept; default a temporary file)
+// With --week, a week's database instead (521 runs of 1,200 points, a sweep, failed jobs: week_fixture.hpp).
+//
+//   build/tests/serve_bench [--week] [DB]   (DB: the fixture's file, kept and reused when it exists;
+//                                            default a temporary file)
 #include <httplib.h>
 
 #include <algorithm>
@@ -16,6 +19,7 @@
 
 #include "results_support.hpp"
 #include "serve/server.hpp"
+#include "week_fixture.hpp"
 
 using namespace attnlab;
 using namespace attnlab::results::testing;
@@ -49,20 +53,42 @@ void fill(const std::string& path) {
 
 int main(int argc, char** argv) {
   namespace fs = std::filesystem;
-  const bool keep = argc > 1;
-  const std::string path = keep ? argv[1] : (fs::temp_directory_path() / "attnlab-serve-bench.db").string();
-  fs::remove(path);
-  const auto t0 = std::chrono::steady_clock::now();
-  fill(path);
-  std::printf("fixture: 10 methods x 6 tasks x 3 seeds, 400 curve points a run, in %.1f s (%s, %.1f MiB)\n",
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), path.c_str(),
-              double(fs::file_size(path)) / (1 << 20));
+  const bool week = argc > 1 && std::string(argv[1]) == "--week";
+  const bool keep = argc > 1 + week;
+  const std::string path = keep ? argv[1 + week] : (fs::temp_directory_path() / "attnlab-serve-bench.db").string();
+  if (!keep || !fs::exists(path)) {  // a kept fixture is measured as it is (the same bytes for two builds)
+    fs::remove(path);
+    const auto t0 = std::chrono::steady_clock::now();
+    if (week) {
+      store::Database db(path);
+      fill_week(db);
+    } else {
+      fill(path);
+    }
+    std::printf("fixture: %s, in %.1f s\n",
+                week ? "a week (521 runs: 5 methods x 20 seeds, a 2 x 4 x 2 sweep x 25 seeds, 20 failed, 1 running; 1,200 points a run)"
+                     : "10 methods x 6 tasks x 3 seeds, 400 curve points a run",
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::printf("%s: %.1f MiB\n", path.c_str(), double(fs::file_size(path)) / (1 << 20));
 
   serve::Server server(path, ATTNLAB_WEB_DIR);
   const int port = server.bind("127.0.0.1", 0);
   std::thread listening([&] { server.listen(); });
-  httplib::Client client("127.0.0.1", port);
-  const char* requests[] = {
+  httplib::Client client("127.0.0.1", port), compressed("127.0.0.1", port);
+  compressed.set_decompress(false);  // the bytes a browser receives
+  const std::vector<const char*> week_requests = {
+      "/api/queue",
+      "/api/experiments",
+      "/api/results?experiment=latest",
+      "/api/results?experiment=*",
+      "/api/runs",
+      "/api/runs?where=experiment%20%3D%20sparsity-sweep",
+      "/api/curves?where=experiment%20%3D%20sparsity-sweep&metric=loss",
+      "/api/curves?where=experiment%20%3D%20sparsity-sweep&metric=loss&mean=1",
+      "/api/curves?where=seed%20%3E%200&metric=loss&split=train",
+  };
+  const std::vector<const char*> sweep_requests = {
       "/api/queue",
       "/api/results",
       "/api/results?group_by=method&metric=test_acc,best_val_acc",
@@ -76,11 +102,14 @@ int main(int argc, char** argv) {
       "/api/compare?a=method0&b=method1",
       "/api/compare?a=method0&b=method1&ci=bootstrap",
   };
-  std::printf("%-66s %9s %9s %10s\n", "request", "median ms", "max ms", "bytes");
-  for (const char* request : requests) {
+  const int repeats = week ? 5 : 20;
+  std::printf("%-72s %9s %9s %10s %10s\n", "request", "median ms", "max ms", "bytes", "gzipped");
+  for (const char* request : week ? week_requests : sweep_requests) {
     std::vector<double> ms;
-    std::size_t bytes = 0;
-    for (int i = 0; i < 20; ++i) {
+    std::size_t bytes = 0, gzipped = 0;
+    if (auto reply = compressed.Get(request, {{"Accept-Encoding", "gzip"}}))
+      gzipped = reply->get_header_value("Content-Encoding") == "gzip" ? reply->body.size() : 0;
+    for (int i = 0; i < repeats; ++i) {
       const auto start = std::chrono::steady_clock::now();
       const auto reply = client.Get(request);
       ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
@@ -92,7 +121,7 @@ int main(int argc, char** argv) {
       bytes = reply->body.size();
     }
     std::sort(ms.begin(), ms.end());
-    std::printf("%-66s %9.1f %9.1f %10zu\n", request, ms[ms.size() / 2], ms.back(), bytes);
+    std::printf("%-72s %9.1f %9.1f %10zu %10zu\n", request, ms[ms.size() / 2], ms.back(), bytes, gzipped);
   }
   server.stop();
   listening.join();

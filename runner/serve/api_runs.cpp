@@ -100,25 +100,51 @@ std::vector<std::string> label_keys(store::Database& db, const results::CurvesQu
 
 }  // namespace
 
+// A method's own setting (methods.skyformer.landmarks) is compared with the same setting of the
+// other methods (methods.nystromformer.landmarks) as one key, "methods.*.landmarks": each run's
+// value is its own method's.
+std::string across_methods(const std::string& key) {
+  const auto dot = key.rfind("methods.", 0) == 0 ? key.find('.', 8) : std::string::npos;
+  return dot == std::string::npos ? key : "methods.*" + key.substr(dot);
+}
+
 // The config keys whose values differ among these jobs (method, dataset and seed aside, which the
 // table shows anyway): the columns a runs table needs to tell its rows apart.
 std::vector<std::string> differing_keys(store::Database& db, const std::vector<std::int64_t>& jobs) {
   std::vector<std::string> keys;
   if (jobs.size() < 2) return keys;
+  std::map<std::string, std::set<std::string>> values;  // by key, a method's own as methods.*.NAME
   for (const auto& key : store::config_keys(db))
-    if (!store::is_builtin_key(key) && store::config_values(db, jobs, key).size() > 1) keys.push_back(key);
+    if (!store::is_builtin_key(key))
+      for (auto& value : store::config_values(db, jobs, key)) values[across_methods(key)].insert(std::move(value));
+  for (const auto& [key, seen] : values)
+    if (seen.size() > 1) keys.push_back(key);
   return keys;
 }
 
-// Each run's values of `keys`, by job: {key: value}, "" where the job lacks the key.
+// Each run's values of `keys`, by job: {key: value}, "" where the job lacks the key; a
+// methods.*.NAME key gives the job's own method's value.
 std::map<std::int64_t, json> key_values(store::Database& db, const std::vector<std::string>& keys) {
   std::map<std::int64_t, json> out;
   if (keys.empty()) return out;
+  std::vector<std::string> stored;       // the keys as the database has them
+  std::vector<std::size_t> shown_as;     // which of `keys` each stands for
+  const auto all = store::config_keys(db);
+  for (std::size_t k = 0; k < keys.size(); ++k) {
+    if (keys[k].rfind("methods.*.", 0) != 0) {
+      stored.push_back(keys[k]), shown_as.push_back(k);
+      continue;
+    }
+    for (const auto& key : all)
+      if (across_methods(key) == keys[k]) stored.push_back(key), shown_as.push_back(k);
+  }
   store::Selection selection;
-  selection.group_by = keys;
+  selection.group_by = stored;
   for (const auto& row : store::select_jobs(db, selection)) {
     json values = json::object();
-    for (std::size_t k = 0; k < keys.size(); ++k) values[keys[k]] = row.group[k];
+    for (const auto& key : keys) values[key] = "";
+    for (std::size_t k = 0; k < stored.size(); ++k)
+      if (!row.group[k].empty()) values[keys[shown_as[k]]] = row.group[k];
     out[row.job_id] = std::move(values);
   }
   return out;

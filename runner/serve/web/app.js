@@ -73,12 +73,24 @@ function cellText(column, value) {
 const NUMBER_TEXT = /^[-+]?[0-9][0-9.,e+-]*( ± [0-9.e+-]+)?( \([0-9]+\))?( [KMGT]?i?B)?[†‡]*$/;
 
 // A table of `rows` (arrays of cell values: a Node, or a value shown with fmt); clicking a header
-// sorts by that column (numbers as numbers, missing values last).
+// sorts by that column (numbers as numbers, missing values last). A table with an id keeps its
+// sort in the address (sort_ID=column, or -column descending): the live redraws and a reload keep it.
 function table(header, rows, {id, sortable = true} = {}) {
   const t = el("table", {id});
   const head = t.createTHead().insertRow();
   const body = t.createTBody();
   let order = {column: -1, ascending: true};
+  const sortBy = (column, ascending) => {
+    order = {column, ascending};
+    const key = v => (v instanceof Node ? (v.dataset && v.dataset.sort !== undefined ? v.dataset.sort : v.textContent) : v);
+    rows.sort((a, b) => {
+      const x = key(a[column]), y = key(b[column]);
+      if (x === null || x === undefined) return 1;
+      if (y === null || y === undefined) return -1;
+      const c = typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y), undefined, {numeric: true});
+      return ascending ? c : -c;
+    });
+  };
   const draw = () => {
     body.replaceChildren();
     if (!rows.length) body.insertRow().appendChild(el("td", {colspan: header.length || 1, class: "note"}, "none"));
@@ -93,21 +105,16 @@ function table(header, rows, {id, sortable = true} = {}) {
       }
     }
   };
+  const kept = id && sortable && current ? current.params.get("sort_" + id) : null;
   header.forEach((name, column) => {
     const th = el("th", {class: sortable ? "sortable" : null}, name);
     if (sortable) th.addEventListener("click", () => {
-      order = {column, ascending: order.column === column ? !order.ascending : true};
-      const key = v => (v instanceof Node ? v.textContent : v);
-      rows.sort((a, b) => {
-        const x = key(a[column]), y = key(b[column]);
-        if (x === null || x === undefined) return 1;
-        if (y === null || y === undefined) return -1;
-        const c = typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y), undefined, {numeric: true});
-        return order.ascending ? c : -c;
-      });
+      sortBy(column, order.column === column ? !order.ascending : true);
+      if (id) setAddress({["sort_" + id]: (order.ascending ? "" : "-") + name});
       draw();
     });
     head.appendChild(th);
+    if (kept && kept.replace(/^-/, "") === name) sortBy(column, !kept.startsWith("-"));
   });
   draw();
   return t;
@@ -131,6 +138,16 @@ function shortKeys(keys) {
   return keys.map((k, i) => (last.indexOf(last[i]) !== last.lastIndexOf(last[i]) ? k : last[i]));
 }
 
+// The results a runs table leads with; the others wait in its column chooser.
+const HEADLINE_RESULTS = ["test_acc", "best_val_acc", "wall_seconds", "peak_memory_bytes"];
+
+// A stored UTC time in the browser's zone, as the header's clock; sorted by the instant.
+function localTime(iso) {
+  // SQLite's times are UTC, some written without a zone ("2026-11-26 09:16:38"): never read as local
+  const t = Date.parse(/^\d{4}-\d\d-\d\d[ T][0-9:.]+$/.test(iso || "") ? iso.replace(" ", "T") + "Z" : iso);
+  return Number.isNaN(t) ? (iso || "-") : el("time", {datetime: iso, "data-sort": iso}, new Date(t).toLocaleString());
+}
+
 const link = (href, text) => el("a", {href}, text);
 const runLink = id => link("#/run/" + id, "run " + id);
 const notes = lines => (lines || []).map(n => el("p", {class: "note"}, n));
@@ -139,12 +156,42 @@ const notes = lines => (lines || []).map(n => el("p", {class: "note"}, n));
 const PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
 let charts = [];         // live Chart objects of the view, destroyed before it is redrawn
 let pendingCharts = [];  // charts to create once their canvas is in the document
+const yZoom = new Map(); // a chart's y range zoomed by hand, by its title: kept through the live redraws
 
-// series: [{label, points: [{x, y}], band: [{x, lo, hi}] (optional)}]
-function chart({title, xLabel, yLabel, series, xLog = false, yLog = false}) {
+// Line i's colour: the palette's ten, then hues a golden angle apart at three lightnesses, so
+// neighbours in a crowd never share one. As #rrggbb: an alpha is appended for faint lines.
+function colour(i) {
+  if (i < PALETTE.length) return PALETTE[i];
+  const h = (i * 137.508) % 360, l = [0.42, 0.3, 0.55][Math.floor(i / PALETTE.length) % 3], sat = 0.7;
+  const channel = n => {
+    const k = (n + h / 30) % 12;
+    const c = l - sat * Math.min(l, 1 - l) * Math.max(-1, Math.min(k - 3, 9 - k, 1));
+    return Math.round(255 * c).toString(16).padStart(2, "0");
+  };
+  return "#" + channel(0) + channel(8) + channel(4);
+}
+
+// A log axis's labels: 1, 2 and 5 of each decade (every tick keeps its grid line); every tick where
+// the range holds fewer than three of those, the decades alone where more than twelve; "0.02",
+// "500", "2e+4". Chart.js's own skipping (which drops labels by spacing, 20 and 50 too) is off.
+function logTicks(axis) {
+  const mantissa = v => v / Math.pow(10, Math.floor(Math.log10(v) + 1e-9));
+  const readable = v => (v >= 1e4 || v < 1e-3 ? v.toExponential(0) : String(+v.toPrecision(3)));
+  const among = ds => axis.ticks.filter(t => ds.some(d => Math.abs(mantissa(t.value) - d) < 1e-6));
+  const main = among([1, 2, 5]);
+  const labelled = new Set((main.length < 3 ? axis.ticks : main.length > 12 ? among([1]) : main).map(t => t.value));
+  for (const t of axis.ticks) t.label = labelled.has(t.value) ? readable(t.value) : "";
+}
+
+// series: [{label, points: [{x, y}], band: [{x, lo, hi}] (optional)}]; `shared`: what every line
+// has, said once above; `xRange`: [min, max] zoomed to (the address's); `onZoom([min, max] | null)`;
+// `xTicks`: values to mark on x instead of Chart.js's (approx's d). The legend is the page's own, under
+// the chart: every label whole. Hovering a line or its legend entry brings it forward; dragging
+// zooms to the box, shift-dragging pans, a double click resets.
+function chart({title, xLabel, yLabel, series, xLog = false, yLog = false, shared = "", xRange = null, onZoom = null, xTicks = null}) {
   const canvas = el("canvas");
-  const many = series.length > 6;  // a legend at the side, on a wider chart, leaves the plot its height
-  const box = el("div", {class: many ? "chart wide" : "chart"}, canvas);
+  const selection = el("div", {class: "zoom-box", hidden: ""});
+  const plot = el("div", {class: "plot"}, canvas, selection);
   // the x range by a loop: spreading half a million points into Math.min overflows the stack
   let xMin = Infinity, xMax = -Infinity;
   for (const s of series)
@@ -152,33 +199,132 @@ function chart({title, xLabel, yLabel, series, xLog = false, yLog = false}) {
       if (Number.isFinite(p.x)) xMin = Math.min(xMin, p.x), xMax = Math.max(xMax, p.x);
   const xKnown = xMin <= xMax;
   const datasets = [];
-  series.forEach((s, i) => {
-    const color = s.color || PALETTE[i % PALETTE.length];
+  const entries = [];  // the legend: one per drawn line
+  let index = 0;
+  series.forEach(s => {
+    const line = s.faint ? index : index++;  // a raw line shares its smoothed line's colour and entry
+    const color = s.color || colour(line);
     if (s.faint) {  // the raw line behind its smoothed one: faint, and not in the legend
       datasets.push({label: s.label + " (raw)", data: s.points, borderColor: color + "40", backgroundColor: color + "40",
-                     borderWidth: 1, pointRadius: 0, fill: false, band: true});
+                     borderWidth: 1, pointRadius: 0, fill: false, band: true, line, tint: color, alpha: "40"});
       return;
     }
     if (s.band) {
-      datasets.push({label: s.label + " +std", data: s.band.map(p => ({x: p.x, y: p.hi})), borderWidth: 0, pointRadius: 0, band: true, fill: false});
+      datasets.push({label: s.label + " +std", data: s.band.map(p => ({x: p.x, y: p.hi})), borderWidth: 0, pointRadius: 0, band: true, fill: false, line});
       datasets.push({label: s.label + " −std", data: s.band.map(p => ({x: p.x, y: p.lo})), borderWidth: 0, pointRadius: 0, band: true,
-                     fill: "-1", backgroundColor: color + "33"});
+                     fill: "-1", backgroundColor: color + "33", line});
     }
     datasets.push({label: s.label, data: s.points, borderColor: color, backgroundColor: color, borderWidth: 1.5,
-                   pointRadius: s.points.length > 40 ? 0 : 2, fill: false});
+                   pointRadius: s.points.length > 40 ? 0 : 2, fill: false, line, tint: color, alpha: ""});
+    entries.push({label: s.label, color, line});
   });
-  pendingCharts.push(() => charts.push(new Chart(canvas, {
-    type: "line",
-    data: {datasets},
-    options: {
-      animation: false, maintainAspectRatio: false, parsing: false, spanGaps: false,
-      scales: {x: {type: xLog ? "logarithmic" : "linear", min: xKnown ? xMin : undefined, max: xKnown ? xMax : undefined, title: {display: true, text: xLabel}},
-               y: {type: yLog ? "logarithmic" : "linear", title: {display: true, text: yLabel}}},
-      plugins: {title: {display: !!title, text: title},
-                legend: {position: many ? "right" : "top", labels: {filter: item => !datasets[item.datasetIndex].band}}},
-    },
-  })));
+  let made = null, pinned = null, lit = null;
+  const highlight = line => {  // null: every line as drawn
+    if (!made || line === lit) return;
+    lit = line;
+    for (const d of made.data.datasets) {
+      if (!d.tint) continue;
+      const on = line === null || d.line === line;
+      d.borderColor = d.tint + (on ? d.alpha : "14");
+      d.borderWidth = d.alpha ? 1 : line !== null && on ? 3 : 1.5;
+    }
+    made.update("none");
+    for (const li of legend.children) li.classList.toggle("highlighted", line !== null && Number(li.dataset.line) === line);
+  };
+  const legend = el("ul", {class: "legend"}, entries.map(e => el("li", {"data-line": e.line,
+      onmouseenter: () => highlight(e.line), onmouseleave: () => highlight(pinned),
+      onclick: () => highlight(pinned = pinned === e.line ? null : e.line)}, el("span", {class: "swatch", style: "background:" + e.color}), e.label)));
+  const box = el("div", {class: "chart"}, shared ? el("p", {class: "shared"}, shared) : null, plot, legend);
+  const base = {min: xKnown ? xMin : undefined, max: xKnown ? xMax : undefined};
+  const x = xRange ? {min: xRange[0], max: xRange[1]} : base;
+  const y = yZoom.get(title) || {};
+  pendingCharts.push(() => {
+    made = new Chart(canvas, {
+      type: "line",
+      data: {datasets},
+      options: {
+        animation: false, maintainAspectRatio: false, parsing: false, spanGaps: false,
+        interaction: {mode: "nearest", intersect: false},
+        onHover: (event, elements) => highlight(elements.length ? datasets[elements[0].datasetIndex].line : pinned),
+        scales: {x: {type: xLog ? "logarithmic" : "linear", min: x.min, max: x.max, title: {display: true, text: xLabel},
+                     afterBuildTicks: xTicks ? axis => { axis.ticks = xTicks.map(value => ({value})); } : undefined,
+                     afterTickToLabelConversion: xTicks ? axis => axis.ticks.forEach(t => { t.label = fmt(t.value); })
+                                                        : xLog ? logTicks : undefined,
+                     ticks: {autoSkip: !xLog && !xTicks}},
+                 y: {type: yLog ? "logarithmic" : "linear", min: y.min, max: y.max, title: {display: true, text: yLabel},
+                     afterTickToLabelConversion: yLog ? logTicks : undefined, ticks: {autoSkip: !yLog}}},
+        plugins: {title: {display: !!title, text: title}, legend: {display: false},
+                  tooltip: {filter: item => !datasets[item.datasetIndex].band}},
+      },
+    });
+    charts.push(made);
+    // what the axes say, for a reader without the canvas (and the tests)
+    const sayTicks = () => {
+      const said = axis => made.scales[axis].ticks.map(t => t.label).filter(l => l !== "" && l !== undefined).join(" ");
+      box.dataset.xTicks = said("x");
+      box.dataset.yTicks = said("y");
+    };
+    sayTicks();
+    zoomByDragging(made, plot, selection, {
+      zoomed: (xs, ys) => {
+        if (ys) yZoom.set(title, {min: ys[0], max: ys[1]});
+        if (onZoom && xs) onZoom(xs);
+        sayTicks();
+      },
+      reset: () => {
+        yZoom.delete(title);
+        Object.assign(made.options.scales.x, base);
+        Object.assign(made.options.scales.y, {min: undefined, max: undefined});
+        made.update("none");
+        if (onZoom) onZoom(null);
+        sayTicks();
+      },
+    });
+  });
   return box;
+}
+
+// Drag to zoom to the box drawn (a flat drag: x only), shift-drag to pan, double click to reset.
+function zoomByDragging(made, plot, selection, {zoomed, reset}) {
+  let start = null;
+  const at = event => {
+    const r = plot.getBoundingClientRect();
+    return {x: event.clientX - r.left, y: event.clientY - r.top, shift: event.shiftKey};
+  };
+  const range = (axis, a, b) => {
+    const [lo, hi] = [axis.getValueForPixel(a), axis.getValueForPixel(b)];
+    return lo < hi ? [lo, hi] : [hi, lo];
+  };
+  plot.addEventListener("mousedown", event => {
+    if (event.button === 0) start = at(event), event.preventDefault();
+  });
+  plot.addEventListener("mousemove", event => {
+    if (!start || start.shift) return;
+    const now = at(event);
+    Object.assign(selection.style, {left: Math.min(start.x, now.x) + "px", top: Math.min(start.y, now.y) + "px",
+                                    width: Math.abs(now.x - start.x) + "px", height: Math.abs(now.y - start.y) + "px"});
+    selection.hidden = false;
+  });
+  window.addEventListener("mouseup", event => {
+    if (!start) return;
+    const from = start, to = at(event);
+    start = null, selection.hidden = true;
+    const {x, y} = made.scales;
+    let xs = null, ys = null;
+    if (from.shift) {  // pan: the ranges move by the drag
+      xs = range(x, x.left - (to.x - from.x), x.right - (to.x - from.x));
+      ys = range(y, y.bottom - (to.y - from.y), y.top - (to.y - from.y));
+    } else {
+      if (Math.abs(to.x - from.x) > 4) xs = range(x, from.x, to.x);
+      if (Math.abs(to.y - from.y) > 4 && xs) ys = range(y, from.y, to.y);
+    }
+    if (!xs && !ys) return;
+    if (xs) Object.assign(made.options.scales.x, {min: xs[0], max: xs[1]});
+    if (ys) Object.assign(made.options.scales.y, {min: ys[0], max: ys[1]});
+    made.update("none");
+    zoomed(xs, ys);
+  });
+  plot.addEventListener("dblclick", reset);
 }
 
 // ---- the views: controls (drawn once per address) and content (redrawn when its data changed) ----
@@ -233,7 +379,7 @@ function curveSeries(curves, x, smooth) {
     : curves.runs.map(r => ({label: r.short_label || r.label, run: String(r.run), points: r.points.map(p => ({x: p[x], y: p[2]}))}));
   if (!(smooth > 0)) return base;
   return base.flatMap((s, i) => {
-    const color = PALETTE[i % PALETTE.length];
+    const color = colour(i);
     return [{...s, color, faint: true}, {...s, color, points: ema(s.points, smooth), band: null, smoothed: smooth}];
   });
 }
@@ -260,6 +406,17 @@ function withDefault(params, name, value) {
   const out = new URLSearchParams(params);
   if (!out.has(name)) out.set(name, value);
   return out;
+}
+
+// Changes the address's parameters in place (a sort, a zoom): no new view, no history entry; the
+// live redraws and a reload read them back. `changes`: {name: value, or null to remove}.
+function setAddress(changes) {
+  const params = new URLSearchParams(current.params);
+  for (const [name, value] of Object.entries(changes)) value === null ? params.delete(name) : params.set(name, value);
+  const {name, id} = route();
+  const q = params.toString();
+  history.replaceState(null, "", "#/" + name + (id ? "/" + id : "") + (q ? "?" + q : ""));
+  current.params = params;
 }
 
 // The experiments as a picker that writes the address (#/?experiment=NAME; "*": all of them), the
@@ -353,22 +510,40 @@ const views = {
   runs: {
     live: true,
     controls: params => [el("h2", {}, "Runs"), filterForm("runs", params, [["where", "where"], ["status", "status (done,failed,...)"],
-                                                                            ["columns", "config keys as columns (default: those that differ)"]])],
+                                                                            ["columns", "config keys as columns (default: those that differ)"]],
+                                                          ["show"])],
     urls: params => ["api/runs" + query(params, ["where", "status", "columns"])],
-    content: ([runs]) => {
+    // Who the run is (experiment, method, dataset, what differs, seed), how it stands, the headline
+    // results, then what the column chooser adds (show=attempt,device,rsd,...: in the address).
+    content: ([runs], params) => {
       const names = [...new Set(runs.flatMap(r => Object.keys(r.results)))].sort();
       const keys = [...new Set(runs.flatMap(r => Object.keys(r.params || {})))];
-      const boxes = runs.map(r => el("input", {type: "checkbox", value: r.run}));
+      const headline = HEADLINE_RESULTS.filter(n => names.includes(n));
+      const optional = ["attempt", "device", ...names.filter(n => !headline.includes(n))];
+      const shown = (params.get("show") || "").split(",").filter(c => optional.includes(c));
+      const errors = runs.some(r => r.error);
+      const boxes = runs.map(r => el("input", {type: "checkbox", value: r.run, checked: checkedRuns.has(String(r.run)),
+                                                onchange: e => (e.target.checked ? checkedRuns.add : checkedRuns.delete).call(checkedRuns, e.target.value)}));
       const overlay = el("button", {onclick: () => {
         const ids = boxes.filter(b => b.checked).map(b => b.value);
         if (ids.length) location.hash = "#/curves?run=" + ids.join(",");
       }}, "overlay the checked runs' curves");
-      return [overlay, table(["", "run", "experiment", "method", "dataset", "seed", ...shortKeys(keys), "attempt", "status", "device",
-                              "started", "finished", ...names],
-                             runs.map((r, i) => [boxes[i], runLink(r.run), r.experiment, r.method, r.dataset, r.seed,
-                                                 ...keys.map(k => (r.params || {})[k] || "-"), r.attempt,
-                                                 el("span", {class: "state-" + r.status}, r.status), r.device, r.started_at,
-                                                 r.finished_at || "-", ...names.map(n => r.results[n] ?? null)]), {id: "runs"})];
+      const chooser = el("details", {class: "columns", id: "column-chooser"}, el("summary", {}, "more columns"),
+                         optional.map(c => el("label", {}, el("input", {type: "checkbox", checked: shown.includes(c), onchange: e => {
+                           const now = e.target.checked ? [...shown, c] : shown.filter(x => x !== c);
+                           setAddress({show: now.length ? now.join(",") : null});
+                           current.key = null, refresh();
+                         }}), " " + c + " ")));
+      const extra = (r, c) => (c === "attempt" ? r.attempt : c === "device" ? r.device : r.results[c] ?? null);
+      return [overlay, chooser,
+              table(["", "run", "experiment", "method", "dataset", ...shortKeys(keys), "seed", "status", ...headline,
+                     ...(errors ? ["error"] : []), "started", "finished", ...shown],
+                    runs.map((r, i) => [boxes[i], runLink(r.run), r.experiment, r.method, r.dataset,
+                                        ...keys.map(k => (r.params || {})[k] || "-"), r.seed,
+                                        el("span", {class: "state-" + r.status}, r.status), ...headline.map(n => r.results[n] ?? null),
+                                        ...(errors ? [r.error ? el("span", {class: "error wrap"}, r.error) : "-"] : []),
+                                        localTime(r.started_at), r.finished_at ? localTime(r.finished_at) : "-",
+                                        ...shown.map(c => extra(r, c))]), {id: "runs"})];
     },
   },
 
@@ -404,7 +579,7 @@ const views = {
         table(["plugin", "kind", "version", "sha256", "path"], run.plugins.map(p => [p.name, p.kind, p.version, p.sha256, p.path])),
         el("h3", {}, "Attempts"),
         table(["run", "attempt", "status", "host", "device", "started", "finished", "error"],
-              run.attempts.map(a => [runLink(a.run), a.attempt, a.status, a.host, a.device, a.started_at, a.finished_at || "-", a.error || "-"])),
+              run.attempts.map(a => [runLink(a.run), a.attempt, a.status, a.host, a.device, localTime(a.started_at), a.finished_at ? localTime(a.finished_at) : "-", a.error || "-"])),
         el("h3", {}, "Configuration"),
         el("pre", {}, run.config),
         el("h3", {}, "Other curves"),
@@ -430,8 +605,12 @@ const views = {
       const smooth = Math.min(0.99, Math.max(0, Number(params.get("smooth")) || 0));
       const shown = answers.map(curves => ({curves, series: curveSeries(curves, x, smooth)}));
       const first = answers[0];
+      const xRange = ["xmin", "xmax"].map(k => Number(params.get(k)));
+      const zoomed = params.has("xmin") && params.has("xmax") && xRange.every(Number.isFinite) && xRange[0] < xRange[1];
+      const onZoom = xs => setAddress(xs ? {xmin: +xs[0].toPrecision(6), xmax: +xs[1].toPrecision(6)} : {xmin: null, xmax: null});
       return [el("div", {class: "charts"}, shown.map(({curves, series}) =>
-                chart({title: curves.label, xLabel, yLabel: curves.label, series, yLog: params.get("y") === "log"}))),
+                chart({title: curves.label, xLabel, yLabel: curves.label, series, yLog: params.get("y") === "log",
+                       shared: curves.shared ? "every line: " + curves.shared : "", xRange: zoomed ? xRange : null, onZoom}))),
               el("p", {class: "downloads"}, "what is shown: ",
                  downloadLink("CSV", "curves.csv", "text/csv", () => curvesCsv(shown)), " ",
                  downloadLink("JSON", "curves.json", "application/json", () => JSON.stringify(shown.map(({curves, series}) =>
@@ -468,6 +647,7 @@ const views = {
         if (!groups.has(key(r))) groups.set(key(r), []);
         groups.get(key(r)).push(r);
       }
+      const lengths = [...new Set(done.map(r => r.seq_len))].sort((a, b) => a - b);  // marked on x as measured
       // the latest measurement per length (rows come oldest first)
       const series = value => [...groups].map(([label, rs]) => {
         const last = new Map(rs.map(r => [r.seq_len, r]));
@@ -475,11 +655,11 @@ const views = {
       });
       return [
         el("div", {class: "charts"},
-           chart({title: "step time (median)", xLabel: "sequence length", yLabel: "seconds", series: series(r => r.step_seconds_median), xLog: true, yLog: true}),
-           chart({title: "peak memory", xLabel: "sequence length", yLabel: "MiB", series: series(r => r.peak_memory_bytes / 2 ** 20), xLog: true, yLog: true})),
+           chart({title: "step time (median)", xLabel: "sequence length", yLabel: "seconds", series: series(r => r.step_seconds_median), xLog: true, yLog: true, xTicks: lengths}),
+           chart({title: "peak memory", xLabel: "sequence length", yLabel: "MiB", series: series(r => r.peak_memory_bytes / 2 ** 20), xLog: true, yLog: true, xTicks: lengths})),
         table(["method", "length", "batch", "precision", "part", "device", "median s", "min s", "max s", "peak memory", "status", "measured"],
               rows.map(r => [r.method, r.seq_len, r.batch_size, r.precision, r.part, r.device_name || r.device, r.step_seconds_median,
-                             r.step_seconds_min, r.step_seconds_max, bytes(r.peak_memory_bytes), r.status + (r.error ? ": " + r.error : ""), r.created_at]), {id: "bench"}),
+                             r.step_seconds_min, r.step_seconds_max, bytes(r.peak_memory_bytes), r.status + (r.error ? ": " + r.error : ""), localTime(r.created_at)]), {id: "bench"}),
       ];
     },
   },
@@ -501,10 +681,11 @@ const views = {
       }
       const series = [...groups].map(([label, byD]) => ({label, points: [...byD.values()].sort((a, b) => a.features - b.features)
                                                                              .map(r => ({x: r.features, y: r.rel_error_mean}))}));
-      return [chart({title: "relative spectral-norm error", xLabel: "d (features or landmarks)", yLabel: "‖A − A_exact‖₂ / ‖A_exact‖₂", series, xLog: true, yLog: true}),
+      const ds = [...new Set(rows.map(r => r.features))].sort((a, b) => a - b);  // marked on x as measured
+      return [chart({title: "relative spectral-norm error", xLabel: "d (features or landmarks)", yLabel: "‖A − A_exact‖₂ / ‖A_exact‖₂", series, xLog: true, yLog: true, xTicks: ds}),
               table(["method", "reference", "param", "d", "length", "samples", "rel. error", "± std", "abs. error", "± std", "source", "measured"],
                     rows.map(r => [r.method, r.reference, r.param, r.features, r.seq_len, r.samples, r.rel_error_mean, r.rel_error_std,
-                                   r.abs_error_mean, r.abs_error_std, r.source, r.created_at]), {id: "approx"})];
+                                   r.abs_error_mean, r.abs_error_std, r.source, localTime(r.created_at)]), {id: "approx"})];
     },
   },
 };
@@ -512,6 +693,7 @@ const views = {
 // ---- routing and the live loop ----
 let current = null;  // {view, params, id, controls, content, key}
 let updates = 0;
+const checkedRuns = new Set();  // the runs table's checked boxes, by run id: a redraw keeps them
 
 function route() {
   const hash = location.hash.replace(/^#\/?/, "");
@@ -530,12 +712,16 @@ async function refresh() {
     const key = answers.map(a => a.text).join("\n");
     if (key !== view.key) {
       view.key = key;
+      const scroll = [window.scrollX, window.scrollY];  // a redraw never moves what the reader looks at
+      view.content.style.minHeight = view.content.offsetHeight + "px";
       for (const c of charts) c.destroy();
       charts = [], pendingCharts = [];
       view.content.replaceChildren(...[view.view.content(answers.map(a => a.body), view.params, view.id)].flat(2).filter(n => n));
       const slot = view.content.querySelector(".controls-slot");  // a view that places its filters itself
       if (slot) slot.replaceWith(view.controls);
       for (const make of pendingCharts) make();
+      view.content.style.minHeight = "";
+      window.scrollTo(...scroll);
     }
     status.textContent = "updated " + new Date().toLocaleTimeString();
     status.className = "";
