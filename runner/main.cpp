@@ -75,7 +75,7 @@ const Command kCommands[] = {
     {"env", "this build and machine for a bug report: LibTorch, CUDA, BLAS, allocator, threads, devices, plugin folders",
      [](const Args& a, const std::string&) { return attnlab::cmd_env(a); }},
     {"serve", "the database and the live queue in a browser (read-only; JSON endpoints too)",
-     [](const Args& a, const std::string&) { return attnlab::cmd_serve(a); }},
+     [](const Args& a, const std::string& self) { return attnlab::cmd_serve_apart(a, self); }},
     {"exec-job", nullptr,
      [](const Args& a, const std::string&) { return attnlab::cmd_exec_job(a); }},
     {"bench-one", nullptr,

@@ -14,6 +14,7 @@
 # run as root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+python3 scripts/check-layers.py  # no include climbs a layer (one line each, before anything is built)
 # slurmctld, slurmd, slurm-client, munge: only for tests/slurm/, which starts its own cluster on loopback;
 # chromium: only for tests/serve_browser_test.cpp, which loads attnlab serve's page headless;
 # python3-torch: PyTorch 1.13, which scripts the TorchScript methods the 1.13 build's tests load

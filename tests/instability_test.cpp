@@ -16,6 +16,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include "attnlab/train/instability.hpp"
+#include "attnlab/train/trainer.hpp"
 #include "plugin_host/plugin_host.hpp"
 
 namespace attnlab {

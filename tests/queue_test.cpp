@@ -26,6 +26,7 @@
 #include "attnlab/store.hpp"
 #include "cli/cli_options.hpp"
 #include "queue/job_exec.hpp"
+#include "queue/supervisor.hpp"
 #include "queue/worker.hpp"
 
 extern char** environ;
@@ -182,6 +183,64 @@ TEST(WorkerOptions, JobThreadsShareTheCoresAmongTheJobsOfADevice) {
 }
 
 // Each process boundary has one options type, written by the parent and read by the child.
+// The supervisor's rules, without a process: what follows each way a device worker can end.
+TEST(Supervisor, EachEndOfADeviceWorkerDecidesItsSlot) {
+  using namespace attnlab;
+  const auto exited = [](int code) { return ChildExit{false, code}; };
+  const auto ok = after_exit(exited(kDeviceWorkerDone), "cpu", 3, 5.0, false);
+  EXPECT_TRUE(ok.finished);
+  EXPECT_EQ(ok.status, 0);
+  EXPECT_EQ(ok.say, "");
+  const auto not_done = after_exit(exited(kDeviceWorkerJobsNotDone), "cpu", 0, 5.0, false);
+  EXPECT_TRUE(not_done.finished && not_done.jobs_not_done);
+  EXPECT_EQ(not_done.status, 0);
+  const auto full_disk = after_exit(exited(kDeviceWorkerDiskFull), "cpu", 0, 5.0, false);
+  EXPECT_TRUE(full_disk.finished);
+  EXPECT_EQ(full_disk.status, kDeviceWorkerError);
+  const auto unusable = after_exit(exited(kDeviceWorkerDatabaseUnusable), "cuda:1", 0, 5.0, false);
+  EXPECT_TRUE(unusable.finished && unusable.stop_every_slot);
+  EXPECT_EQ(unusable.status, kDeviceWorkerCannotRun);
+  EXPECT_EQ(unusable.say, "the database cannot be used (see above); every device worker stops");
+  const auto cannot = after_exit(exited(kDeviceWorkerCannotRun), "cuda:1", 0, 5.0, false);
+  EXPECT_EQ(cannot.say, "the device worker on cuda:1 cannot run (see above); not restarted");
+  EXPECT_EQ(cannot.status, kDeviceWorkerCannotRun);
+  // while the supervisor stops (or the database is gone), nothing restarts, whatever the end
+  for (const auto& end : {exited(kDeviceWorkerError), ChildExit{true, SIGKILL}, exited(128 + SIGTERM)}) {
+    const auto stopping = after_exit(end, "cpu", 0, 1.0, true);
+    EXPECT_TRUE(stopping.finished);
+    EXPECT_EQ(stopping.status, 0);
+  }
+}
+
+// A worker that dies is restarted after 0.5 s, doubling to at most 30 s; the 11th death in a row
+// (each after less than a minute) gives the slot up; one that ran a minute starts afresh.
+TEST(Supervisor, DeathsInARowBackOffThenGiveTheSlotUp) {
+  using namespace attnlab;
+  const ChildExit crashed{true, SIGSEGV};
+  int deaths = 0;
+  std::vector<double> waits;
+  for (int i = 0; i < 10; ++i) {
+    const auto d = after_exit(crashed, "cuda:0", deaths, 2.0, false);
+    ASSERT_FALSE(d.finished) << i;
+    waits.push_back(d.restart_in);
+    deaths = d.quick_deaths;
+  }
+  EXPECT_EQ(waits, (std::vector<double>{0.5, 1, 2, 4, 8, 16, 30, 30, 30, 30}));
+  const auto given_up = after_exit(crashed, "cuda:0", deaths, 2.0, false);
+  EXPECT_TRUE(given_up.finished);
+  EXPECT_EQ(given_up.status, kDeviceWorkerError);
+  EXPECT_EQ(given_up.say, "the device worker on cuda:0 killed by signal 11 (Segmentation fault) 11 times in a row; "
+                          "giving up on cuda:0");
+  const auto healthy = after_exit(crashed, "cuda:0", deaths, kHealthySeconds + 1, false);
+  EXPECT_FALSE(healthy.finished);
+  EXPECT_EQ(healthy.quick_deaths, 1);
+  EXPECT_EQ(healthy.restart_in, 0.5);
+  // stopped by someone else's SIGTERM (it exits 128 + 15 after releasing its job): restarted too
+  const auto terminated = after_exit(ChildExit{false, 128 + SIGTERM}, "cpu", 0, 2.0, false);
+  EXPECT_FALSE(terminated.finished);
+  EXPECT_EQ(terminated.say, "the device worker on cpu was stopped by signal 15 (Terminated); restarting it in 0.50 s");
+}
+
 TEST(ProcessOptions, ExecJobReadsBackWhatTheDeviceWorkerWrites) {
   attnlab::JobExecOptions o;
   o.db_path = "/tmp/q b.db";  // a space: one word on the command line

@@ -315,6 +315,40 @@ TEST_F(ServeApi, MethodsDifferingInTheirOwnSettingShowIt) {
             json({{"methods.*.dropout", "0.1"}}));
 }
 
+// A page polling curves names the runs it holds: an ended run held whole comes back unchanged, with
+// no points; a run held up to a step, with the points after it; a new run whole. A mean ignores it.
+TEST_F(ServeApi, CurvesAnswerOnlyWhatAPageDoesNotHold) {
+  const json whole = get(serve::curves_json, {{"run", "1,2,3"}, {"metric", "acc"}});
+  ASSERT_EQ(whole["runs"].size(), 3u);
+  ASSERT_EQ(whole["runs"][1]["points"].size(), 5u);  // steps 0, 100, ..., 400
+  const json part = get(serve::curves_json, {{"run", "1,2,3"}, {"metric", "acc"}, {"held", "1,2:200"}});
+  ASSERT_EQ(part["runs"].size(), 3u);
+  EXPECT_EQ(part["runs"][0]["unchanged"], true);
+  EXPECT_EQ(part["runs"][0]["points"], json::array());
+  EXPECT_EQ(part["runs"][1]["after_step"], 200);
+  EXPECT_EQ(part["runs"][1]["points"], json(std::vector<json>(whole["runs"][1]["points"].begin() + 3, whole["runs"][1]["points"].end())));
+  EXPECT_FALSE(part["runs"][2].contains("after_step"));
+  EXPECT_EQ(part["runs"][2]["points"], whole["runs"][2]["points"]);
+  EXPECT_EQ(part["runs"][0]["short_label"], whole["runs"][0]["short_label"]);  // labels always whole
+  EXPECT_EQ(get(serve::curves_json, {{"run", "1,2,3"}, {"metric", "acc"}, {"held", "1-3"}})["runs"][2]["unchanged"], true);
+  const json means = get(serve::curves_json, {{"run", "1,2,3"}, {"metric", "acc"}, {"held", "1-3"}, {"mean", "1"}});
+  EXPECT_EQ(means["runs"][0]["points"], whole["runs"][0]["points"]);
+  for (const char* bad : {"x", "3-1", "1-999999999", "1:x", "-1"})
+    EXPECT_EQ(get(serve::curves_json, {{"run", "1"}, {"metric", "acc"}, {"held", bad}}, 400)["error"].get<std::string>().rfind(
+                  "parameter 'held': '", 0), 0u) << bad;
+}
+
+// The runs a polling page holds (ended ones) come back as their ids and config columns only.
+TEST_F(ServeApi, RunsAnswerOnlyWhatAPageDoesNotHold) {
+  const json whole = get(serve::runs_json, {});
+  ASSERT_EQ(whole.size(), 12u);
+  const json part = get(serve::runs_json, {{"held", "1-10"}});
+  ASSERT_EQ(part.size(), 12u);
+  EXPECT_EQ(part[0], json({{"run", 1}, {"unchanged", true}, {"params", json::object()}}));
+  EXPECT_EQ(part[10], whole[10]);  // not held: whole
+  EXPECT_EQ(get(serve::runs_json, {{"held", "x"}}, 400)["error"].get<std::string>().rfind("parameter 'held': 'x'", 0), 0u);
+}
+
 TEST_F(ServeApi, EveryEndpointRefusesAnUnknownParameter) {
   ASSERT_EQ(serve::endpoints().size(), 10u);
   for (const auto& endpoint : serve::endpoints()) {

@@ -8,7 +8,10 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <sys/time.h>
@@ -131,6 +134,45 @@ TEST_F(ServeDefects, ASecondServerOnABusyPortFailsNamingThePortAndItsHolder) {
   EXPECT_EQ(second.err.rfind(said, 0), 0u) << second.err;  // then this test binary's command line
   EXPECT_EQ(second.err.find('\n'), second.err.size() - 1) << second.err;
   EXPECT_EQ(second.out.find("http://"), std::string::npos) << second.out;
+}
+
+// `attnlab serve` hands over to attnlab-serve (the same process id), which never loads LibTorch:
+// c797cb7 served from attnlab itself, 375 MB resident before its first request.
+TEST_F(ServeDefects, AttnlabServeNeverLoadsLibTorch) {
+  const std::string out = file("serve.out");
+  const std::string self = ATTNLAB_BINARY;
+  std::vector<std::string> words{self, "serve", "--db", file("s.db"), "--port", "0"};
+  std::vector<char*> argv;
+  for (auto& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = 0;
+  ASSERT_EQ(posix_spawn(&pid, self.c_str(), &actions, nullptr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  std::string said;
+  for (int i = 0; i < 200 && said.find("Ctrl-C") == std::string::npos; ++i) {  // up to 20 s to start
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    said = slurp(out);
+  }
+  const auto colon = said.find("http://127.0.0.1:");
+  ASSERT_NE(colon, std::string::npos) << said;
+  port_ = std::atoi(said.c_str() + colon + 17);
+  const auto reply = client().Get("/api/queue");
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->status, 200);
+  const std::string maps = slurp("/proc/" + std::to_string(pid) + "/maps");
+  const std::string status = slurp("/proc/" + std::to_string(pid) + "/status");
+  const std::string exe = fs::read_symlink("/proc/" + std::to_string(pid) + "/exe").filename().string();
+  kill(pid, SIGTERM);
+  waitpid(pid, nullptr, 0);
+  EXPECT_EQ(exe, "attnlab-serve");
+  EXPECT_EQ(maps.find("libtorch"), std::string::npos);
+  EXPECT_EQ(maps.find("libc10"), std::string::npos);
+  const auto rss = status.find("VmRSS:");
+  ASSERT_NE(rss, std::string::npos);
+  EXPECT_LT(std::atol(status.c_str() + rss + 6), 100 * 1024) << status.substr(rss, 30);  // kB
 }
 
 TEST_F(ServeDefects, APortOutOfRangeIsOneLineAndExit2) {

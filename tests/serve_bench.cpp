@@ -6,7 +6,7 @@
 //
 // With --week, a week's database instead (521 runs of 1,200 points, a sweep, failed jobs: week_fixture.hpp).
 //
-//   build/tests/serve_bench [--week] [DB]   (DB: the fixture's file, kept and reused when it exists;
+//   [SERVE_BENCH_STAY=SECONDS] build/tests/serve_bench [--week] [DB]   (DB: the fixture's file, kept and reused when it exists;
 //                                            default a temporary file)
 #include <httplib.h>
 
@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <thread>
 
@@ -85,6 +86,7 @@ int main(int argc, char** argv) {
       "/api/runs",
       "/api/runs?where=experiment%20%3D%20sparsity-sweep",
       "/api/curves?where=experiment%20%3D%20sparsity-sweep&metric=loss",
+      "/api/curves?where=experiment%20%3D%20sparsity-sweep&metric=loss&held=101-500",  // the page's polls after its first
       "/api/curves?where=experiment%20%3D%20sparsity-sweep&metric=loss&mean=1",
       "/api/curves?where=seed%20%3E%200&metric=loss&split=train",
   };
@@ -103,28 +105,36 @@ int main(int argc, char** argv) {
       "/api/compare?a=method0&b=method1&ci=bootstrap",
   };
   const int repeats = week ? 5 : 20;
+  bool failed = false;
   std::printf("%-72s %9s %9s %10s %10s\n", "request", "median ms", "max ms", "bytes", "gzipped");
   for (const char* request : week ? week_requests : sweep_requests) {
     std::vector<double> ms;
     std::size_t bytes = 0, gzipped = 0;
+    bool answered = true;
     if (auto reply = compressed.Get(request, {{"Accept-Encoding", "gzip"}}))
       gzipped = reply->get_header_value("Content-Encoding") == "gzip" ? reply->body.size() : 0;
     for (int i = 0; i < repeats; ++i) {
       const auto start = std::chrono::steady_clock::now();
       const auto reply = client.Get(request);
       ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-      if (!reply || reply->status != 200) {
+      if (!reply || reply->status != 200) {  // said, and the next request measured
         std::printf("%s: %s\n", request, reply ? reply->body.c_str() : "no answer");
-        server.stop(), listening.join();
-        return 1;
+        failed = true, answered = false;
+        break;
       }
       bytes = reply->body.size();
     }
+    if (!answered) continue;
     std::sort(ms.begin(), ms.end());
     std::printf("%-72s %9.1f %9.1f %10zu %10zu\n", request, ms[ms.size() / 2], ms.back(), bytes, gzipped);
+  }
+  if (const char* stay = std::getenv("SERVE_BENCH_STAY")) {  // seconds to go on serving, for a browser's figures
+    std::printf("serving http://127.0.0.1:%d/ for %s s\n", port, stay);
+    std::fflush(stdout);
+    std::this_thread::sleep_for(std::chrono::seconds(std::atoi(stay)));
   }
   server.stop();
   listening.join();
   if (!keep) fs::remove(path);
-  return 0;
+  return failed ? 1 : 0;
 }

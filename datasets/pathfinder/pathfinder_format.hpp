@@ -138,6 +138,14 @@ class ImageGenerator {
 
  private:
   bool place_path(std::int64_t dashes, bool mark_start, bool mark_end, std::vector<std::int32_t>& pixels);
+  // place_path's steps (pathfinder_generator.cpp), on path_pixels_, drawn_, self_ and levels_
+  bool search_path(std::int64_t dashes, bool mark_start, bool mark_end);
+  void enter(std::size_t k, std::int64_t dashes, std::int64_t x, std::int64_t y, int dir);
+  bool add_dash(std::int64_t x, std::int64_t y, int d, bool marker_first, bool marker_last);
+  bool add_marker(std::int64_t px, std::int64_t py);
+  bool add_pixel(std::int64_t px, std::int64_t py);
+  void mark_piece(std::size_t begin, std::size_t end, std::int32_t delta);
+  void truncate_path(std::size_t size);
   std::uint64_t below(std::uint64_t n);  // uniform in [0, n)
 
   GeneratorParams p_;

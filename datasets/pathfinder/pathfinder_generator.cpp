@@ -121,118 +121,127 @@ void dilate_into(std::vector<std::uint32_t>& grid, std::uint32_t stamp, std::int
 
 }  // namespace
 
-// One attempt after another: start anywhere, head anywhere, then `dashes` dashes, each turned by
-// a random step from the one before. A path's pieces are its dashes, a marker belonging to the
-// dash it sits on. Every pixel must be inside the image and farther than `link` from other paths
-// (others_) and from the pieces of this path two or more steps back (self_), so that the path
-// neither touches another nor folds back onto itself. A dash that breaks this tries the other
-// turns in a random order, and when none fits the dash before it takes its next turn (a depth-
-// first search with a budget of kDashTrials per dash); this lets long paths curl inside small
-// images instead of running into the border.
-bool ImageGenerator::place_path(std::int64_t dashes, bool mark_start, bool mark_end, std::vector<std::int32_t>& out) {
-  const std::int64_t limit = n_ * kSub;
-  const std::int64_t dash = g_.dash, gap = g_.gap;
-  const std::int64_t samples = dash / (kSub / 4);  // one sample every 1/4 pixel
+void ImageGenerator::truncate_path(std::size_t size) {
+  for (std::size_t i = size; i < path_pixels_.size(); ++i) drawn_[static_cast<std::size_t>(path_pixels_[i])] = 0;
+  path_pixels_.resize(size);
+}
+
+bool ImageGenerator::add_pixel(std::int64_t px, std::int64_t py) {
+  if (px < 0 || py < 0 || px >= n_ || py >= n_) return false;
+  const auto cell = static_cast<std::size_t>(py * n_ + px);
+  if (others_[cell] == image_stamp_ || self_[cell] != 0) return false;
+  if (!drawn_[cell]) {  // each pixel once: the brush and the 1/4-pixel samples overlap a lot
+    drawn_[cell] = 1;
+    path_pixels_.push_back(static_cast<std::int32_t>(cell));
+  }
+  return true;
+}
+
+bool ImageGenerator::add_marker(std::int64_t px, std::int64_t py) {
+  for (std::int64_t dy = -g_.marker_radius; dy <= g_.marker_radius; ++dy)
+    for (std::int64_t dx = -g_.marker_radius; dx <= g_.marker_radius; ++dx)
+      if (!add_pixel(px + dx, py + dy)) return false;
+  return true;
+}
+
+// A dash from (x, y) along d, half-open (its end is not drawn), with its markers: one sample every
+// 1/4 pixel, each stamped with the brush.
+bool ImageGenerator::add_dash(std::int64_t x, std::int64_t y, int d, bool marker_first, bool marker_last) {
+  const std::int64_t limit = n_ * kSub, samples = g_.dash / (kSub / 4);
   const std::int64_t lo = -(g_.width - 1) / 2, hi = g_.width / 2;
+  const std::int64_t vx = along_x(g_.dash, d), vy = along_y(g_.dash, d);
+  std::int64_t px = 0, py = 0;
+  for (std::int64_t s = 0; s < samples; ++s) {
+    const std::int64_t sx = x + vx * s / samples, sy = y + vy * s / samples;
+    if (sx < 0 || sy < 0 || sx >= limit || sy >= limit) return false;
+    px = sx / kSub;
+    py = sy / kSub;
+    for (std::int64_t dy = lo; dy <= hi; ++dy)
+      for (std::int64_t dx = lo; dx <= hi; ++dx)
+        if (!add_pixel(px + dx, py + dy)) return false;
+    if (s == 0 && marker_first && !add_marker(px, py)) return false;
+  }
+  return !marker_last || add_marker(px, py);
+}
+
+// self_ counts, per cell, the pieces (two or more back) within `link`; +1 on entering a dash, -1
+// when the search backs out of it.
+void ImageGenerator::mark_piece(std::size_t begin, std::size_t end, std::int32_t delta) {
+  const std::int64_t r = g_.link;
+  for (std::size_t i = begin; i < end; ++i) {
+    const std::int64_t x = path_pixels_[i] % n_, y = path_pixels_[i] / n_;
+    for (std::int64_t yy = std::max<std::int64_t>(0, y - r); yy <= std::min(n_ - 1, y + r); ++yy)
+      for (std::int64_t xx = std::max<std::int64_t>(0, x - r); xx <= std::min(n_ - 1, x + r); ++xx)
+        self_[static_cast<std::size_t>(yy * n_ + xx)] += static_cast<std::uint32_t>(delta);
+  }
+}
+
+// Dash k of `dashes` starts at (x, y) after heading `dir`: its turns in a random order (the first
+// dash keeps the drawn heading), and the piece two back now counts as the path's own.
+void ImageGenerator::enter(std::size_t k, std::int64_t dashes, std::int64_t x, std::int64_t y, int dir) {
   const int turns = static_cast<int>(2 * g_.max_turn + 1);
-  std::vector<std::int32_t>& pixels = path_pixels_;
+  Level& L = levels_[k];
+  L.x = x;
+  L.y = y;
+  L.dir = dir;
+  L.next = 0;
+  L.begin = path_pixels_.size();
+  L.candidates = k == 0 ? 1 : turns;
+  for (int t = 0; t < turns; ++t) L.order[t] = k == 0 ? 0 : t - static_cast<int>(g_.max_turn);
+  for (int t = L.candidates - 1; t > 0; --t) std::swap(L.order[t], L.order[below(static_cast<std::uint64_t>(t) + 1)]);
+  if (k >= 2 && k < static_cast<std::size_t>(dashes)) mark_piece(levels_[k - 2].begin, levels_[k - 1].begin, +1);
+}
 
-  auto truncate = [&](std::size_t size) {
-    for (std::size_t i = size; i < pixels.size(); ++i) drawn_[static_cast<std::size_t>(pixels[i])] = 0;
-    pixels.resize(size);
-  };
-  auto add = [&](std::int64_t px, std::int64_t py) {
-    if (px < 0 || py < 0 || px >= n_ || py >= n_) return false;
-    const auto cell = static_cast<std::size_t>(py * n_ + px);
-    if (others_[cell] == image_stamp_ || self_[cell] != 0) return false;
-    if (!drawn_[cell]) {  // each pixel once: the brush and the 1/4-pixel samples overlap a lot
-      drawn_[cell] = 1;
-      pixels.push_back(static_cast<std::int32_t>(cell));
+// One attempt: start anywhere, head anywhere, then `dashes` dashes, each turned by a random step
+// from the one before. A dash that does not fit tries the other turns in a random order, and when
+// none fits the dash before it takes its next turn (a depth-first search with a budget of
+// kDashTrials per dash); this lets long paths curl inside small images instead of running into the
+// border. true when every dash found its place (path_pixels_ holds the path).
+bool ImageGenerator::search_path(std::int64_t dashes, bool mark_start, bool mark_end) {
+  const std::int64_t limit = n_ * kSub;
+  std::fill(self_.begin(), self_.end(), 0);
+  truncate_path(0);
+  const auto x0 = static_cast<std::int64_t>(below(static_cast<std::uint64_t>(limit)));
+  const auto y0 = static_cast<std::int64_t>(below(static_cast<std::uint64_t>(limit)));
+  enter(0, dashes, x0, y0, static_cast<int>(below(kDirections)));
+  std::int64_t budget = kDashTrials * dashes;
+  std::int64_t k = 0;
+  while (k >= 0 && k < dashes && budget > 0) {
+    Level& L = levels_[static_cast<std::size_t>(k)];
+    truncate_path(L.begin);
+    if (L.next == L.candidates) {  // no turn fits: back out, the dash before takes its next turn
+      if (k >= 2) {
+        const auto j = static_cast<std::size_t>(k);
+        mark_piece(levels_[j - 2].begin, levels_[j - 1].begin, -1);
+      }
+      --k;
+      continue;
     }
-    return true;
-  };
-  auto add_marker = [&](std::int64_t px, std::int64_t py) {
-    for (std::int64_t dy = -g_.marker_radius; dy <= g_.marker_radius; ++dy)
-      for (std::int64_t dx = -g_.marker_radius; dx <= g_.marker_radius; ++dx)
-        if (!add(px + dx, py + dy)) return false;
-    return true;
-  };
-  // Dash from (x, y) along d, half-open (its end is not drawn), with its markers.
-  auto add_dash = [&](std::int64_t x, std::int64_t y, int d, bool marker_first, bool marker_last) {
-    const std::int64_t vx = along_x(dash, d), vy = along_y(dash, d);
-    std::int64_t px = 0, py = 0;
-    for (std::int64_t s = 0; s < samples; ++s) {
-      const std::int64_t sx = x + vx * s / samples, sy = y + vy * s / samples;
-      if (sx < 0 || sy < 0 || sx >= limit || sy >= limit) return false;
-      px = sx / kSub;
-      py = sy / kSub;
-      for (std::int64_t dy = lo; dy <= hi; ++dy)
-        for (std::int64_t dx = lo; dx <= hi; ++dx)
-          if (!add(px + dx, py + dy)) return false;
-      if (s == 0 && marker_first && !add_marker(px, py)) return false;
+    --budget;
+    const int d = L.dir + L.order[L.next++];
+    if (add_dash(L.x, L.y, d, k == 0 && mark_start, k == dashes - 1 && mark_end)) {
+      ++k;
+      const std::int64_t x = L.x + along_x(g_.dash, d) + along_x(g_.gap, d), y = L.y + along_y(g_.dash, d) + along_y(g_.gap, d);
+      enter(static_cast<std::size_t>(k), dashes, x, y, d);
     }
-    return !marker_last || add_marker(px, py);
-  };
-  // self_ counts, per cell, the pieces (two or more back) within `link`; +1 on entering a dash,
-  // -1 when the search backs out of it.
-  auto mark_piece = [&](std::size_t begin, std::size_t end, std::int32_t delta) {
-    const std::int64_t r = g_.link;
-    for (std::size_t i = begin; i < end; ++i) {
-      const std::int64_t x = pixels[i] % n_, y = pixels[i] / n_;
-      for (std::int64_t yy = std::max<std::int64_t>(0, y - r); yy <= std::min(n_ - 1, y + r); ++yy)
-        for (std::int64_t xx = std::max<std::int64_t>(0, x - r); xx <= std::min(n_ - 1, x + r); ++xx)
-          self_[static_cast<std::size_t>(yy * n_ + xx)] += static_cast<std::uint32_t>(delta);
-    }
-  };
-  std::vector<Level>& levels = levels_;
-  levels.resize(static_cast<std::size_t>(dashes) + 1);
-  auto enter = [&](std::size_t k, std::int64_t x, std::int64_t y, int dir) {
-    Level& L = levels[k];
-    L.x = x;
-    L.y = y;
-    L.dir = dir;
-    L.next = 0;
-    L.begin = pixels.size();
-    L.candidates = k == 0 ? 1 : turns;  // the first dash keeps the drawn heading
-    for (int t = 0; t < turns; ++t) L.order[t] = k == 0 ? 0 : t - static_cast<int>(g_.max_turn);
-    for (int t = L.candidates - 1; t > 0; --t) std::swap(L.order[t], L.order[below(static_cast<std::uint64_t>(t) + 1)]);
-    if (k >= 2 && k < static_cast<std::size_t>(dashes)) mark_piece(levels[k - 2].begin, levels[k - 1].begin, +1);
-  };
+  }
+  return k == dashes;
+}
 
+// Attempts after one another (search_path). A path's pieces are its dashes, a marker belonging to
+// the dash it sits on. Every pixel must be inside the image and farther than `link` from other
+// paths (others_) and from the pieces of this path two or more steps back (self_), so that the path
+// neither touches another nor folds back onto itself.
+bool ImageGenerator::place_path(std::int64_t dashes, bool mark_start, bool mark_end, std::vector<std::int32_t>& out) {
+  levels_.resize(static_cast<std::size_t>(dashes) + 1);
   for (int attempt = 0; attempt < kPathAttempts; ++attempt) {
-    std::fill(self_.begin(), self_.end(), 0);
-    truncate(0);
-    const auto x0 = static_cast<std::int64_t>(below(static_cast<std::uint64_t>(limit)));
-    const auto y0 = static_cast<std::int64_t>(below(static_cast<std::uint64_t>(limit)));
-    enter(0, x0, y0, static_cast<int>(below(kDirections)));
-    std::int64_t budget = kDashTrials * dashes;
-    std::int64_t k = 0;
-    while (k >= 0 && k < dashes && budget > 0) {
-      Level& L = levels[static_cast<std::size_t>(k)];
-      truncate(L.begin);
-      if (L.next == L.candidates) {  // no turn fits: back out, the dash before takes its next turn
-        if (k >= 2) {
-          const auto j = static_cast<std::size_t>(k);
-          mark_piece(levels[j - 2].begin, levels[j - 1].begin, -1);
-        }
-        --k;
-        continue;
-      }
-      --budget;
-      const int d = L.dir + L.order[L.next++];
-      if (add_dash(L.x, L.y, d, k == 0 && mark_start, k == dashes - 1 && mark_end)) {
-        ++k;
-        const std::int64_t x = L.x + along_x(dash, d) + along_x(gap, d), y = L.y + along_y(dash, d) + along_y(gap, d);
-        enter(static_cast<std::size_t>(k), x, y, d);
-      }
-    }
-    if (k == dashes) {
-      out.insert(out.end(), pixels.begin(), pixels.end());
-      truncate(0);
+    if (search_path(dashes, mark_start, mark_end)) {
+      out.insert(out.end(), path_pixels_.begin(), path_pixels_.end());
+      truncate_path(0);
       return true;
     }
   }
-  truncate(0);
+  truncate_path(0);
   return false;
 }
 

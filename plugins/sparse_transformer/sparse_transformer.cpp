@@ -88,38 +88,52 @@ class SparseTransformerAttention : public AttentionMethod {
     for (std::int64_t g = 0; g < groups; ++g) sizes.push_back((g + 1) * blocks / groups - g * blocks / groups);
     auto parts = [&](const at::Tensor& t) { return groups == 1 ? std::vector<at::Tensor>{t} : t.split_with_sizes(sizes, 2); };
     const auto q_parts = parts(qb), k_parts = parts(kb), v_parts = parts(vb), bias_parts = parts(local_bias);
+    const Summary summary{sk, sv, summary_bias, summary_position, s, cols, excluded};
     std::vector<at::Tensor> outs;
-    for (std::int64_t g = 0; g < groups; ++g) {
-      const auto b0 = g * blocks / groups, nbg = sizes[g], rows = nbg * len;
-      const auto& qg = q_parts[g];
-      const auto& vg = v_parts[g];
-      auto local = batched_matmul(qg, k_parts[g], /*transpose_b=*/true);  // [B, H, nbg, ℓ, ℓ]
-      local.add_(bias_parts[g]);
-      if (blocks == 1) {
-        const auto e = local.sub_(local.amax(-1, /*keepdim=*/true).detach()).exp_();
-        outs.push_back(batched_matmul(e, vg).view({batch, heads, rows, dim + 1}));
-        continue;
-      }
-      const auto used = causal_ ? (b0 + nbg) * s : cols;
-      auto summ = batched_matmul(qg.reshape({batch, heads, rows, dim}), used == cols ? sk : sk.narrow(2, 0, used), /*transpose_b=*/true);
-      summ.add_(used == cols ? summary_bias : summary_bias.narrow(-1, 0, used));  // [B, H, rows, used]
-      if (causal_) {
-        const auto query_position = at::arange(b0 * len, b0 * len + rows, index_opts).view({rows, 1});
-        summ.add_(masked_bias(summary_position.narrow(1, 0, used).le(query_position), q.options(), excluded / 2));
-      }
-      // One softmax over [own block | summary columns], without concatenating them: a shared
-      // row maximum (a constant shift, so no gradient through it), the exponentials in place.
-      const auto m = at::maximum(local.amax(-1).view({batch, heads, rows}), summ.amax(-1)).detach().unsqueeze(-1);
-      const auto e_local = local.sub_(m.view({batch, heads, nbg, len, 1})).exp_();
-      const auto e_summ = summ.sub_(m).exp_();
-      outs.push_back(batched_matmul(e_local, vg).view({batch, heads, rows, dim + 1}) +
-                     batched_matmul(e_summ, used == cols ? sv : sv.narrow(2, 0, used)));
-    }
+    for (std::int64_t g = 0; g < groups; ++g)
+      outs.push_back(group_output(q_parts[g], k_parts[g], v_parts[g], bias_parts[g], g * blocks / groups, blocks, summary));
     const auto all = groups == 1 ? outs.front() : at::cat(outs, 2);
     return normalised(padded == n ? all : all.narrow(2, 0, n));
   }
 
  private:
+  // The summary columns every query group meets: keys and values [B, H, M, p(+1)], their bias for
+  // padding [B, 1, 1, M], their positions [1, M]; s of them a block, M in all.
+  struct Summary {
+    at::Tensor keys, values, bias, position;
+    std::int64_t per_block, cols;
+    double excluded;
+  };
+
+  // One group of nbg consecutive query blocks from block b0 (qg, kg, vg, bias: its blocked parts,
+  // [B, H, nbg, ℓ, ·]): [Σ e v | Σ e] of its queries, [B, H, nbg·ℓ, p + 1].
+  at::Tensor group_output(const at::Tensor& qg, const at::Tensor& kg, const at::Tensor& vg, const at::Tensor& bias,
+                          std::int64_t b0, std::int64_t blocks, const Summary& summary) const {
+    const auto batch = qg.size(0), heads = qg.size(1), nbg = qg.size(2), len = qg.size(3), dim = qg.size(4);
+    const auto rows = nbg * len;
+    auto local = batched_matmul(qg, kg, /*transpose_b=*/true);  // [B, H, nbg, ℓ, ℓ]
+    local.add_(bias);
+    if (blocks == 1) {
+      const auto e = local.sub_(local.amax(-1, /*keepdim=*/true).detach()).exp_();
+      return batched_matmul(e, vg).view({batch, heads, rows, dim + 1});
+    }
+    const auto cols = summary.cols, used = causal_ ? (b0 + nbg) * summary.per_block : cols;
+    auto summ = batched_matmul(qg.reshape({batch, heads, rows, dim}), used == cols ? summary.keys : summary.keys.narrow(2, 0, used),
+                               /*transpose_b=*/true);
+    summ.add_(used == cols ? summary.bias : summary.bias.narrow(-1, 0, used));  // [B, H, rows, used]
+    if (causal_) {
+      const auto query_position = at::arange(b0 * len, b0 * len + rows, summary.position.options()).view({rows, 1});
+      summ.add_(masked_bias(summary.position.narrow(1, 0, used).le(query_position), qg.options(), summary.excluded / 2));
+    }
+    // One softmax over [own block | summary columns], without concatenating them: a shared row
+    // maximum (a constant shift, so no gradient through it), the exponentials in place.
+    const auto m = at::maximum(local.amax(-1).view({batch, heads, rows}), summ.amax(-1)).detach().unsqueeze(-1);
+    const auto e_local = local.sub_(m.view({batch, heads, nbg, len, 1})).exp_();
+    const auto e_summ = summ.sub_(m).exp_();
+    return batched_matmul(e_local, vg).view({batch, heads, rows, dim + 1}) +
+           batched_matmul(e_summ, used == cols ? summary.values : summary.values.narrow(2, 0, used));
+  }
+
   // [Σ e v | Σ e] → Σ e v / Σ e
   static at::Tensor normalised(const at::Tensor& sums) {
     const auto dim = sums.size(-1) - 1;

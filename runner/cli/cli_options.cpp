@@ -53,6 +53,13 @@ void add_cache_dir_option(po::options_description& options) {
                         "where datasets keep generated files and token caches");
 }
 
+void add_study_options(po::options_description& options) {
+  add_device_option(options);
+  add_threads_option(options);
+  add_cache_dir_option(options);
+  add_plugins_option(options);
+}
+
 std::vector<std::string> option_values(const po::variables_map& vm, const std::string& name) {
   if (!vm.count(name) || vm[name].value().type() != typeid(std::vector<std::string>)) return {};
   return vm[name].as<std::vector<std::string>>();

@@ -25,6 +25,9 @@ void add_plugins_option(po::options_description& options);    // --plugins DIR (
 void add_device_option(po::options_description& options);     // --device (cpu)
 void add_threads_option(po::options_description& options);    // --threads (0: ATTNLAB_THREADS or every core)
 void add_cache_dir_option(po::options_description& options);  // --cache-dir ("": the default cache)
+// The four a study of methods or stored runs takes (bench, approx, variance, gradients, spectrum,
+// instability): --device, --threads, --cache-dir, --plugins.
+void add_study_options(po::options_description& options);
 
 std::vector<std::string> plugin_folders(const po::variables_map& vm);  // --plugins, in order
 // Strings of a repeatable option ({} when not given).

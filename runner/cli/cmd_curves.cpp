@@ -63,9 +63,7 @@ Output output_of(const po::variables_map& vm) {
   return out;
 }
 
-}  // namespace
-
-int cmd_curves(const Args& args) {
+po::options_description curves_options() {
   po::options_description options(
       "attnlab curves RUN... [options]: training curves of runs, or their mean over seeds, as CSV or a picture");
   options.add_options()
@@ -84,59 +82,39 @@ int cmd_curves(const Args& args) {
       ("output,o", po::value<std::string>(), "file to write (a picture needs one; its .dat and .gp go next to it)")
       ("title", po::value<std::string>()->default_value(""), "picture title (default: names the curve)")
       ("help,h", "this help");
-  po::positional_options_description positional;
-  positional.add("run", -1);
-  const auto vm = parse_command_line("curves", args, options, positional);
-  if (vm.count("help")) return std::cout << options, 0;
+  return options;
+}
 
-  const std::vector<std::string> where = option_values(vm, "where");
-  std::vector<std::int64_t> ids = run_ids(option_values(vm, "run"));
-  if (ids.empty() && where.empty()) throw std::runtime_error("curves: name the runs (RUN... or --where EXPR)");
-  const Output output = output_of(vm);
-  results::CurveX x;
-  try {
-    x = results::parse_curve_x(vm["x"].as<std::string>());
-  } catch (const std::invalid_argument& e) {
-    throw std::runtime_error(std::string("curves: --x: ") + e.what());
-  }
-  const std::string split = vm["split"].as<std::string>(), metric = vm["metric"].as<std::string>();
-  const bool mean = vm.count("mean") > 0;
-
+results::CurvesQuery curves_query(const po::variables_map& vm) {
   results::CurvesQuery query;
-  query.run_ids = ids;
-  query.where = where;
-  query.split = split;
-  query.name = metric;
+  query.run_ids = run_ids(option_values(vm, "run"));
+  query.where = option_values(vm, "where");
+  if (query.run_ids.empty() && query.where.empty()) throw std::runtime_error("curves: name the runs (RUN... or --where EXPR)");
+  query.split = vm["split"].as<std::string>();
+  query.name = vm["metric"].as<std::string>();
   if (vm.count("group-by")) query.group_by = split_list(vm["group-by"].as<std::string>(), "--group-by");
-  query.mean = mean;
-  store::Database db(existing_database(vm["db"].as<std::string>()), store::Database::Open::read_only);
-  results::CurvesAnswer answer;
+  query.mean = vm.count("mean") > 0;
+  return query;
+}
+
+int draw_curves(const po::variables_map& vm, const Output& output, const results::CurvesQuery& query,
+                const results::CurvesAnswer& answer, results::CurveX x) {
+  const std::string out = vm["output"].as<std::string>(), title = vm["title"].as<std::string>();
+  const results::Plot plot = query.mean ? results::mean_curves_plot(answer.means, query.split, query.name, x, title)
+                                        : results::run_curves_plot(answer.runs, query.split, query.name, x, title);
   try {
-    answer = results::curves_for(db, query);
+    results::draw(plot, out, output.picture_format);
   } catch (const std::runtime_error& e) {
     throw std::runtime_error(std::string("curves: ") + e.what());
   }
-  if (answer.jobs_without_run)
-    std::cerr << "attnlab: curves: " << answer.jobs_without_run << " matching job(s) with no run that counts yet left out\n";
-  const auto& runs = answer.runs;
-  const auto& means = answer.means;
+  std::cout << "wrote " << out << " (" << plot.series.size() << (query.mean ? " group(s)" : " run(s)") << "; data "
+            << results::data_path_for(out) << ", script " << results::script_path_for(out) << ")\n";
+  return 0;
+}
 
-  const std::string title = vm["title"].as<std::string>();
-  if (output.picture) {
-    const std::string out = vm["output"].as<std::string>();
-    const results::Plot plot = mean ? results::mean_curves_plot(means, split, metric, x, title)
-                                    : results::run_curves_plot(runs, split, metric, x, title);
-    try {
-      results::draw(plot, out, output.picture_format);
-    } catch (const std::runtime_error& e) {
-      throw std::runtime_error(std::string("curves: ") + e.what());
-    }
-    std::cout << "wrote " << out << " (" << plot.series.size() << (mean ? " group(s)" : " run(s)") << "; data "
-              << results::data_path_for(out) << ", script " << results::script_path_for(out) << ")\n";
-    return 0;
-  }
-
-  const results::Grid grid = mean ? results::mean_curves_grid(means) : results::run_curves_grid(runs);
+int print_curves(const po::variables_map& vm, const Output& output, const results::CurvesQuery& query,
+                 const results::CurvesAnswer& answer) {
+  const results::Grid grid = query.mean ? results::mean_curves_grid(answer.means) : results::run_curves_grid(answer.runs);
   const std::string text = results::render(grid, output.grid_format);
   if (!vm.count("output")) return std::cout << text, 0;
   const std::string out = vm["output"].as<std::string>();
@@ -146,6 +124,35 @@ int cmd_curves(const Args& args) {
   if (!file) throw std::runtime_error("curves: cannot write " + out);
   std::cout << "wrote " << out << " (" << grid.rows.size() << " rows)\n";
   return 0;
+}
+
+}  // namespace
+
+int cmd_curves(const Args& args) {
+  const auto options = curves_options();
+  po::positional_options_description positional;
+  positional.add("run", -1);
+  const auto vm = parse_command_line("curves", args, options, positional);
+  if (vm.count("help")) return std::cout << options, 0;
+
+  const results::CurvesQuery query = curves_query(vm);
+  const Output output = output_of(vm);
+  results::CurveX x;
+  try {
+    x = results::parse_curve_x(vm["x"].as<std::string>());
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(std::string("curves: --x: ") + e.what());
+  }
+  store::Database db(existing_database(vm["db"].as<std::string>()), store::Database::Open::read_only);
+  results::CurvesAnswer answer;
+  try {
+    answer = results::curves_for(db, query);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(std::string("curves: ") + e.what());
+  }
+  if (answer.jobs_without_run)
+    std::cerr << "attnlab: curves: " << answer.jobs_without_run << " matching job(s) with no run that counts yet left out\n";
+  return output.picture ? draw_curves(vm, output, query, answer, x) : print_curves(vm, output, query, answer);
 }
 
 }  // namespace attnlab

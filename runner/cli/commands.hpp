@@ -10,6 +10,8 @@ using Args = std::vector<std::string>;
 
 int cmd_env(const Args& args);  // cli/cmd_env.cpp: this build and machine
 int cmd_serve(const Args& args);  // serve/cmd_serve.cpp: the database and the live queue in a browser
+// serve/exec_serve.cpp: cmd_serve in attnlab-serve, the executable beside `self_exe` without LibTorch
+int cmd_serve_apart(const Args& args, const std::string& self_exe);
 
 // plugin_host/: finding, checking and creating plugins
 int cmd_plugins(const Args& args);  // cmd_plugins.cpp

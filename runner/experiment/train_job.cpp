@@ -1,18 +1,8 @@
 #include "experiment/train_job.hpp"
 
 #include "attnlab/attention.hpp"
-#include "plugin_host/scripted_method.hpp"
 
 namespace attnlab {
-
-AttentionMaker attention_maker(const LoadedPlugin& method, const ParamValues& params) {
-  if (method.scripted()) {
-    const std::string path = params.string("script");
-    return [path](const AttentionShape&) { return load_scripted_attention(path); };
-  }
-  AttentionFactory* factory = method.make_attention;
-  return [factory, params](const AttentionShape& shape) { return factory(shape, params); };
-}
 
 TrainJob make_train_job(const JobPlan& plan, const PluginRegistry& registry, const TaskInfo& task, c10::Device device) {
   const auto* method = registry.find(PluginKind::attention, plan.method);

@@ -16,7 +16,7 @@
 #include "attnlab/torch_compat.hpp"
 #include "plugin_host/check_support.hpp"
 #include "plugin_host/scripted_method.hpp"
-#include "experiment/train_job.hpp"
+#include "plugin_host/attention_maker.hpp"
 
 namespace attnlab {
 namespace {

@@ -129,9 +129,7 @@ std::string shape_text(const CheckShape& shape) {
                            : "each check's length");
 }
 
-}  // namespace
-
-int cmd_check(const Args& args, const std::string& self_exe) {
+po::options_description check_options() {
   po::options_description options(
       "attnlab check FILE.so|FILE.pt|NAME [--plugins DIR]... [--device D] [--heads H] [--head-dim D] [--length N] "
       "[--config EXP.toml --method NAME] [--bench [--bench-lengths N,N]] [--set KEY=VALUE]...");
@@ -150,18 +148,95 @@ int cmd_check(const Args& args, const std::string& self_exe) {
       ("help,h", "this help");
   add_plugins_option(options);
   add_device_option(options);  // where an attention plugin's checks run
+  return options;
+}
+
+// The plugin checked, loaded: a file first, so that it is the one checked even where a bundled
+// plugin has its name; a script (.pt) beside the bundled plugins (softmax, for --bench), its shape
+// and warnings read; a name from the plugin folders.
+struct CheckTarget {
+  PluginRegistry registry;
+  const LoadedPlugin* plugin = nullptr;
+  std::vector<std::string> plugin_dirs;  // --bench's processes find the plugin by name in these
+  std::vector<std::string> script_warnings;
+
+  CheckTarget(const std::string& given, const po::variables_map& vm, CheckShape& shape) : plugin_dirs(plugin_folders(vm)) {
+    const auto ends_with = [&](const std::string& tail) {
+      return given.size() > tail.size() && given.compare(given.size() - tail.size(), tail.size(), tail) == 0;
+    };
+    if (ends_with(".pt")) {
+      registry = load_plugins(plugin_dirs);
+      plugin = &registry.add_script_file(given);  // a check needs no name: skyformer.pt is checked as "skyformer.pt"
+      shape.fixed_length = scripted_fixed_length(plugin->path);
+      if (shape.fixed_length && shape.length == 0)
+        throw std::runtime_error("check: " + plugin->path + " takes one length only (fixed_length = True): say it, --length N");
+      // a file that is no method of attnlab's is one line, not nine failed checks
+      check_scripted_attention(plugin->path, {shape.heads > 0 ? shape.heads : 2, shape.head_dim > 0 ? shape.head_dim : 8,
+                                              shape.length > 0 ? shape.length : 32});
+      script_warnings = scripted_warnings(plugin->path);
+    } else if (given.find('/') != std::string::npos || ends_with(".so")) {
+      if (!registry.load_file(given)) throw std::runtime_error("check: " + registry.errors().back().line());
+      plugin = &registry.plugins().back();
+      plugin_dirs.insert(plugin_dirs.begin(), std::filesystem::absolute(given).parent_path().string());
+    } else {
+      registry = load_plugins(plugin_dirs);
+      plugin = registry.find(PluginKind::attention, given);
+      if (!plugin) plugin = registry.find(PluginKind::dataset, given);
+      if (!plugin) throw std::runtime_error("check: no plugin named '" + given + "' (attnlab plugins lists them)");
+    }
+  }
+  CheckTarget(const CheckTarget&) = delete;
+  CheckTarget& operator=(const CheckTarget&) = delete;
+};
+
+std::vector<CheckResult> check_dataset_plugin(const LoadedPlugin& plugin, const po::variables_map& vm) {
+  if (vm.count("bench")) throw std::runtime_error("check: --bench is for attention plugins; " + plugin.name() + " is a dataset plugin");
+  const ParamValues params = dataset_params(plugin, option_values(vm, "set"));
+  std::cout << plugin.path << ": " << plugin.name() << " " << plugin.info->version << " (dataset)\n";
+  auto results = check_dataset(plugin, params);
+  for (const auto& r : results) print_check(r);
+  return results;
+}
+
+std::vector<CheckResult> check_attention_plugin(const CheckTarget& target, const po::variables_map& vm, const CheckShape& shape,
+                                                const std::string& self_exe) {
+  const LoadedPlugin& plugin = *target.plugin;
+  if (!option_values(vm, "set").empty())
+    throw std::runtime_error("check: --set is for dataset plugins; " + plugin.name() + " is an attention plugin");
+  const c10::Device device = compat::parse_device(vm["device"].as<std::string>());
+  const std::string bench_lengths = vm["bench-lengths"].as<std::string>();
+  split_positive_integers(bench_lengths, "check: --bench-lengths");  // refused before any check runs
+  std::cout << plugin.path << ": " << plugin.name() << " " << plugin.info->version << " (attention), on " << device.str()
+            << shape_text(shape) << "\n";
+  for (const auto& warning : target.script_warnings) std::cout << "  warning: " << warning << "\n";
+  std::vector<CheckResult> results;
+  for (const auto& name : attention_check_names()) {
+    results.push_back(check_attention(plugin, name, device, shape));
+    print_check(results.back());  // as it goes: a slow check shows where it is
+  }
+  if (vm.count("bench")) {
+    results.push_back(bench_against_softmax(plugin, target.plugin_dirs, device.str(), bench_lengths, self_exe));
+    std::cout << "\n";
+    print_check(results.back());
+  }
+  return results;
+}
+
+}  // namespace
+
+int cmd_check(const Args& args, const std::string& self_exe) {
+  const auto options = check_options();
   po::positional_options_description positional;
   positional.add("plugin", 1);
   const auto vm = parse_command_line("check", args, options, positional);
   if (vm.count("help")) return std::cout << options, 0;
   if (!vm.count("plugin") && !(vm.count("config") && vm.count("method")))
     throw std::runtime_error("check: usage: attnlab check FILE.so|FILE.pt|NAME [--plugins DIR]... [--device D]");
-  const c10::Device device = compat::parse_device(vm["device"].as<std::string>());
+  compat::parse_device(vm["device"].as<std::string>());  // a bad device is refused before anything loads
   std::string given = vm.count("plugin") ? vm["plugin"].as<std::string>() : "";
-  std::vector<std::string> plugin_dirs = plugin_folders(vm);
   CheckShape shape;
   {
-    const PluginRegistry for_config = vm.count("config") ? load_plugins(plugin_dirs) : PluginRegistry();
+    const PluginRegistry for_config = vm.count("config") ? load_plugins(plugin_folders(vm)) : PluginRegistry();
     std::string config_method;
     shape = check_shape(vm, for_config, config_method);
     if (given.empty()) {  // the experiment's method: its file where it is a script
@@ -169,61 +244,9 @@ int cmd_check(const Args& args, const std::string& self_exe) {
       given = m && m->scripted() ? m->path : config_method;
     }
   }
-
-  // A file is loaded first, so that it is the one checked even where a bundled plugin has its name.
-  PluginRegistry registry;
-  const LoadedPlugin* plugin = nullptr;
-  const auto ends_with = [&](const std::string& tail) {
-    return given.size() > tail.size() && given.compare(given.size() - tail.size(), tail.size(), tail) == 0;
-  };
-  const bool is_file = given.find('/') != std::string::npos || ends_with(".so");
-  std::vector<std::string> script_warnings;
-  if (ends_with(".pt")) {
-    registry = load_plugins(plugin_dirs);  // softmax, for --bench
-    plugin = &registry.add_script_file(given);  // a check needs no name: skyformer.pt is checked as "skyformer.pt"
-    shape.fixed_length = scripted_fixed_length(plugin->path);
-    if (shape.fixed_length && shape.length == 0)
-      throw std::runtime_error("check: " + plugin->path + " takes one length only (fixed_length = True): say it, --length N");
-    // a file that is no method of attnlab's is one line, not nine failed checks
-    check_scripted_attention(plugin->path, {shape.heads > 0 ? shape.heads : 2, shape.head_dim > 0 ? shape.head_dim : 8,
-                                            shape.length > 0 ? shape.length : 32});
-    script_warnings = scripted_warnings(plugin->path);
-  } else if (is_file) {
-    if (!registry.load_file(given)) throw std::runtime_error("check: " + registry.errors().back().line());
-    plugin = &registry.plugins().back();
-    // --bench's processes find it by name: its folder first
-    plugin_dirs.insert(plugin_dirs.begin(), std::filesystem::absolute(given).parent_path().string());
-  } else {
-    registry = load_plugins(plugin_folders(vm));
-    plugin = registry.find(PluginKind::attention, given);
-    if (!plugin) plugin = registry.find(PluginKind::dataset, given);
-    if (!plugin) throw std::runtime_error("check: no plugin named '" + given + "' (attnlab plugins lists them)");
-  }
-  const auto sets = option_values(vm, "set");
-  std::vector<CheckResult> results;
-  if (plugin->kind() == PluginKind::dataset) {
-    if (vm.count("bench")) throw std::runtime_error("check: --bench is for attention plugins; " + plugin->name() + " is a dataset plugin");
-    const ParamValues params = dataset_params(*plugin, sets);
-    std::cout << plugin->path << ": " << plugin->name() << " " << plugin->info->version << " (dataset)\n";
-    results = check_dataset(*plugin, params);
-    for (const auto& r : results) print_check(r);
-  } else {
-    if (!sets.empty()) throw std::runtime_error("check: --set is for dataset plugins; " + plugin->name() + " is an attention plugin");
-    const std::string bench_lengths = vm["bench-lengths"].as<std::string>();
-    split_positive_integers(bench_lengths, "check: --bench-lengths");  // refused before any check runs
-    std::cout << plugin->path << ": " << plugin->name() << " " << plugin->info->version << " (attention), on "
-              << device.str() << shape_text(shape) << "\n";
-    for (const auto& warning : script_warnings) std::cout << "  warning: " << warning << "\n";
-    for (const auto& name : attention_check_names()) {
-      results.push_back(check_attention(*plugin, name, device, shape));
-      print_check(results.back());  // as it goes: a slow check shows where it is
-    }
-    if (vm.count("bench")) {
-      results.push_back(bench_against_softmax(*plugin, plugin_dirs, device.str(), bench_lengths, self_exe));
-      std::cout << "\n";
-      print_check(results.back());
-    }
-  }
+  const CheckTarget target(given, vm, shape);
+  const auto results = target.plugin->kind() == PluginKind::dataset ? check_dataset_plugin(*target.plugin, vm)
+                                                                    : check_attention_plugin(target, vm, shape, self_exe);
   std::size_t passed = 0;
   for (const auto& r : results) passed += r.passed;
   std::cout << results.size() << " checks: " << passed << " passed, " << results.size() - passed << " failed\n";

@@ -218,107 +218,113 @@ bool script_raised(const std::vector<store::PluginFile>& plugins, const std::str
   return false;
 }
 
-// Sets `job` to continue from the job's resume point when it can, with that run's curve up to its
-// step copied; otherwise says why not (the file is gone, a plugin changed) and discards it.
-// Returns the run it continues (0: a fresh start).
-std::int64_t continue_from_resume_point(store::Database& db, std::int64_t job_id, std::int64_t run_id,
-                                        const std::vector<store::PluginFile>& plugins, const std::string& label,
-                                        TrainJob& job, StoreObserver& observer) {
-  const auto [previous, previous_run] = db.resume_point(job_id);
-  if (previous.empty() || previous_run == run_id) return 0;
-  const ResumePoint point{previous, previous_run, db.resume_step(previous_run), db.resume_checksum(previous_run)};
-  if (const std::string why = why_not_resume(db, point, plugins); !why.empty()) {
-    std::cerr << "attnlab: " << label << " does not resume run " << previous_run << ": " << why << "; starting afresh\n";
-    db.discard_resume_point(run_id, previous_run);
-    return 0;
+// One attempt at a job, read top to bottom by execute_job: prepare (the job as this attempt trains
+// it, its data loaded, the run's environment recorded), continue from the job's resume point
+// where it can, train, record the end.
+class Attempt {
+ public:
+  Attempt(store::Database& db, const store::Job& stored, std::int64_t run_id, std::string label, StoreObserver& observer)
+      : db_(db), stored_(stored), run_id_(run_id), label_(std::move(label)), observer_(observer) {}
+
+  void prepare(const JobExecOptions& options, const PluginRegistry& registry, const std::string& checkpoint_dir) {
+    const JobPlan plan = parse_job_config(stored_.config_toml, "job " + std::to_string(stored_.id) + " config", registry);
+    const auto* method = registry.find(PluginKind::attention, plan.method);
+    const auto* dataset_plugin = registry.find(PluginKind::dataset, plan.dataset);
+    compat::configure_threads(options.threads);
+    const c10::Device device = compat::parse_device(options.device);
+
+    const store::RunEnvironment env = environment_of(device, {method, dataset_plugin});
+    db_.set_run_environment(run_id_, env);
+    plugins_ = env.plugins;
+    fs::create_directories(checkpoint_dir);
+
+    DatasetContext context{dataset_cache_dir(options.cache_dir)};
+    auto dataset = dataset_plugin->make_dataset(context, plan.dataset_params);
+    splits_ = {load_checked(plan.dataset, *dataset, Split::train), load_checked(plan.dataset, *dataset, Split::val),
+               load_checked(plan.dataset, *dataset, Split::test)};
+    job_ = make_train_job(plan, registry, dataset->info(), device);
+    job_.checkpoint_path = checkpoint_dir + "/run-" + std::to_string(run_id_) + ".pt";
+    job_.resume_stem = resume_checkpoint_stem(checkpoint_dir, stored_.id, run_id_);
+    job_.identity = stored_.config_hash;
+    job_.stop = &stop_flag();
+    refuse_what_cannot_run(job_, splits_.train.size());
+    if (const auto* softmax = registry.find(PluginKind::attention, "softmax"))
+      job_.reference_attention = attention_maker(*softmax, softmax->defaults());
   }
-  job.resume_from = point.path;
-  job.resume_step = point.step;
-  job.resume_checksum = point.checksum;
-  observer.supersedes(point.path, previous_run);  // it says "resumes" once the checkpoint has loaded
-  db.copy_curve(previous_run, run_id, point.step);
-  return previous_run;
-}
 
-// Trains the job. A resume checkpoint that cannot be resumed from (damaged, unreadable) is not
-// the method's fault, and no attempt will ever resume from it: it is set aside and this attempt
-// starts again from step 0, uncounted.
-RunOutcome train_or_start_afresh(store::Database& db, std::int64_t run_id, std::int64_t previous_run,
-                                 const std::string& label, TrainJob& job, const TrainSplits& splits,
-                                 StoreObserver& observer) {
-  try {
-    return train_and_evaluate(job, splits, observer);
-  } catch (const ResumeCheckpointError& e) {
-    const std::string aside = set_aside(job.resume_from);
-    std::cerr << "attnlab: " << label << " " << e.what() << "; "
-              << (aside.empty() ? "no longer used" : "set aside as " + aside) << "; starting afresh from step 0\n";
-    db.discard_resume_point(run_id, previous_run);
-    observer.supersedes("");
-    job.resume_from.clear();
-    job.resume_step = -1;
-    job.resume_checksum.clear();
-    return train_and_evaluate(job, splits, observer);
-  }
-}
-
-// The job as this attempt trains it, its data loaded and the run's environment recorded.
-struct PreparedJob {
-  TrainJob job;
-  TrainSplits splits;
-  std::vector<store::PluginFile> plugins;  // the files that ran it, with their hashes
-};
-
-PreparedJob prepare_job(store::Database& db, const JobExecOptions& options, const store::Job& stored,
-                        std::int64_t run_id, const PluginRegistry& registry, const std::string& checkpoint_dir) {
-  const JobPlan plan = parse_job_config(stored.config_toml, "job " + std::to_string(stored.id) + " config", registry);
-  const auto* method = registry.find(PluginKind::attention, plan.method);
-  const auto* dataset_plugin = registry.find(PluginKind::dataset, plan.dataset);
-  compat::configure_threads(options.threads);
-  const c10::Device device = compat::parse_device(options.device);
-
-  const store::RunEnvironment env = environment_of(device, {method, dataset_plugin});
-  db.set_run_environment(run_id, env);
-  fs::create_directories(checkpoint_dir);
-
-  DatasetContext context{dataset_cache_dir(options.cache_dir)};
-  auto dataset = dataset_plugin->make_dataset(context, plan.dataset_params);
-  TrainSplits splits{load_checked(plan.dataset, *dataset, Split::train), load_checked(plan.dataset, *dataset, Split::val),
-                     load_checked(plan.dataset, *dataset, Split::test)};
-  TrainJob job = make_train_job(plan, registry, dataset->info(), device);
-  job.checkpoint_path = checkpoint_dir + "/run-" + std::to_string(run_id) + ".pt";
-  job.resume_stem = resume_checkpoint_stem(checkpoint_dir, stored.id, run_id);
-  job.identity = stored.config_hash;
-  job.stop = &stop_flag();
-  refuse_what_cannot_run(job, splits.train.size());
-  if (const auto* softmax = registry.find(PluginKind::attention, "softmax"))
-    job.reference_attention = attention_maker(*softmax, softmax->defaults());
-  return {std::move(job), std::move(splits), env.plugins};
-}
-
-// The run's end in the database (a `lost` one only if nothing ended it first), with the
-// best-validation checkpoint a run that ended early may still have saved. A lease lost meanwhile
-// is the observer's to say.
-void record_end(store::Database& db, std::int64_t run_id, store::RunStatus status, const RunOutcome& outcome,
-                const TrainJob& job, const std::vector<store::PluginFile>& plugins, StoreObserver& observer) {
-  try {
-    const bool saved = !job.checkpoint_path.empty() && fs::exists(job.checkpoint_path);
-    if (status == store::RunStatus::lost) {
-      db.fail_run_if_unfinished(run_id, status, outcome.error);
-      return;
+  // The job set to continue from its resume point when it can, with that run's curve up to its
+  // step copied; otherwise why not is said (the file is gone, a plugin changed) and the point
+  // discarded. Returns the run it continues (0: a fresh start).
+  std::int64_t continue_from_resume_point() {
+    const auto [previous, previous_run] = db_.resume_point(stored_.id);
+    if (previous.empty() || previous_run == run_id_) return 0;
+    const ResumePoint point{previous, previous_run, db_.resume_step(previous_run), db_.resume_checksum(previous_run)};
+    if (const std::string why = why_not_resume(db_, point, plugins_); !why.empty()) {
+      std::cerr << "attnlab: " << label_ << " does not resume run " << previous_run << ": " << why << "; starting afresh\n";
+      db_.discard_resume_point(run_id_, previous_run);
+      return 0;
     }
-    std::vector<store::AccuracyMarkFile> marks;
-    for (const AccuracyMark& m : outcome.accuracy_marks) marks.push_back({m.mark, m.step, m.path, m.checksum});
-    if (!marks.empty()) db.record_accuracy_marks(run_id, marks);
-    db.finish_run(run_id, status, outcome.results, outcome.error, saved ? job.checkpoint_path : "",
-                  saved ? outcome.checkpoint_checksum : "", script_raised(plugins, outcome.error));
-  } catch (const store::LeaseLost& e) {
-    observer.lost(e.what());
-  } catch (const store::StoreError& e) {
-    const auto fault = store::database_fault(e);
-    if (fault == store::DatabaseFault::none) throw;
-    observer.faulted(fault, e.what());  // the run stays running; its worker, or its lease's end, ends it
+    job_.resume_from = point.path;
+    job_.resume_step = point.step;
+    job_.resume_checksum = point.checksum;
+    observer_.supersedes(point.path, previous_run);  // it says "resumes" once the checkpoint has loaded
+    db_.copy_curve(previous_run, run_id_, point.step);
+    return previous_run;
   }
-}
+
+  // Trains the job. A resume checkpoint that cannot be resumed from (damaged, unreadable) is not
+  // the method's fault, and no attempt will ever resume from it: it is set aside and this attempt
+  // starts again from step 0, uncounted.
+  RunOutcome train(std::int64_t previous_run) {
+    try {
+      return train_and_evaluate(job_, splits_, observer_);
+    } catch (const ResumeCheckpointError& e) {
+      const std::string aside = set_aside(job_.resume_from);
+      std::cerr << "attnlab: " << label_ << " " << e.what() << "; "
+                << (aside.empty() ? "no longer used" : "set aside as " + aside) << "; starting afresh from step 0\n";
+      db_.discard_resume_point(run_id_, previous_run);
+      observer_.supersedes("");
+      job_.resume_from.clear();
+      job_.resume_step = -1;
+      job_.resume_checksum.clear();
+      return train_and_evaluate(job_, splits_, observer_);
+    }
+  }
+
+  // The run's end in the database (a `lost` one only if nothing ended it first), with the
+  // best-validation checkpoint a run that ended early may still have saved. A lease lost meanwhile
+  // is the observer's to say.
+  void record_end(store::RunStatus status, const RunOutcome& outcome) {
+    try {
+      const bool saved = !job_.checkpoint_path.empty() && fs::exists(job_.checkpoint_path);
+      if (status == store::RunStatus::lost) {
+        db_.fail_run_if_unfinished(run_id_, status, outcome.error);
+        return;
+      }
+      std::vector<store::AccuracyMarkFile> marks;
+      for (const AccuracyMark& m : outcome.accuracy_marks) marks.push_back({m.mark, m.step, m.path, m.checksum});
+      if (!marks.empty()) db_.record_accuracy_marks(run_id_, marks);
+      db_.finish_run(run_id_, status, outcome.results, outcome.error, saved ? job_.checkpoint_path : "",
+                     saved ? outcome.checkpoint_checksum : "", script_raised(plugins_, outcome.error));
+    } catch (const store::LeaseLost& e) {
+      observer_.lost(e.what());
+    } catch (const store::StoreError& e) {
+      const auto fault = store::database_fault(e);
+      if (fault == store::DatabaseFault::none) throw;
+      observer_.faulted(fault, e.what());  // the run stays running; its worker, or its lease's end, ends it
+    }
+  }
+
+ private:
+  store::Database& db_;
+  const store::Job& stored_;
+  const std::int64_t run_id_;
+  const std::string label_;
+  StoreObserver& observer_;
+  TrainJob job_;
+  TrainSplits splits_;
+  std::vector<store::PluginFile> plugins_;  // the files that ran it, with their hashes
+};
 
 // The attempt's last line: its status, test accuracy, error, and for a rejected job how to retry it.
 std::string end_summary(store::RunStatus status, const RunOutcome& outcome, std::int64_t job_id) {
@@ -357,21 +363,18 @@ int execute_job(const JobExecOptions& options) {
 
   const PluginRegistry registry = job_registry(found.front().plugin_dirs, options.plugin_dirs);
   const std::string checkpoint_dir = options.checkpoint_dir.empty() ? options.db_path + ".ckpt" : options.checkpoint_dir;
-  TrainJob job;
-  std::vector<store::PluginFile> plugins;  // the files that ran it
+  Attempt attempt(db, stored, run_id, label, observer);
   RunOutcome outcome;  // its status is the trainer's; `status` is what the run ends as
   int disk_error = 0;  // errno of a checkpoint write that failed
   store::RunStatus status = store::RunStatus::done;
   try {
-    PreparedJob prepared = prepare_job(db, options, stored, run_id, registry, checkpoint_dir);
-    job = std::move(prepared.job);
-    plugins = prepared.plugins;
-    const std::int64_t previous_run = continue_from_resume_point(db, stored.id, run_id, prepared.plugins, label, job, observer);
+    attempt.prepare(options, registry, checkpoint_dir);
+    const std::int64_t previous_run = attempt.continue_from_resume_point();
     if (stop_flag().load()) {
       // stopped before the first step: nothing to checkpoint; the earlier attempt's file stays the resume point
       status = store::RunStatus::interrupted;
     } else {
-      outcome = train_or_start_afresh(db, run_id, previous_run, label, job, prepared.splits, observer);
+      outcome = attempt.train(previous_run);
       status = run_status(outcome.status);
     }
   } catch (const store::LeaseLost& e) {
@@ -396,7 +399,7 @@ int execute_job(const JobExecOptions& options) {
     status = store::RunStatus::lost;
     outcome.error = "the database could not be written: " + observer.fault_error();
   }
-  if (!observer.lease_lost()) record_end(db, run_id, status, outcome, job, plugins, observer);
+  if (!observer.lease_lost()) attempt.record_end(status, outcome);
   if (observer.lease_lost()) {
     observer.printer().finish("lost its lease (" + observer.lost_reason() + "); this attempt wrote nothing more");
     return kExitLeaseLost;

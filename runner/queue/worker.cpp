@@ -1,4 +1,5 @@
 #include "queue/worker.hpp"
+#include "queue/supervisor.hpp"
 
 #include <signal.h>
 #include <unistd.h>
@@ -29,9 +30,6 @@ Clock::duration seconds(double s) { return std::chrono::duration_cast<Clock::dur
 
 constexpr double kPollSeconds = 0.02;       // how often a device worker looks at its job process
 constexpr double kIdleBackoffMax = 2.0;     // longest wait between claims on an empty queue
-constexpr double kRestartBackoffMax = 30.0;
-constexpr int kQuickDeathsBeforeGivingUp = 10;
-constexpr double kHealthySeconds = 60.0;    // a device worker that ran this long starts its back-off afresh
 constexpr double kClaimCheckSeconds = 0.5;  // the most a quick_check before a claim may take
 constexpr double kIdleCheckSeconds = 30.0;  // between quick_checks while no job comes (polls)
 constexpr double kFullDiskGraceSeconds = 10.0;  // a database disk full for a moment is waited out this long
@@ -48,14 +46,6 @@ std::string remedy(store::DatabaseFault fault) {
 
 // How long a job process that lost its lease gets to stop after SIGTERM before SIGKILL.
 double lease_lost_grace(double lease_seconds) { return std::clamp(lease_seconds / 2, 1.0, 10.0); }
-
-// How a device worker ended, in words: its exit, or the stop signal it was sent (it exits with
-// 128 + the signal after releasing its job).
-std::string device_worker_end(const ChildExit& exit) {
-  if (!exit.signalled && exit.code > 128 && exit.code < 128 + NSIG)
-    return "was stopped by signal " + std::to_string(exit.code - 128) + " (" + strsignal(exit.code - 128) + ")";
-  return exit.describe();
-}
 
 // Nothing left for this worker: no job queued or running (among `only`, if given). A running job
 // still counts: its lease may expire and put it back in the queue.
@@ -139,14 +129,7 @@ class DeviceWorker {
 
   // A normal end (--idle-exit, --max-jobs): kDeviceWorkerJobsNotDone when a job this worker ran
   // is in any state but done now (failed, diverged, oom, or queued again after a failed attempt).
-  int end_status() {
-    if (ran_.empty()) return kDeviceWorkerDone;
-    store::JobFilter filter;
-    filter.ids = ran_;
-    for (const auto& q : db_.list_jobs(filter))
-      if (q.job.state != store::JobState::done) return kDeviceWorkerJobsNotDone;
-    return kDeviceWorkerDone;
-  }
+  int end_status() { return jobs_not_done(db_, ran_).empty() ? kDeviceWorkerDone : kDeviceWorkerJobsNotDone; }
 
   void say(const std::string& line) const { std::cerr << "attnlab: worker " << claimer_.worker << ": " << line << std::endl; }
 
@@ -199,10 +182,28 @@ class DeviceWorker {
 
   // Runs the claimed job in a job process of its own; false when that process could not write a
   // checkpoint because the disk is full (it recorded its attempt as the infrastructure's).
+  // One attempt: its job process started, watched (heartbeats, a lost lease) and its end recorded.
+  // false: the disk is full (the worker stops; the supervisor does not restart it).
   bool run_job_process(const store::Lease& lease) {
     const std::string what = "run " + std::to_string(lease.run_id) + " (job " + std::to_string(lease.job_id) +
                              ", attempt " + std::to_string(lease.attempt) + ")";
     say(what + " starts");
+    const pid_t pid = start_job_process(lease, what);
+    const Watched watched = watch(pid, lease, what);
+    if (watched.lease_lost || (!watched.exit.signalled && watched.exit.code == kExitLeaseLost)) {
+      say(what + " is no longer ours (lease lost); nothing more written");
+      return true;
+    }
+    if (!watched.exit.signalled && watched.exit.code == kExitDiskFull) {
+      sweep_files_of(lease);
+      return false;
+    }
+    record_end(lease, what, watched.exit);
+    sweep_files_of(lease);
+    return true;
+  }
+
+  pid_t start_job_process(const store::Lease& lease, const std::string& what) {
     pid_t pid = 0;
     try {
       pid = start_child(job_command(lease), "job process", SIGKILL);
@@ -222,19 +223,28 @@ class DeviceWorker {
       say(what + ": could not record its job process's pid: " + e.what());
     } catch (const store::LeaseLost&) {
     }
+    return pid;
+  }
 
+  struct Watched {
+    ChildExit exit;
+    bool lease_lost = false;  // someone else ended the run: its job process was stopped
+  };
+
+  // Until the job process ends: its lease renewed every third of it; a lease taken from us stops
+  // the process (SIGTERM, then SIGKILL after a grace).
+  Watched watch(pid_t pid, const store::Lease& lease, const std::string& what) {
+    Watched watched;
     auto next_heartbeat = Clock::now() + seconds(o_.lease_seconds / 3);
     std::optional<Clock::time_point> kill_at;
-    bool lease_lost = false;
     bool recorded_its_end = false;  // the job process ended its run itself and is exiting
-    ChildExit exit;
     for (;;) {
       if (const auto ended = poll_child(pid)) {
-        exit = *ended;
+        watched.exit = *ended;
         break;
       }
       const auto now = Clock::now();
-      if (!lease_lost && !recorded_its_end && now >= next_heartbeat) {
+      if (!watched.lease_lost && !recorded_its_end && now >= next_heartbeat) {
         next_heartbeat = now + seconds(o_.lease_seconds / 3);
         if (!heartbeat(lease)) {
           // A refused renewal also follows the job process's own finish_run, which releases the
@@ -243,7 +253,7 @@ class DeviceWorker {
           if (why.empty()) {
             recorded_its_end = true;
           } else {
-            lease_lost = true;
+            watched.lease_lost = true;
             say(what + " " + why + "; stopping its job process");
             kill(pid, SIGTERM);
             kill_at = now + seconds(lease_lost_grace(o_.lease_seconds));
@@ -257,19 +267,14 @@ class DeviceWorker {
       sleep_seconds(kPollSeconds);
     }
     forward_stops_to(0);
+    return watched;
+  }
 
-    if (lease_lost || (!exit.signalled && exit.code == kExitLeaseLost)) {
-      say(what + " is no longer ours (lease lost); nothing more written");
-      return true;
-    }
-    if (!exit.signalled && exit.code == kExitDiskFull) {
-      sweep_files_of(lease);
-      return false;
-    }
-    // The job process records its own end; if it could not (a crash, a kill), we do it for it.
-    // A signal the process raised itself (a segfault, an abort) is the method's crash; any other
-    // (SIGKILL from a person or the OOM killer, SIGTERM, SIGHUP, SIGPIPE) came from outside and
-    // is counted against the job's infrastructure cap instead.
+  // The job process records its own end; if it could not (a crash, a kill), we do it for it. A
+  // signal the process raised itself (a segfault, an abort) is the method's crash; any other
+  // (SIGKILL from a person or the OOM killer, SIGTERM, SIGHUP, SIGPIPE) came from outside and is
+  // counted against the job's infrastructure cap instead.
+  void record_end(const store::Lease& lease, const std::string& what, const ChildExit& exit) {
     const bool stopped = stop_requests() > 0 && (exit.stopped_by_request() || exit.ok());
     const bool from_outside = exit.signalled && !exit.crashed_itself();
     const store::RunStatus status = stopped        ? store::RunStatus::interrupted
@@ -288,8 +293,6 @@ class DeviceWorker {
       if (store::database_fault(e) == store::DatabaseFault::none) throw;
       say(what + " could not be ended in the database (" + e.what() + "); it ends as lost when its lease expires");
     }
-    sweep_files_of(lease);
-    return true;
   }
 
   // Why the run no longer holds its lease when someone else ended it (its lease expired and was
@@ -452,9 +455,45 @@ int run_device_worker(const WorkerOptions& options, const std::string& device, c
   }
 }
 
-int run_supervisor(const WorkerOptions& options, const std::string& self_exe) {
-  install_stop_handlers();
-  struct DeviceSlot {
+std::map<std::string, std::int64_t> jobs_not_done(store::Database& db, const std::vector<std::int64_t>& job_ids) {
+  std::map<std::string, std::int64_t> counts;
+  if (job_ids.empty()) return counts;  // (an empty id filter would select every job)
+  store::JobFilter filter;
+  filter.ids = job_ids;
+  for (const auto& q : db.list_jobs(filter))
+    if (q.job.state != store::JobState::done) ++counts[to_string(q.job.state)];
+  return counts;
+}
+
+namespace {
+
+// run_supervisor's device slots (one per device and --jobs-per-device), each running a device
+// worker process, until every slot has finished; the rules in supervisor.hpp.
+class Supervisor {
+ public:
+  Supervisor(const WorkerOptions& options, const std::string& self_exe) : options_(options), self_exe_(self_exe) {
+    for (const auto& d : options.devices)
+      for (int i = 0; i < options.jobs_per_device; ++i) slots_.push_back(Slot{d});
+  }
+
+  int run() {
+    // A device worker gets SIGTERM if this process dies, so its job is checkpointed and released.
+    for (auto& slot : slots_) start(slot);
+    for (;;) {
+      if (forward_stops()) return 128 + stop_signal();
+      bool all_finished = true;
+      for (auto& slot : slots_) all_finished = look_at(slot) && all_finished;
+      if (all_finished) break;
+      sleep_seconds(0.05);
+    }
+    if (stop_signal()) return 128 + stop_signal();
+    int status = 0;
+    for (const auto& slot : slots_) status = std::max(status, slot.status);
+    return status == 0 && jobs_not_done_ ? kExitJobsNotDone : status;
+  }
+
+ private:
+  struct Slot {
     std::string device;
     pid_t pid = 0;  // 0: not running
     Clock::time_point started, restart_at;
@@ -462,99 +501,73 @@ int run_supervisor(const WorkerOptions& options, const std::string& self_exe) {
     bool finished = false;
     int status = 0;
   };
-  std::vector<DeviceSlot> slots;
-  for (const auto& d : options.devices)
-    for (int i = 0; i < options.jobs_per_device; ++i) {
-      slots.emplace_back();
-      slots.back().device = d;
-    }
-  auto start = [&](DeviceSlot& slot) {
-    slot.pid = start_child(device_worker_command(options, slot.device, self_exe), "device worker", SIGTERM);
+
+  static void say(const std::string& line) { std::cerr << "attnlab: worker: " << line << std::endl; }
+
+  void start(Slot& slot) {
+    slot.pid = start_child(device_worker_command(options_, slot.device, self_exe_), "device worker", SIGTERM);
     slot.started = Clock::now();
-  };
-  auto say = [](const std::string& line) { std::cerr << "attnlab: worker: " << line << std::endl; };
-  // A device worker gets SIGTERM if this process dies, so its job is checkpointed and released.
-  for (auto& slot : slots) start(slot);
-
-  bool jobs_not_done = false;  // a device worker ended normally with a job it ran not done
-  bool database_unusable = false;  // one said so: the others were stopped, none restarts
-  int forwarded = 0;  // stop requests passed on so far
-  for (;;) {
-    const int requests = stop_requests();
-    if (requests > forwarded) {
-      const bool now = requests >= 2;
-      for (auto& slot : slots)
-        if (slot.pid > 0) kill(slot.pid, now ? SIGKILL : stop_signal());
-      if (forwarded == 0) say("stopping on signal " + std::to_string(stop_signal()) + (now ? "" : "; running jobs are checkpointed and released (again to kill now)"));
-      if (now) {
-        for (auto& slot : slots)
-          if (slot.pid > 0) wait_child(slot.pid);
-        say("second signal: killed the device workers; a job one still held returns to the queue when its lease expires");
-        return 128 + stop_signal();
-      }
-      forwarded = requests;
-    }
-
-    bool all_finished = true;
-    for (auto& slot : slots) {
-      if (slot.pid > 0) {
-        const auto exit = poll_child(slot.pid);
-        if (!exit) {
-          all_finished = false;
-          continue;
-        }
-        slot.pid = 0;
-        // A device worker stopped by a signal while this supervisor is not stopping (someone sent
-        // it SIGTERM) is restarted like one that died: its work is not done.
-        if (stop_requests() > 0 || exit->ok() || database_unusable) {
-          slot.finished = true;
-        } else if (!exit->signalled && exit->code == kDeviceWorkerDiskFull) {
-          slot.finished = true;  // it said why; another one would fill the disk again
-          slot.status = kDeviceWorkerError;
-        } else if (!exit->signalled && exit->code == kDeviceWorkerDatabaseUnusable) {
-          // the database is every slot's: the others stop too (their jobs go back when they can)
-          slot.finished = true;
-          slot.status = kDeviceWorkerCannotRun;
-          database_unusable = true;
-          for (auto& other : slots)
-            if (other.pid > 0) kill(other.pid, SIGTERM);
-          say("the database cannot be used (see above); every device worker stops");
-        } else if (!exit->signalled && exit->code == kDeviceWorkerJobsNotDone) {
-          slot.finished = true;  // a normal end; the jobs' states are the answer
-          jobs_not_done = true;
-        } else if (!exit->signalled && exit->code == kDeviceWorkerCannotRun) {
-          slot.finished = true;
-          slot.status = kDeviceWorkerCannotRun;
-          say("the device worker on " + slot.device + " cannot run (see above); not restarted");
-        } else {
-          if (seconds_since(slot.started) > kHealthySeconds) slot.quick_deaths = 0;
-          if (++slot.quick_deaths > kQuickDeathsBeforeGivingUp) {
-            slot.finished = true;
-            slot.status = kDeviceWorkerError;
-            say("the device worker on " + slot.device + " " + device_worker_end(*exit) + " " +
-                std::to_string(slot.quick_deaths) + " times in a row; giving up on " + slot.device);
-          } else {
-            const double wait = std::min(kRestartBackoffMax, 0.5 * (1 << std::min(slot.quick_deaths - 1, 10)));
-            say("the device worker on " + slot.device + " " + device_worker_end(*exit) + "; restarting it in " +
-                std::to_string(wait).substr(0, 4) + " s");
-            slot.restart_at = Clock::now() + seconds(wait);
-          }
-        }
-      }
-      if (!slot.finished && slot.pid == 0) {
-        all_finished = false;
-        if (stop_requests() > 0 || database_unusable) slot.finished = true;
-        else if (Clock::now() >= slot.restart_at) start(slot);
-      }
-    }
-    if (all_finished) break;
-    sleep_seconds(0.05);
   }
 
-  if (stop_signal()) return 128 + stop_signal();
-  int status = 0;
-  for (const auto& slot : slots) status = std::max(status, slot.status);
-  return status == 0 && jobs_not_done ? kExitJobsNotDone : status;
+  // Passes new stop requests on: the first as the signal it was (jobs checkpointed and released),
+  // a second as SIGKILL. true once the device workers were killed: the supervisor ends.
+  bool forward_stops() {
+    const int requests = stop_requests();
+    if (requests <= forwarded_) return false;
+    const bool now = requests >= 2;
+    for (auto& slot : slots_)
+      if (slot.pid > 0) kill(slot.pid, now ? SIGKILL : stop_signal());
+    if (forwarded_ == 0)
+      say("stopping on signal " + std::to_string(stop_signal()) +
+          (now ? "" : "; running jobs are checkpointed and released (again to kill now)"));
+    forwarded_ = requests;
+    if (!now) return false;
+    for (auto& slot : slots_)
+      if (slot.pid > 0) wait_child(slot.pid);
+    say("second signal: killed the device workers; a job one still held returns to the queue when its lease expires");
+    return true;
+  }
+
+  // The slot's worker, if it ended: after_exit decides; a slot waiting for its restart is started
+  // when its time comes. true when the slot has finished.
+  bool look_at(Slot& slot) {
+    if (slot.pid > 0) {
+      const auto exit = poll_child(slot.pid);
+      if (!exit) return false;
+      slot.pid = 0;
+      const SlotDecision d = after_exit(*exit, slot.device, slot.quick_deaths, seconds_since(slot.started),
+                                        stop_requests() > 0 || database_unusable_);
+      if (!d.say.empty()) say(d.say);
+      slot.quick_deaths = d.quick_deaths;
+      slot.finished = d.finished;
+      slot.status = d.status;
+      slot.restart_at = Clock::now() + seconds(d.restart_in);
+      jobs_not_done_ = jobs_not_done_ || d.jobs_not_done;
+      if (d.stop_every_slot) {
+        database_unusable_ = true;
+        for (auto& other : slots_)
+          if (other.pid > 0) kill(other.pid, SIGTERM);
+      }
+    }
+    if (slot.finished) return true;
+    if (stop_requests() > 0 || database_unusable_) return slot.finished = true;
+    if (Clock::now() >= slot.restart_at) start(slot);
+    return false;
+  }
+
+  const WorkerOptions& options_;
+  const std::string& self_exe_;
+  std::vector<Slot> slots_;
+  bool jobs_not_done_ = false;      // a device worker ended normally with a job it ran not done
+  bool database_unusable_ = false;  // one said so: the others were stopped, none restarts
+  int forwarded_ = 0;               // stop requests passed on so far
+};
+
+}  // namespace
+
+int run_supervisor(const WorkerOptions& options, const std::string& self_exe) {
+  install_stop_handlers();
+  return Supervisor(options, self_exe).run();
 }
 
 }  // namespace attnlab

@@ -5,6 +5,7 @@
 // while it runs; a job that crashes its process fails that attempt only. runner/queue/README.md
 // describes the lifecycle; runner/README.md the signals and the exit statuses.
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,9 @@
 #include <boost/program_options/variables_map.hpp>
 
 namespace attnlab {
+namespace store {
+class Database;
+}
 
 // --jobs-per-device's text: N (1 or more), or 0 for "auto" (the front end resolves it from the
 // jobs' bench figures: auto_jobs_per_device_of_queue); anything else throws, naming `command`.
@@ -58,6 +62,11 @@ inline constexpr int kDeviceWorkerDatabaseUnusable = 6;  // the database is dama
 // `attnlab run` and `attnlab worker`: every job ran, but some did not end done (run: a job of the
 // experiment; worker: a job one of its device workers ran). 1 and 2 keep their meanings above.
 inline constexpr int kExitJobsNotDone = 3;
+
+// The jobs among `job_ids` in any state but done (failed, diverged, oom, or queued again after a
+// failed attempt), counted by state name, in name order; {} for no ids. What `run` and a device
+// worker's end (kDeviceWorkerJobsNotDone, kExitJobsNotDone) both ask.
+std::map<std::string, std::int64_t> jobs_not_done(store::Database& db, const std::vector<std::int64_t>& job_ids);
 
 // The --threads each job process gets: `threads` when set; else, with several jobs per device,
 // ATTNLAB_THREADS (or every core) divided among them, at least 1; else 0 (the job decides).

@@ -37,7 +37,8 @@ std::string default_title(const std::string& split, const std::string& name, Cur
 }  // namespace
 
 std::vector<RunCurve> read_run_curves(store::Database& db, const std::vector<std::int64_t>& run_ids,
-                                      const std::string& split, const std::string& name, std::vector<std::string>* left_out) {
+                                      const std::string& split, const std::string& name, std::vector<std::string>* left_out,
+                                      const std::map<std::int64_t, std::int64_t>& held) {
   std::string last_empty;
   std::vector<RunCurve> runs;
   std::set<std::int64_t> seen;
@@ -52,8 +53,11 @@ std::vector<RunCurve> read_run_curves(store::Database& db, const std::vector<std
     run.dataset = who->dataset;
     run.seed = who->seed;
     run.status = who->status;
-    for (const auto& p : db.curve(id, split, name)) run.points.push_back({p.step, p.wall_seconds, p.value});
-    if (run.points.empty()) {
+    const auto holds = held.find(id);
+    if (holds != held.end()) run.after_step = holds->second;
+    for (const auto& p : db.curve(id, split, name, run.after_step.value_or(std::numeric_limits<std::int64_t>::min())))
+      run.points.push_back({p.step, p.wall_seconds, p.value});
+    if (run.points.empty() && !run.after_step) {
       const std::string has = curves_of(db, id);
       const std::string who = "run " + std::to_string(id) + " (" + run.method + "/" + run.dataset + " seed " +
                               std::to_string(run.seed) + ", " + to_string(run.status) + ")";

@@ -3,6 +3,8 @@
 // run, their mean over seeds, as grids (CSV and the other formats) and as plots (results/plot.hpp).
 // What `attnlab curves` prints and draws, and `attnlab report` draws per (method, task).
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +28,8 @@ struct RunCurve {
   store::RunStatus status = store::RunStatus::running;
   std::int64_t seed = 0;
   std::vector<CurveSample> points;
+  // Set when the reader holds the curve up to this step already: `points` are the ones after it.
+  std::optional<std::int64_t> after_step;
 };
 
 // The runs' curves of (split, name), in the order of `run_ids` (each id once). Throws
@@ -34,9 +38,12 @@ struct RunCurve {
 // With `left_out`, a run without points for (split, name) (one that failed before its first
 // validation, say) is skipped and said there ("run 7 (performer/listops seed 1, failed): no val/acc
 // points"), unless every run is such a one; without it, such a run is an error.
+// `held`: runs the reader holds up to a step (run id -> its last step): only their points after it
+// are read, however few (after_step set).
 std::vector<RunCurve> read_run_curves(store::Database& db, const std::vector<std::int64_t>& run_ids,
                                       const std::string& split, const std::string& name,
-                                      std::vector<std::string>* left_out = nullptr);
+                                      std::vector<std::string>* left_out = nullptr,
+                                      const std::map<std::int64_t, std::int64_t>& held = {});
 
 struct MeanCurvePoint {
   std::int64_t step = 0;

@@ -36,7 +36,8 @@ CurvesAnswer curves_for(store::Database& db, const CurvesQuery& query) {
   if (ids.empty() && query.where.empty()) throw std::runtime_error("name the runs (RUN... or --where EXPR)");
   if (!query.where.empty())
     for (const auto id : counting_runs(db, query.where, answer.jobs_without_run)) ids.push_back(id);
-  answer.runs = read_run_curves(db, ids, query.split, query.name, query.leave_out_empty ? &answer.left_out : nullptr);
+  answer.runs = read_run_curves(db, ids, query.split, query.name, query.leave_out_empty ? &answer.left_out : nullptr,
+                                query.mean ? std::map<std::int64_t, std::int64_t>{} : query.held);
   if (!query.group_by.empty()) {
     group_curves(db, answer.runs, query.group_by);
   } else {

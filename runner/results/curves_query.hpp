@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,9 @@ struct CurvesQuery {
   std::vector<std::string> group_by;  // empty: by method and dataset, plus a sweep's varying keys
   bool mean = false;                  // also the mean over seeds of each group
   bool leave_out_empty = false;       // a run without points is left out (CurvesAnswer::left_out), not an error
+  // Runs the caller holds up to a step (run id -> last step held): only their later points are read
+  // (RunCurve::after_step). Ignored with `mean`, which needs every point.
+  std::map<std::int64_t, std::int64_t> held;
 };
 
 struct CurvesAnswer {

@@ -3,6 +3,7 @@
 // runs or their mean over seeds (what `attnlab curves` selects and averages).
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -150,8 +151,42 @@ std::map<std::int64_t, json> key_values(store::Database& db, const std::vector<s
   return out;
 }
 
+namespace {
+
+// held=1-40,42,43:1200: what a page polling the same runs or curves holds already. RUN or
+// FIRST-LAST: runs it holds whole (they had ended: a row comes back as its id, "unchanged", and its
+// config columns; a curve without points); RUN:STEP: a curve held up to that step (its points
+// after it, with "after_step").
+std::map<std::int64_t, std::int64_t> held_runs(const Params& params) {
+  constexpr std::int64_t kWhole = std::numeric_limits<std::int64_t>::max(), kMostRuns = 100000;
+  std::map<std::int64_t, std::int64_t> held;
+  for (const auto& word : words(params, "held")) {
+    const auto bad = [&] { return BadRequest("parameter 'held': '" + word + "' is not RUN, FIRST-LAST or RUN:STEP"); };
+    const auto number = [&](const std::string& text) {
+      const auto n = integer({{"held", text}}, "held");
+      if (!n || *n < 0) throw bad();
+      return *n;
+    };
+    const auto dash = word.find('-', 1), colon = word.find(':');
+    if (colon != std::string::npos) {
+      held[number(word.substr(0, colon))] = number(word.substr(colon + 1));
+    } else if (dash != std::string::npos) {
+      const std::int64_t first = number(word.substr(0, dash)), last = number(word.substr(dash + 1));
+      if (last < first || last - first + static_cast<std::int64_t>(held.size()) > kMostRuns) throw bad();
+      for (std::int64_t id = first; id <= last; ++id) held[id] = kWhole;
+    } else {
+      held[number(word)] = kWhole;
+    }
+    if (static_cast<std::int64_t>(held.size()) > kMostRuns) throw bad();
+  }
+  return held;
+}
+
+}  // namespace
+
 Reply runs_json(store::Database& db, const Params& params) {
-  return answer_with(db, params, {"where", "status", "columns"}, [&] {
+  return answer_with(db, params, {"where", "status", "columns", "held"}, [&] {
+    const auto held = held_runs(params);  // ended runs a polling page holds: their rows come as ids
     const auto where = values(params, "where");
     std::set<std::int64_t> jobs;
     if (!where.empty()) {
@@ -184,9 +219,10 @@ Reply runs_json(store::Database& db, const Params& params) {
     const auto values_by_job = key_values(db, columns);
     json runs = json::array();
     for (const auto& run : shown) {
-      json row = summary_json(run);
+      const bool unchanged = held.count(run.run_id) && run.status != store::RunStatus::running;
+      json row = unchanged ? json{{"run", run.run_id}, {"unchanged", true}} : summary_json(run);
       const auto it = values_by_job.find(run.job_id);
-      row["params"] = it == values_by_job.end() ? json::object() : it->second;
+      row["params"] = it == values_by_job.end() ? json::object() : it->second;  // the columns may change
       runs.push_back(std::move(row));
     }
     return dump(runs);
@@ -235,7 +271,7 @@ Reply run_json(store::Database& db, const Params& params) {
 }
 
 Reply curves_json(store::Database& db, const Params& params) {
-  return answer_with(db, params, {"run", "where", "split", "metric", "mean", "group_by"}, [&] {
+  return answer_with(db, params, {"run", "where", "split", "metric", "mean", "group_by", "held"}, [&] {
     results::CurvesQuery query;
     for (const auto& word : words(params, "run")) {
       const auto id = integer({{"run", word}}, "run");
@@ -248,6 +284,7 @@ Reply curves_json(store::Database& db, const Params& params) {
     query.group_by = words(params, "group_by");
     query.mean = flag(params, "mean");
     query.leave_out_empty = true;  // a failed run never blocks the chart: it is left out, and named
+    query.held = held_runs(params);
     const auto answer = results::curves_for(db, query);
     const auto keys = label_keys(db, query, answer.runs);
     const auto labels = differing_labels(db, answer.runs, keys);
@@ -260,6 +297,10 @@ Reply curves_json(store::Database& db, const Params& params) {
       runs.push_back({{"run", run.run_id}, {"job", run.job_id}, {"method", run.method}, {"dataset", run.dataset},
                       {"seed", run.seed}, {"group", run.group}, {"status", store::to_string(run.status)},
                       {"label", results::legend(run)}, {"short_label", short_labels[i]}, {"points", points}});
+      if (run.after_step == std::numeric_limits<std::int64_t>::max())
+        runs.back()["unchanged"] = true;
+      else if (run.after_step)
+        runs.back()["after_step"] = *run.after_step;
     }
     json means = json::array();
     for (const auto& mean : answer.means) {

@@ -389,86 +389,106 @@ std::vector<Shown> shown_rows(const std::vector<store::BenchResult>& rows) {
   return shown;
 }
 
+// Which columns a bench table has: a precision column once a row is not fp32, a part column and
+// softmax's TFLOP/s once a row is an attention-only measurement, the packed jobs' figures once a row
+// ran several at once.
+struct BenchColumns {
+  bool context = false, ops = false, mixed = false, parts = false, packed = false;
+
+  std::vector<std::string> header() const {
+    std::vector<std::string> h = context ? std::vector<std::string>{"when", "method", "dataset", "length", "batch", "device", "threads"}
+                                         : std::vector<std::string>{"method", "length"};
+    if (mixed) h.push_back("precision");
+    if (parts) h.push_back("part");
+    if (packed) h.push_back("at once");
+    for (const char* c : {"status", "step (s)", "min-max (s)", "time vs softmax", "peak mem", "mem vs softmax"}) h.push_back(c);
+    if (ops)
+      for (const char* c : {"host (s)", "ops", "ops vs softmax"}) h.push_back(c);
+    if (parts) h.push_back("softmax TFLOP/s");
+    if (packed) h.push_back("steps/s, all");
+    return h;
+  }
+};
+
+// The softmax row measured alike nearest to row i (the earlier one on a tie): each row's ratios are
+// to it; nullptr when there is none.
+const store::BenchResult* softmax_reference(const std::vector<store::BenchResult>& rows, const std::vector<Measured>& measured,
+                                            std::size_t i) {
+  const store::BenchResult* reference = nullptr;
+  std::size_t best = rows.size();
+  for (std::size_t j = 0; j < rows.size(); ++j) {
+    const std::size_t distance = j > i ? j - i : i - j;
+    if (rows[j].method == "softmax" && rows[j].status == "done" && distance < best && comparable(rows[i], rows[j]) &&
+        measured[i] == measured[j]) {
+      reference = &rows[j];
+      best = distance;
+    }
+  }
+  return reference;
+}
+
+std::string printed(const char* format, double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, format, value);
+  return text;
+}
+
+std::vector<std::string> bench_cells(const BenchColumns& c, const Shown& shown, const Measured& measured,
+                                     const store::BenchResult* reference) {
+  const auto& r = shown.row;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const bool done = r.status == "done";
+  const bool ratios = done && reference && reference->step_seconds_median > 0 && reference->peak_memory_bytes > 0;
+  std::vector<std::string> row = c.context ? std::vector<std::string>{r.created_at, r.method, r.dataset, std::to_string(r.seq_len),
+                                                                      std::to_string(r.batch_size), r.device, std::to_string(r.threads)}
+                                           : std::vector<std::string>{r.method, std::to_string(r.seq_len)};
+  if (c.mixed) row.push_back(measured.precision);
+  if (c.parts) row.push_back(measured.part);
+  if (c.packed) row.push_back(std::to_string(r.concurrent));
+  row.push_back(r.status);
+  row.push_back(done ? seconds_text(r.step_seconds_median) : "-");
+  row.push_back(done ? seconds_text(r.step_seconds_min) + "-" + seconds_text(r.step_seconds_max) : "-");
+  row.push_back(ratio_text(ratios ? r.step_seconds_median / reference->step_seconds_median : nan));
+  row.push_back(done && r.peak_memory_bytes > 0 ? format_bytes(r.peak_memory_bytes) : "-");
+  row.push_back(ratio_text(ratios ? r.peak_memory_bytes / reference->peak_memory_bytes : nan));
+  if (c.ops) {
+    const bool counted = done && r.ops_per_step > 0;
+    row.push_back(done ? seconds_text(r.host_seconds_median) : "-");
+    row.push_back(counted ? std::to_string(r.ops_per_step) : "-");
+    row.push_back(ratio_text(counted && reference && reference->ops_per_step > 0
+                                 ? static_cast<double>(r.ops_per_step) / static_cast<double>(reference->ops_per_step)
+                                 : nan));
+  }
+  if (c.parts) {
+    const bool counted = done && r.method == "softmax" && measured.part == "attention" && r.step_seconds_median > 0;
+    row.push_back(counted ? printed("%.3g", softmax_attention_flops(r) / r.step_seconds_median / 1e12) : "-");
+  }
+  if (c.packed) {
+    const double all = r.concurrent > 1 ? shown.steps_per_second_all : 1.0 / r.step_seconds_median;
+    row.push_back(done && std::isfinite(all) ? printed("%.1f", all) : "-");
+  }
+  return row;
+}
+
 }  // namespace
 
 std::string bench_table(const std::vector<store::BenchResult>& measured_rows, bool context, bool ops) {
   const auto shown = shown_rows(measured_rows);
   std::vector<store::BenchResult> rows;
-  for (const auto& s : shown) rows.push_back(s.row);
-  std::vector<std::string> header;
-  if (context) header = {"when", "method", "dataset", "length", "batch", "device", "threads"};
-  else header = {"method", "length"};
-  // a precision column once a row is not fp32, a part column and softmax's TFLOP/s once a row is an
-  // attention-only measurement; each row's ratios are to softmax measured alike
   std::vector<Measured> measured;
-  for (const auto& r : rows) measured.push_back(results::bench_measured(r.config_toml));
-  const bool mixed = std::any_of(measured.begin(), measured.end(), [](const auto& m) { return m.precision != "fp32"; });
-  const bool parts = std::any_of(measured.begin(), measured.end(), [](const auto& m) { return m.part != "step"; });
-  const bool packed = std::any_of(rows.begin(), rows.end(), [](const auto& r) { return r.concurrent > 1; });
-  if (mixed) header.push_back("precision");
-  if (parts) header.push_back("part");
-  if (packed) header.push_back("at once");
-  for (const char* h : {"status", "step (s)", "min-max (s)", "time vs softmax", "peak mem", "mem vs softmax"}) header.push_back(h);
-  if (ops)
-    for (const char* h : {"host (s)", "ops", "ops vs softmax"}) header.push_back(h);
-  if (parts) header.push_back("softmax TFLOP/s");
-  if (packed) header.push_back("steps/s, all");
-  TextTable table(header);
-
-  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (const auto& s : shown) rows.push_back(s.row), measured.push_back(results::bench_measured(s.row.config_toml));
+  BenchColumns columns;
+  columns.context = context, columns.ops = ops;
+  columns.mixed = std::any_of(measured.begin(), measured.end(), [](const auto& m) { return m.precision != "fp32"; });
+  columns.parts = std::any_of(measured.begin(), measured.end(), [](const auto& m) { return m.part != "step"; });
+  columns.packed = std::any_of(rows.begin(), rows.end(), [](const auto& r) { return r.concurrent > 1; });
+  TextTable table(columns.header());
   std::string errors;
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const auto& r = rows[i];
-    const bool done = r.status == "done";
-    // the softmax row with the same settings nearest to this one (the earlier one on a tie)
-    const store::BenchResult* reference = nullptr;
-    std::size_t best = rows.size();
-    for (std::size_t j = 0; j < rows.size(); ++j) {
-      const std::size_t distance = j > i ? j - i : i - j;
-      if (rows[j].method == "softmax" && rows[j].status == "done" && distance < best && comparable(r, rows[j]) &&
-          measured[i] == measured[j]) {
-        reference = &rows[j];
-        best = distance;
-      }
-    }
-    const bool ratios = done && reference && reference->step_seconds_median > 0 && reference->peak_memory_bytes > 0;
-    std::vector<std::string> row;
-    if (context)
-      row = {r.created_at, r.method, r.dataset, std::to_string(r.seq_len), std::to_string(r.batch_size), r.device,
-             std::to_string(r.threads)};
-    else
-      row = {r.method, std::to_string(r.seq_len)};
-    if (mixed) row.push_back(measured[i].precision);
-    if (parts) row.push_back(measured[i].part);
-    if (packed) row.push_back(std::to_string(r.concurrent));
-    row.push_back(r.status);
-    row.push_back(done ? seconds_text(r.step_seconds_median) : "-");
-    row.push_back(done ? seconds_text(r.step_seconds_min) + "-" + seconds_text(r.step_seconds_max) : "-");
-    row.push_back(ratio_text(ratios ? r.step_seconds_median / reference->step_seconds_median : nan));
-    row.push_back(done && r.peak_memory_bytes > 0 ? format_bytes(r.peak_memory_bytes) : "-");
-    row.push_back(ratio_text(ratios ? r.peak_memory_bytes / reference->peak_memory_bytes : nan));
-    if (ops) {
-      const bool counted = done && r.ops_per_step > 0;
-      row.push_back(done ? seconds_text(r.host_seconds_median) : "-");
-      row.push_back(counted ? std::to_string(r.ops_per_step) : "-");
-      row.push_back(ratio_text(counted && reference && reference->ops_per_step > 0
-                                   ? static_cast<double>(r.ops_per_step) / static_cast<double>(reference->ops_per_step)
-                                   : nan));
-    }
-    if (parts) {
-      const bool counted = done && r.method == "softmax" && measured[i].part == "attention" && r.step_seconds_median > 0;
-      char tflops[32];
-      if (counted) std::snprintf(tflops, sizeof tflops, "%.3g", softmax_attention_flops(r) / r.step_seconds_median / 1e12);
-      row.push_back(counted ? tflops : "-");
-    }
-    if (packed) {
-      const double all = r.concurrent > 1 ? shown[i].steps_per_second_all : 1.0 / r.step_seconds_median;
-      char rate[32];
-      std::snprintf(rate, sizeof rate, "%.1f", all);
-      row.push_back(done && std::isfinite(all) ? rate : "-");
-    }
-    table.add(std::move(row));
-    if (!done) errors += "  " + r.method + " at " + std::to_string(r.seq_len) + ": " + r.status + (r.error.empty() ? "" : ": " + r.error) + "\n";
+    table.add(bench_cells(columns, shown[i], measured[i], softmax_reference(rows, measured, i)));
+    if (r.status != "done")
+      errors += "  " + r.method + " at " + std::to_string(r.seq_len) + ": " + r.status + (r.error.empty() ? "" : ": " + r.error) + "\n";
   }
   return table.str() + errors;
 }

@@ -57,10 +57,7 @@ po::options_description approx_options() {
       ("absolute", "print absolute errors instead of relative ones")
       ("show", "print the stored results and exit")
       ("help,h", "this help");
-  add_device_option(options);
-  add_threads_option(options);
-  add_cache_dir_option(options);
-  add_plugins_option(options);
+  add_study_options(options);
   return options;
 }
 

@@ -178,10 +178,7 @@ po::options_description bench_options() {
        "processes together, as N jobs a device would run; the table adds their aggregate steps/s")
       ("show", "print the stored bench results and stop")
       ("help,h", "this help");
-  add_device_option(options);
-  add_threads_option(options);
-  add_cache_dir_option(options);
-  add_plugins_option(options);
+  add_study_options(options);
   return options;
 }
 
@@ -479,10 +476,7 @@ po::options_description BenchOneOptions::options() {
       ("concurrent", po::value<std::int64_t>()->default_value(1), "measurements running at once on the device (recorded)")
       ("barrier", po::value<std::string>()->default_value(""), "with --concurrent N: folder where the N processes meet before each timing")
       ("trace", po::value<std::string>()->default_value(""), "folder of a Chrome trace of one more step per measurement");
-  add_plugins_option(options);
-  add_device_option(options);
-  add_threads_option(options);
-  add_cache_dir_option(options);
+  add_study_options(options);
   return options;
 }
 

@@ -20,6 +20,7 @@
 #include "cli/commands.hpp"
 #include "cli/text_table.hpp"
 #include "experiment/cache_dir.hpp"
+#include "studies/study_machine.hpp"
 #include "studies/gradients.hpp"
 #include "studies/stored_run.hpp"
 #include "attnlab/store/studies.hpp"
@@ -177,10 +178,7 @@ int cmd_gradients(const Args& args) {
       ("seed", po::value<std::uint64_t>()->default_value(0), "seed of the draws (0: derived from the run's seed)")
       ("show", "print what is stored for the runs (all runs when none is named), measure nothing")
       ("help,h", "this help");
-  add_device_option(options);
-  add_threads_option(options);
-  add_cache_dir_option(options);
-  add_plugins_option(options);
+  add_study_options(options);
   po::positional_options_description positional;
   positional.add("run", -1);
   const auto vm = parse_command_line("gradients", args, options, positional);
@@ -193,9 +191,7 @@ int cmd_gradients(const Args& args) {
   store::Database db(db_path);
   if (vm.count("show")) return show_stored(registry, db, study.runs);
 
-  compat::configure_threads(vm["threads"].as<int>());
-  compat::parse_device(study.device);  // refused before any run is read
-  const std::string cache = dataset_cache_dir(vm["cache-dir"].as<std::string>());
+  const std::string cache = study_machine(vm).cache;  // a bad --device refused before any run is read
   std::map<std::int64_t, JobPlan> plans;
   std::vector<store::GradientStats> measured;
   std::size_t left_out = 0;

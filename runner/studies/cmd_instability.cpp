@@ -7,6 +7,7 @@
 #include <map>
 
 #include "experiment/cache_dir.hpp"
+#include "studies/study_machine.hpp"
 #include "cli/cli_options.hpp"
 #include "plugin_host/plugin_host.hpp"
 
@@ -27,10 +28,7 @@ int cmd_instability(const Args& args) {
       ("experiment", po::value<std::string>(), "the experiment file (TOML): its methods x datasets x seeds")
       ("steps", po::value<std::int64_t>()->default_value(20), "training steps measured (the paper: 20)")
       ("help,h", "this help");
-  add_device_option(options);
-  add_threads_option(options);
-  add_cache_dir_option(options);
-  add_plugins_option(options);
+  add_study_options(options);
   po::positional_options_description positional;
   positional.add("experiment", 1);
   const auto vm = parse_command_line("instability", args, options, positional);
@@ -43,9 +41,9 @@ int cmd_instability(const Args& args) {
   const auto* softmax = registry.find(PluginKind::attention, "softmax");
   if (!softmax) throw std::runtime_error("instability: the softmax plugin (the reference) was not found");
   const Experiment experiment = load_experiment(vm["experiment"].as<std::string>(), registry);
-  compat::configure_threads(vm["threads"].as<int>());
-  const c10::Device device = compat::parse_device(vm["device"].as<std::string>());
-  const std::string cache = dataset_cache_dir(vm["cache-dir"].as<std::string>());
+  const StudyMachine machine = study_machine(vm);
+  const c10::Device device = machine.device;
+  const std::string& cache = machine.cache;
 
   const AttentionMaker reference = attention_maker(*softmax, softmax->defaults());
 

@@ -21,6 +21,7 @@
 #include "plugin_host/plugin_host.hpp"
 #include "cli/commands.hpp"
 #include "experiment/cache_dir.hpp"
+#include "studies/study_machine.hpp"
 #include "results/plot.hpp"
 #include "studies/spectrum.hpp"
 #include "studies/stored_run.hpp"
@@ -67,15 +68,14 @@ struct Settings {
   std::int64_t batch = 0;  // 0: the run's batch_size
   std::int64_t chunk = 8;
   std::string stage = "out";
-  std::string cache_dir;
+  std::string cache;  // the datasets' folder (study_machine)
   c10::Device device = c10::Device(c10::kCPU);
   std::string device_text;
 };
 
 store::SpectrumResult measure(const PluginRegistry& registry, store::Database& db, const Target& t, const Settings& s) {
   const std::string checkpoint = locate_checkpoint(db, t.run_id);
-  const std::string cache = dataset_cache_dir(s.cache_dir);
-  auto dataset = registry.find(PluginKind::dataset, t.plan.dataset)->make_dataset({cache}, t.plan.dataset_params);
+  auto dataset = registry.find(PluginKind::dataset, t.plan.dataset)->make_dataset({s.cache}, t.plan.dataset_params);
   const TaskInfo task = dataset->info();
   EncoderClassifier model = load_trained_model(registry, t.plan, task, checkpoint, s.device);
   const SplitData test = load_checked(t.plan.dataset, *dataset, Split::test);
@@ -186,10 +186,7 @@ int cmd_spectrum(const Args& args) {
       ("raw", "plot the mean singular values themselves (as the paper's figure) instead of σ_i / σ_1")
       ("title", po::value<std::string>()->default_value(""), "picture title (default: names the layer)")
       ("help,h", "this help");
-  add_device_option(options);
-  add_threads_option(options);
-  add_cache_dir_option(options);
-  add_plugins_option(options);
+  add_study_options(options);
   po::positional_options_description positional;
   positional.add("runs", -1);
   const auto vm = parse_command_line("spectrum", args, options, positional);
@@ -223,13 +220,13 @@ int cmd_spectrum(const Args& args) {
   }
   const std::int64_t layer = vm["layer"].as<std::int64_t>();
   if (layer < 0) throw std::runtime_error("spectrum: --layer must be at least 1 (0: the last)");
-  settings.cache_dir = vm["cache-dir"].as<std::string>();
   existing_database(db_path);
 
   const PluginRegistry registry = load_plugins(plugin_folders(vm));
-  compat::configure_threads(vm["threads"].as<int>());
-  settings.device_text = vm["device"].as<std::string>();
-  settings.device = compat::parse_device(settings.device_text);
+  const StudyMachine machine = study_machine(vm);
+  settings.device_text = machine.device_text;
+  settings.device = machine.device;
+  settings.cache = machine.cache;
   store::Database db(db_path);
   std::vector<Target> targets;
   for (const auto id : ids) targets.push_back(check_target(registry, db, id, layer));

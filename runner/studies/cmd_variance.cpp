@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "experiment/cache_dir.hpp"
+#include "studies/study_machine.hpp"
 #include "cli/cli_options.hpp"
 #include "plugin_host/plugin_host.hpp"
 
@@ -31,10 +32,7 @@ int cmd_variance(const Args& args) {
       ("batch-size", po::value<std::int64_t>()->default_value(0), "examples per forward pass (0: the run's batch_size)")
       ("seed", po::value<std::uint64_t>()->default_value(0), "seed of the draws (0: derived from the run's seed)")
       ("help,h", "this help");
-  add_device_option(options);
-  add_threads_option(options);
-  add_cache_dir_option(options);
-  add_plugins_option(options);
+  add_study_options(options);
   po::positional_options_description positional;
   positional.add("run", 1);
   const auto vm = parse_command_line("variance", args, options, positional);
@@ -49,12 +47,12 @@ int cmd_variance(const Args& args) {
   existing_database(db_path);
 
   const PluginRegistry registry = load_plugins(plugin_folders(vm));
-  compat::configure_threads(vm["threads"].as<int>());
-  const c10::Device device = compat::parse_device(vm["device"].as<std::string>());
+  const StudyMachine machine = study_machine(vm);
+  const c10::Device device = machine.device;
   store::Database db(db_path);
   const JobPlan plan = stored_plan(registry, db, run_id);
   const std::string checkpoint = locate_checkpoint(db, run_id);
-  const std::string cache = dataset_cache_dir(vm["cache-dir"].as<std::string>());
+  const std::string& cache = machine.cache;
   auto dataset = registry.find(PluginKind::dataset, plan.dataset)->make_dataset({cache}, plan.dataset_params);
   const TaskInfo task = dataset->info();
   EncoderClassifier model = load_trained_model(registry, plan, task, checkpoint, device);

@@ -18,6 +18,22 @@ void bind_list_or_null(sql::Statement& st, int index, const std::vector<T>& valu
     st.bind(index, sql::json_array(values));
 }
 
+// `sql` (one job, its id ?1) run for each of `ids` in one transaction: the ids it changed.
+std::vector<std::int64_t> update_each(sqlite3* db, const std::string& path, const char* sql,
+                                      const std::vector<std::int64_t>& ids) {
+  sql::Transaction tx(db, path);
+  std::vector<std::int64_t> changed;
+  sql::Statement st(db, path, sql);
+  for (const std::int64_t id : ids) {
+    st.bind(1, id);
+    st.run();
+    if (sqlite3_changes(db) > 0) changed.push_back(id);
+    st.reset();
+  }
+  tx.commit();
+  return changed;
+}
+
 }  // namespace
 
 namespace attempts {
@@ -421,23 +437,14 @@ std::vector<std::int64_t> Database::cancel_jobs(const std::vector<std::int64_t>&
 }
 
 std::vector<std::int64_t> Database::retry_jobs(const std::vector<std::int64_t>& ids) {
-  sql::Transaction tx(db_, path_);
-  std::vector<std::int64_t> changed;
-  sql::Statement st(db_, path_,
-                    // a submitted job's array task is gone (or never started): queued again as it was
-                    "UPDATE jobs SET state = 'queued', retry_after = NULL, "
-                    "failures = CASE state WHEN 'submitted' THEN failures ELSE 0 END, "
-                    "infra_failures = CASE state WHEN 'submitted' THEN infra_failures ELSE 0 END, "
-                    "lost_in_a_row = CASE state WHEN 'submitted' THEN lost_in_a_row ELSE 0 END "
-                    "WHERE id = ?1 AND state IN ('failed', 'cancelled', 'diverged', 'oom', 'blocked', 'submitted')");
-  for (const std::int64_t id : ids) {
-    st.bind(1, id);
-    st.run();
-    if (sqlite3_changes(db_) > 0) changed.push_back(id);
-    st.reset();
-  }
-  tx.commit();
-  return changed;
+  // a submitted job's array task is gone (or never started): queued again as it was
+  return update_each(db_, path_,
+                     "UPDATE jobs SET state = 'queued', retry_after = NULL, "
+                     "failures = CASE state WHEN 'submitted' THEN failures ELSE 0 END, "
+                     "infra_failures = CASE state WHEN 'submitted' THEN infra_failures ELSE 0 END, "
+                     "lost_in_a_row = CASE state WHEN 'submitted' THEN lost_in_a_row ELSE 0 END "
+                     "WHERE id = ?1 AND state IN ('failed', 'cancelled', 'diverged', 'oom', 'blocked', 'submitted')",
+                     ids);
 }
 
 std::vector<std::pair<JobState, std::int64_t>> Database::queue_counts() {
@@ -453,17 +460,7 @@ std::vector<std::pair<JobState, std::int64_t>> Database::queue_counts() {
 }
 
 std::vector<std::int64_t> Database::mark_submitted(const std::vector<std::int64_t>& ids) {
-  sql::Transaction tx(db_, path_);
-  std::vector<std::int64_t> changed;
-  sql::Statement st(db_, path_, "UPDATE jobs SET state = 'submitted' WHERE id = ?1 AND state = 'queued'");
-  for (const std::int64_t id : ids) {
-    st.bind(1, id);
-    st.run();
-    if (sqlite3_changes(db_) > 0) changed.push_back(id);
-    st.reset();
-  }
-  tx.commit();
-  return changed;
+  return update_each(db_, path_, "UPDATE jobs SET state = 'submitted' WHERE id = ?1 AND state = 'queued'", ids);
 }
 
 }  // namespace attnlab::store

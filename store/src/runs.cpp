@@ -354,13 +354,15 @@ std::vector<CurvePoint> Database::curve(std::int64_t run_id) {
   return points;
 }
 
-std::vector<CurvePoint> Database::curve(std::int64_t run_id, const std::string& split, const std::string& name) {
+std::vector<CurvePoint> Database::curve(std::int64_t run_id, const std::string& split, const std::string& name,
+                                        std::int64_t after_step) {
   sql::Statement st(db_, path_,
                     "SELECT step, value, wall_seconds FROM curves WHERE run_id = ?1 AND split = ?2 AND name = ?3 "
-                    "ORDER BY step");
+                    "AND step > ?4 ORDER BY step");
   st.bind(1, run_id);
   st.bind(2, split);
   st.bind(3, name);
+  st.bind(4, after_step);
   std::vector<CurvePoint> points;
   while (st.step()) {
     CurvePoint p;

@@ -125,11 +125,10 @@ std::vector<std::string> run_environments(Database& db, const std::vector<std::i
   return out;
 }
 
-std::vector<JobRow> select_jobs(Database& db, const Selection& selection) {
-  std::vector<CompiledFilter> filters;
-  for (const auto& w : selection.where) filters.push_back(compile_filter(w));
+namespace {
 
-  // Unknown names are refused before the query: they would silently select nothing.
+// Unknown names are refused before the query: they would silently select nothing.
+void refuse_unknown_names(Database& db, const Selection& selection, const std::vector<CompiledFilter>& filters) {
   std::vector<std::string> keys_named;
   for (const auto& f : filters) keys_named.insert(keys_named.end(), f.config_keys.begin(), f.config_keys.end());
   for (const auto& g : selection.group_by)
@@ -144,7 +143,10 @@ std::vector<JobRow> select_jobs(Database& db, const Selection& selection) {
     for (const auto& m : selection.metrics)
       if (!std::binary_search(known.begin(), known.end(), m)) unknown("metric", m, known);
   }
+}
 
+// The rows' jobs, group values and filters: one statement, every key and value bound.
+std::vector<JobRow> job_rows(Database& db, const Selection& selection, const std::vector<CompiledFilter>& filters) {
   std::string sql = "SELECT o.job_id, o.run_id, o.experiment, o.method, o.dataset, o.seed, o.state";
   for (const auto& g : selection.group_by) {
     const char* column = builtin_column(g);
@@ -183,24 +185,36 @@ std::vector<JobRow> select_jobs(Database& db, const Selection& selection) {
     row.metrics.assign(selection.metrics.size(), std::nullopt);
     rows.push_back(std::move(row));
   }
-  if (selection.metrics.empty() || rows.empty()) return rows;
+  return rows;
+}
 
-  // The values themselves, read as REAL (not through JSON text): exact doubles, NULL as NaN.
+// The metrics' values, read as REAL (not through JSON text): exact doubles, NULL as NaN.
+void read_metrics(Database& db, const std::vector<std::string>& metrics, std::vector<JobRow>& rows) {
   sql::Statement values(sqlite_handle(db), db.path(),
                         "SELECT o.job_id, r.name, r.value FROM job_outcomes AS o JOIN results AS r ON r.run_id = o.run_id "
                         "WHERE r.name IN (SELECT value FROM json_each(?)) "
                         "AND o.job_id IN (SELECT value FROM json_each(?)) ORDER BY o.job_id");
   std::string ids = "[";
   for (std::size_t i = 0; i < rows.size(); ++i) ids += (i ? "," : "") + std::to_string(rows[i].job_id);
-  values.bind(1, json_array(selection.metrics)).bind(2, ids + "]");
+  values.bind(1, json_array(metrics)).bind(2, ids + "]");
   std::map<std::int64_t, std::size_t> row_of;
   for (std::size_t i = 0; i < rows.size(); ++i) row_of[rows[i].job_id] = i;
   while (values.step()) {
     auto& row = rows[row_of.at(values.column_int64(0))];
     const std::string name = values.column_text(1);
-    for (std::size_t m = 0; m < selection.metrics.size(); ++m)
-      if (selection.metrics[m] == name) row.metrics[m] = values.column_double(2);  // NULL reads as NaN
+    for (std::size_t m = 0; m < metrics.size(); ++m)
+      if (metrics[m] == name) row.metrics[m] = values.column_double(2);  // NULL reads as NaN
   }
+}
+
+}  // namespace
+
+std::vector<JobRow> select_jobs(Database& db, const Selection& selection) {
+  std::vector<CompiledFilter> filters;
+  for (const auto& w : selection.where) filters.push_back(compile_filter(w));
+  refuse_unknown_names(db, selection, filters);
+  auto rows = job_rows(db, selection, filters);
+  if (!selection.metrics.empty() && !rows.empty()) read_metrics(db, selection.metrics, rows);
   return rows;
 }
 

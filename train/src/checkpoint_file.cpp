@@ -12,7 +12,7 @@
 #include <stdexcept>
 
 #include "attnlab/checksum.hpp"
-#include "attnlab/train/trainer.hpp"
+#include "attnlab/train/job.hpp"
 
 namespace attnlab::checkpoint_file {
 namespace {

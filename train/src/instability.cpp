@@ -4,6 +4,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/InferenceMode.h>
 #include "attnlab/train/optimizer.hpp"
+#include "attnlab/train/schedule.hpp"
 #include <torch/utils.h>
 
 #include "attnlab/train/data_loader.hpp"

@@ -15,7 +15,8 @@
 #include "attnlab/train/data_loader.hpp"
 #include "attnlab/train/loss_scaler.hpp"
 #include "attnlab/train/optimizer.hpp"
-#include "attnlab/train/trainer.hpp"
+#include "attnlab/train/attention_draws.hpp"
+#include "attnlab/train/job.hpp"
 
 namespace attnlab::resume {
 

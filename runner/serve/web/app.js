@@ -341,6 +341,74 @@ async function get(url) {
   return {body, text};
 }
 
+// /api/curves and /api/runs polled for what changed only: the page names the runs it holds (held=...:
+// an ended run whole, a running one's curve up to its last step) and the server sends only what
+// it lacks; the answer is merged here into the whole. A mean needs every point: fetched whole.
+const heldAnswers = new Map();  // url -> {body: the merged answer, version: bumped when it changed}
+
+// "3-7,9,12": ids as ranges where they run on
+function idRanges(ids) {
+  const sorted = ids.slice().sort((a, b) => a - b), words = [];
+  for (let i = 0; i < sorted.length; ++i) {
+    let j = i;
+    while (j + 1 < sorted.length && sorted[j + 1] === sorted[j] + 1) ++j;
+    words.push(j > i ? sorted[i] + "-" + sorted[j] : String(sorted[i])), i = j;
+  }
+  return words;
+}
+
+// The merged answer of `url`: the first time whole; then `held(last)` names what the page has,
+// and `merge(last, part)` gives {body, changed}.
+async function getHeld(url, held, merge) {
+  const last = heldAnswers.get(url);
+  if (!last) {
+    const whole = await get(url);
+    heldAnswers.set(url, {body: whole.body, version: 0});
+    return {body: whole.body, text: url + "#0"};
+  }
+  const part = (await get(url + (url.includes("?") ? "&" : "?") + "held=" + held(last.body))).body;
+  const {body, changed} = merge(last.body, part);
+  if (changed) heldAnswers.set(url, {body, version: last.version + 1});
+  const now = heldAnswers.get(url);
+  return {body: now.body, text: url + "#" + now.version};
+}
+
+const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
+
+function getCurves(url) {
+  if (/[?&]mean=1/.test(url)) return get(url);
+  const held = curves => idRanges(curves.runs.filter(r => r.status !== "running").map(r => r.run))
+    .concat(curves.runs.filter(r => r.status === "running").map(r => r.run + ":" + (r.points.length ? r.points[r.points.length - 1][0] : -1)))
+    .join(",");
+  return getHeld(url, held, (last, part) => {
+    const before = new Map(last.runs.map(r => [r.run, r]));
+    let changed = part.runs.length !== last.runs.length ||
+                  !same([part.shared, part.left_out, part.jobs_without_run], [last.shared, last.left_out, last.jobs_without_run]);
+    const runs = part.runs.map(({unchanged, after_step, ...r}) => {
+      const had = before.get(r.run);
+      if (!had || unchanged === undefined && after_step === undefined) return changed = true, r;
+      if (r.points.length || r.status !== had.status || r.short_label !== had.short_label) changed = true;
+      return {...r, points: unchanged ? had.points : had.points.concat(r.points)};
+    });
+    return {body: {...part, runs}, changed};
+  });
+}
+
+function getRuns(url) {
+  const held = runs => idRanges(runs.filter(r => r.status !== "running").map(r => r.run)).join(",");
+  return getHeld(url, held, (last, part) => {
+    const before = new Map(last.map(r => [r.run, r]));
+    let changed = part.length !== last.length;
+    const runs = part.map(({unchanged, ...r}) => {
+      const had = before.get(r.run);
+      const row = unchanged && had ? {...had, params: r.params} : r;
+      if (!had || !same(row, had)) changed = true;
+      return row;
+    });
+    return {body: runs, changed};
+  });
+}
+
 function query(params, names) {
   const q = new URLSearchParams();
   for (const name of names) for (const v of params.getAll(name)) if (v !== "") q.append(name, v);
@@ -707,7 +775,7 @@ async function refresh() {
   const status = document.getElementById("status");
   try {
     const urls = view.view.urls(view.params, view.id);
-    const answers = await Promise.all(urls.map(get));
+    const answers = await Promise.all(urls.map(u => (u.startsWith("api/curves") ? getCurves(u) : u.startsWith("api/runs") ? getRuns(u) : get(u))));
     if (view !== current) return;  // the address changed meanwhile
     const key = answers.map(a => a.text).join("\n");
     if (key !== view.key) {
@@ -745,6 +813,7 @@ function show() {
   for (const a of document.querySelectorAll("#nav a")) a.className = a.getAttribute("href") === "#/" + name ? "current" : "";
   document.body.dataset.view = name;
   current = {view, params, id, controls, content, key: null};
+  heldAnswers.clear();
   refresh();
 }
 

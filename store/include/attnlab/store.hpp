@@ -3,6 +3,7 @@
 // Schema and migrations: store/README.md. Every write is one transaction; every value is bound.
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <iosfwd>
 #include <optional>
 #include <stdexcept>
@@ -419,7 +420,9 @@ class Database {
   std::vector<RunSummary> run_summaries(std::optional<std::int64_t> experiment_id = std::nullopt);
   std::optional<RunSummary> run_summary(std::int64_t run_id);  // std::nullopt: no such run
   std::vector<CurvePoint> curve(std::int64_t run_id);  // every curve of the run, by split, name, step
-  std::vector<CurvePoint> curve(std::int64_t run_id, const std::string& split, const std::string& name);  // by step
+  // One curve by step; with `after_step`, only its points past that step (what a poll lacks).
+  std::vector<CurvePoint> curve(std::int64_t run_id, const std::string& split, const std::string& name,
+                                std::int64_t after_step = std::numeric_limits<std::int64_t>::min());
   std::vector<PluginFile> run_plugins(std::int64_t run_id);
   // What set_run_environment and the claim recorded, with the plugins; empty strings where nothing
   // was (a run that never started its job process). Throws StoreError for an unknown run id.

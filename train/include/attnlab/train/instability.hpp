@@ -4,7 +4,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "attnlab/train/trainer.hpp"
+#include "attnlab/train/data_loader.hpp"
+#include "attnlab/train/job.hpp"
 
 namespace attnlab {
 
