@@ -609,7 +609,7 @@ const views = {
                     runs.map((r, i) => [boxes[i], runLink(r.run), r.experiment, r.method, r.dataset,
                                         ...keys.map(k => (r.params || {})[k] || "-"), r.seed,
                                         el("span", {class: "state-" + r.status}, r.status), ...headline.map(n => r.results[n] ?? null),
-                                        ...(errors ? [r.error ? el("span", {class: "error wrap"}, r.error) : "-"] : []),
+                                        ...(errors ? [r.error ? el("span", {class: r.error.length > 60 ? "error wrap" : "error"}, r.error) : "-"] : []),
                                         localTime(r.started_at), r.finished_at ? localTime(r.finished_at) : "-",
                                         ...shown.map(c => extra(r, c))]), {id: "runs"})];
     },
