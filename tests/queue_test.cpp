@@ -686,7 +686,7 @@ TEST_F(Queue, SigtermStopsTheVariancePassesWithinASecondAndTheNextAttemptEndsThe
   EXPECT_EQ(of(db, "2"), of(path("reference.db"), "1"));
 }
 
-class Resume : public attnlab::testing::CliTest {
+class WorkerResume : public attnlab::testing::CliTest {
  protected:
   static constexpr int kSteps = 700;
   static std::string reference_dir() { return (fs::temp_directory_path() / ("attnlab-resume-ref-" + std::to_string(getpid()))).string(); }
@@ -764,7 +764,7 @@ class Resume : public attnlab::testing::CliTest {
   }
 };
 
-TEST_F(Resume, AJobProcessKilledMidTrainingResumesWithTheSameFigures) {
+TEST_F(WorkerResume, AJobProcessKilledMidTrainingResumesWithTheSameFigures) {
   pid_t job_pid = 0;
   const pid_t parent = start_run_until_checkpoint({}, job_pid);
   ASSERT_GT(job_pid, 0) << read_file(path("run.log"));
@@ -814,7 +814,7 @@ TEST_F(Resume, AJobProcessKilledMidTrainingResumesWithTheSameFigures) {
 // uninterrupted run's), saves no mark twice, and leaves none of the lost run's files behind;
 // `gradients` refuses a mark file whose bytes changed (c797cb7 saved the marks again at the
 // resumed run's first validation, from later weights, and never removed the lost run's files).
-TEST_F(Resume, TheWeightsKeptAtAccuracyMarksAreCarriedOverWithTheirBytes) {
+TEST_F(WorkerResume, TheWeightsKeptAtAccuracyMarksAreCarriedOverWithTheirBytes) {
   pid_t job_pid = 0;
   const pid_t parent = start_run_until_checkpoint({}, job_pid);
   ASSERT_GT(job_pid, 0) << read_file(path("run.log"));
@@ -842,7 +842,7 @@ TEST_F(Resume, TheWeightsKeptAtAccuracyMarksAreCarriedOverWithTheirBytes) {
   EXPECT_NE(out.find("run 2: accuracy mark 0.1 " + first_mark + " is damaged (checksum "), std::string::npos) << out;
 }
 
-TEST_F(Resume, AKilledDeviceWorkerTakesItsJobProcessAlongAndTheJobResumesElsewhere) {
+TEST_F(WorkerResume, AKilledDeviceWorkerTakesItsJobProcessAlongAndTheJobResumesElsewhere) {
   pid_t job_pid = 0;
   const pid_t parent = start_run_until_checkpoint({"--lease", "2"}, job_pid);
   ASSERT_GT(job_pid, 0) << read_file(path("run.log"));
@@ -866,7 +866,7 @@ TEST_F(Resume, AKilledDeviceWorkerTakesItsJobProcessAlongAndTheJobResumesElsewhe
   expect_same_as_reference(db, "2");
 }
 
-TEST_F(Resume, SigtermCheckpointsAndReleasesTheJobThenAWorkerFinishesIt) {
+TEST_F(WorkerResume, SigtermCheckpointsAndReleasesTheJobThenAWorkerFinishesIt) {
   pid_t job_pid = 0;
   const pid_t parent = start_run_until_checkpoint({}, job_pid);
   ASSERT_GT(job_pid, 0) << read_file(path("run.log"));
@@ -900,7 +900,7 @@ void kill_hard(pid_t parent, pid_t job_pid) {
 // A resume checkpoint whose bytes changed is caught by the checksum recorded with it: set aside
 // in one line, and the attempt starts afresh from step 0 without using up an attempt, ending
 // with the uninterrupted run's figures (e7c0818 resumed from it and ended done with others).
-TEST_F(Resume, ADamagedResumeCheckpointIsSetAsideAndTheJobStartsAfresh) {
+TEST_F(WorkerResume, ADamagedResumeCheckpointIsSetAsideAndTheJobStartsAfresh) {
   pid_t job_pid = 0;
   const pid_t parent = start_run_until_checkpoint({"--lease", "1"}, job_pid);
   ASSERT_GT(job_pid, 0) << read_file(path("run.log"));
@@ -936,7 +936,7 @@ void fill_disk(const std::string& file) {
 // the queue stops in one line naming the file and what to do instead of restarting into the same
 // error; once there is space, a worker finishes the job with the undisturbed run's figures
 // (c797cb7: failures=1 and a device-worker restart loop, eleven restarts in 150 s).
-TEST_F(Resume, ADatabaseDiskFullIsTheMachinesFailureAndStopsTheWorkersInOneLine) {
+TEST_F(WorkerResume, ADatabaseDiskFullIsTheMachinesFailureAndStopsTheWorkersInOneLine) {
   const std::string disk = path("disk");
   fs::create_directories(disk);
   if (geteuid() != 0 || std::system(("mount -t tmpfs -o size=8m tmpfs '" + disk + "' 2>/dev/null").c_str()) != 0)
@@ -979,7 +979,7 @@ TEST_F(Resume, ADatabaseDiskFullIsTheMachinesFailureAndStopsTheWorkersInOneLine)
 // writes are refused) and never read by anyone: the new attempt continues from the step the
 // database recorded with every curve point (e7c0818 loaded the orphan's newer file and lost the
 // points in between).
-TEST_F(Resume, AnAttemptThatLostItsLeaseWritesNothingALaterAttemptReads) {
+TEST_F(WorkerResume, AnAttemptThatLostItsLeaseWritesNothingALaterAttemptReads) {
   pid_t job_pid = 0;
   const pid_t parent = start_run_until_checkpoint({"--lease", "1"}, job_pid);
   ASSERT_GT(job_pid, 0) << read_file(path("run.log"));
@@ -1002,7 +1002,7 @@ TEST_F(Resume, AnAttemptThatLostItsLeaseWritesNothingALaterAttemptReads) {
 // The steps a resumed attempt continues were trained by the plugin files that trained them: a
 // plugin file changed since the checkpoint starts the job afresh, saying so (e7c0818 finished it
 // from the old file's checkpoint and recorded only the new file's hash).
-TEST_F(Resume, AResumeAcrossAChangedPluginFileStartsAfresh) {
+TEST_F(WorkerResume, AResumeAcrossAChangedPluginFileStartsAfresh) {
   fs::create_directories(path("mine"));
   fs::copy_file(build_dir() / "plugins" / "attn_softmax.so", path("mine/attn_softmax.so"));
   pid_t job_pid = 0;
@@ -1032,7 +1032,7 @@ TEST_F(Resume, AResumeAcrossAChangedPluginFileStartsAfresh) {
 
 // SIGTERM to a device worker (not to the front end): it checkpoints and releases its job, and the
 // supervisor starts it again, as for any unexpected end (e7c0818's `run` exited 0, work queued).
-TEST_F(Resume, ADeviceWorkerStoppedFromOutsideIsRestartedAndTheJobFinishes) {
+TEST_F(WorkerResume, ADeviceWorkerStoppedFromOutsideIsRestartedAndTheJobFinishes) {
   pid_t job_pid = 0;
   const pid_t parent = start_run_until_checkpoint({}, job_pid);
   ASSERT_GT(job_pid, 0) << read_file(path("run.log"));
@@ -1051,7 +1051,7 @@ TEST_F(Resume, ADeviceWorkerStoppedFromOutsideIsRestartedAndTheJobFinishes) {
 // the attempt the infrastructure's (not the method's), no partial file, and the worker stops
 // claiming instead of failing every queued job on the same disk (e7c0818: an abort with a
 // backtrace, counted as the method's crash, 3 times in 3 s).
-TEST_F(Resume, AFullDiskIsOneLineAndNotTheMethodsFailure) {
+TEST_F(WorkerResume, AFullDiskIsOneLineAndNotTheMethodsFailure) {
   const std::string folder = path("r.db.ckpt");
   fs::create_directories(folder);
   if (geteuid() != 0 || std::system(("mount -t tmpfs -o size=64k tmpfs '" + folder + "' 2>/dev/null").c_str()) != 0)

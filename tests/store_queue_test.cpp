@@ -50,7 +50,7 @@ double now_seconds() {
 
 void sleep_s(double seconds) { std::this_thread::sleep_for(std::chrono::duration<double>(seconds)); }
 
-class Queue : public StoreTest {
+class StoreQueue : public StoreTest {
  protected:
   // A database with `n` queued jobs of one experiment; their ids in `jobs`.
   Database& fill(int n, const std::string& name = "queue.db") {
@@ -72,7 +72,7 @@ class Queue : public StoreTest {
   std::vector<std::int64_t> jobs;
 };
 
-TEST_F(Queue, ClaimsTheLowestQueuedJobOnceWithALease) {
+TEST_F(StoreQueue, ClaimsTheLowestQueuedJobOnceWithALease) {
   Database& db = fill(3);
   const double before = now_seconds();
   std::vector<std::int64_t> claimed, runs;
@@ -106,7 +106,7 @@ TEST_F(Queue, ClaimsTheLowestQueuedJobOnceWithALease) {
   EXPECT_EQ(same.claim_next_job(claimer(), 30, {jobs[2], jobs[0]})->job_id, jobs[0]);
 }
 
-TEST_F(Queue, ConcurrentClaimersNeverShareAJob) {
+TEST_F(StoreQueue, ConcurrentClaimersNeverShareAJob) {
   fill(200, "shared.db");
   constexpr int kClaimers = 4;
   std::vector<std::vector<std::int64_t>> taken(kClaimers);
@@ -136,7 +136,7 @@ TEST_F(Queue, ConcurrentClaimersNeverShareAJob) {
   EXPECT_EQ(query_one(store::sqlite_handle(*db_), "SELECT count(*) FROM jobs WHERE state = 'done' AND attempts = 1"), "200");
 }
 
-TEST_F(Queue, AnExpiredLeaseReturnsTheJobAfterABackOff) {
+TEST_F(StoreQueue, AnExpiredLeaseReturnsTheJobAfterABackOff) {
   Database& db = fill(1);
   double now = 1000;
   store::set_clock(db, [&] { return now; });
@@ -176,7 +176,7 @@ TEST_F(Queue, AnExpiredLeaseReturnsTheJobAfterABackOff) {
   EXPECT_EQ(queued(third->job_id).error, "lease expired: worker slow stopped renewing it");
 }
 
-TEST_F(Queue, HeartbeatsKeepTheLease) {
+TEST_F(StoreQueue, HeartbeatsKeepTheLease) {
   Database& db = fill(1);
   double now = 1000;
   store::set_clock(db, [&] { return now; });
@@ -197,7 +197,7 @@ TEST_F(Queue, HeartbeatsKeepTheLease) {
   EXPECT_THROW(db.renew_lease(lease->run_id, 0), StoreError);
 }
 
-TEST_F(Queue, ALostLeaseRefusesEveryRunLevelWriteAndWritesNothing) {
+TEST_F(StoreQueue, ALostLeaseRefusesEveryRunLevelWriteAndWritesNothing) {
   Database& db = fill(1);
   double clock = 1000;
   store::set_clock(db, [&] { return clock; });
@@ -236,7 +236,7 @@ TEST_F(Queue, ALostLeaseRefusesEveryRunLevelWriteAndWritesNothing) {
   EXPECT_THROW(db.finish_run(now->run_id, RunStatus::done, {}, "", ""), LeaseLost);  // once only
 }
 
-TEST_F(Queue, FailuresAreCappedAndInterruptionsAreNot) {
+TEST_F(StoreQueue, FailuresAreCappedAndInterruptionsAreNot) {
   Database& db = fill(2);
   raw_exec(db.path(), "UPDATE jobs SET max_attempts = 2 WHERE id = " + std::to_string(jobs[0]));
   for (int i = 0; i < 5; ++i) {  // interrupted: released, never counted
@@ -279,7 +279,7 @@ TEST_F(Queue, FailuresAreCappedAndInterruptionsAreNot) {
   }
 }
 
-TEST_F(Queue, CancelTakesTheLeaseAwayAndRetryQueuesAgain) {
+TEST_F(StoreQueue, CancelTakesTheLeaseAwayAndRetryQueuesAgain) {
   Database& db = fill(4);
   const auto running = db.claim_next_job(claimer("holder"), 30, {jobs[0]});
   ASSERT_TRUE(running);
@@ -306,7 +306,7 @@ TEST_F(Queue, CancelTakesTheLeaseAwayAndRetryQueuesAgain) {
   EXPECT_EQ(db.claim_next_job(claimer(), 30)->job_id, jobs[0]);
 }
 
-TEST_F(Queue, RetryResetsTheFailureCount) {
+TEST_F(StoreQueue, RetryResetsTheFailureCount) {
   Database& db = fill(1);
   for (int i = 0; i < 3; ++i) db.finish_run(db.claim_next_job(claimer(), 30)->run_id, RunStatus::failed, {}, "boom", "");
   EXPECT_EQ(queued(jobs[0]).job.state, JobState::failed);
@@ -321,7 +321,7 @@ TEST_F(Queue, RetryResetsTheFailureCount) {
 }
 
 // A job handed to a SLURM array whose task died goes back to the queue as it was: its failures stay.
-TEST_F(Queue, RetryOfASubmittedJobKeepsItsFailures) {
+TEST_F(StoreQueue, RetryOfASubmittedJobKeepsItsFailures) {
   Database& db = fill(1);
   db.finish_run(db.claim_next_job(claimer(), 30)->run_id, RunStatus::failed, {}, "boom", "");
   EXPECT_EQ(db.mark_submitted({jobs[0]}), std::vector<std::int64_t>{jobs[0]});
@@ -331,7 +331,7 @@ TEST_F(Queue, RetryOfASubmittedJobKeepsItsFailures) {
   EXPECT_EQ(queued(jobs[0]).failures, 1);
 }
 
-TEST_F(Queue, CountsListsAndSubmits) {
+TEST_F(StoreQueue, CountsListsAndSubmits) {
   Database& db = fill(5);
   db.finish_run(db.claim_next_job(claimer(), 30, {jobs[0]})->run_id, RunStatus::done, {}, "", "");
   db.claim_next_job(claimer(), 30, {jobs[1]});
@@ -360,7 +360,7 @@ TEST_F(Queue, CountsListsAndSubmits) {
   EXPECT_FALSE(first.created_at.empty());
 }
 
-TEST_F(Queue, AbandonLeasesEndsEveryRunningRunWhateverItsExpiry) {
+TEST_F(StoreQueue, AbandonLeasesEndsEveryRunningRunWhateverItsExpiry) {
   Database& db = fill(3);
   double now = 1000;
   store::set_clock(db, [&] { return now; });
@@ -379,7 +379,7 @@ TEST_F(Queue, AbandonLeasesEndsEveryRunningRunWhateverItsExpiry) {
   EXPECT_EQ(db.claim_next_job(claimer(), 30)->job_id, jobs[0]);
 }
 
-TEST_F(Queue, ResumePointIsTheNewestCheckpointSinceTheLastFinish) {
+TEST_F(StoreQueue, ResumePointIsTheNewestCheckpointSinceTheLastFinish) {
   Database& db = fill(2);
   EXPECT_EQ(db.resume_point(jobs[0]), (std::pair<std::string, std::int64_t>{"", 0}));
   const auto first = db.claim_next_job(claimer(), 30, {jobs[0]});
@@ -412,7 +412,7 @@ TEST_F(Queue, ResumePointIsTheNewestCheckpointSinceTheLastFinish) {
   EXPECT_EQ(db.resume_point(jobs[0]).first, "");
 }
 
-TEST_F(Queue, AttemptsOfAJobOldestFirst) {
+TEST_F(StoreQueue, AttemptsOfAJobOldestFirst) {
   Database& db = fill(1);
   EXPECT_TRUE(db.attempts_of_job(jobs[0]).empty());
   double now = 1000;
@@ -443,7 +443,7 @@ TEST_F(Queue, AttemptsOfAJobOldestFirst) {
   EXPECT_EQ(queued(jobs[0]).experiment, "e");
 }
 
-TEST_F(Queue, WorkersNeverMigrate) {
+TEST_F(StoreQueue, WorkersNeverMigrate) {
   const std::string missing = file("missing.db");
   try {
     Database db(missing, Database::Open::existing);
@@ -483,7 +483,7 @@ TEST_F(Queue, WorkersNeverMigrate) {
 }
 
 // A version 3 file made with the version 1..3 DDL and rows in every state the old runner left.
-TEST_F(Queue, MigratesAVersion3FileWithDataKeepingEveryRow) {
+TEST_F(StoreQueue, MigratesAVersion3FileWithDataKeepingEveryRow) {
   const std::string path = file("v3-data.db");
   raw_exec(path, std::string(attnlab::store::kSchemaV1) + attnlab::store::kSchemaV2 + attnlab::store::kSchemaV3 + R"sql(
     PRAGMA user_version = 3;
@@ -570,7 +570,7 @@ TEST_F(Queue, MigratesAVersion3FileWithDataKeepingEveryRow) {
 // Schemas 6 and 9: what ended an attempt decides what it costs the job. Attempts ended from
 // outside are the machine's fault: the job backs off (0.5 s doubling to 60 s) and is queued again;
 // it fails only after max_infra_failures of them in a row ended before a checkpoint of their own.
-TEST_F(Queue, AttemptsEndedFromOutsideBackOffAndFailTheJobOnlyWithoutProgress) {
+TEST_F(StoreQueue, AttemptsEndedFromOutsideBackOffAndFailTheJobOnlyWithoutProgress) {
   Database& db = fill(1);
   double now = 1000;
   store::set_clock(db, [&] { return now; });
@@ -625,7 +625,7 @@ TEST_F(Queue, AttemptsEndedFromOutsideBackOffAndFailTheJobOnlyWithoutProgress) {
   EXPECT_EQ(queued(jobs[0]).retry_after, 0);
 }
 
-TEST_F(Queue, ARejectedAttemptBlocksTheJobWithoutCountingAFailure) {
+TEST_F(StoreQueue, ARejectedAttemptBlocksTheJobWithoutCountingAFailure) {
   Database& db = fill(2);
   const auto lease = db.claim_next_job(claimer(), 30);
   ASSERT_TRUE(lease);
@@ -654,7 +654,7 @@ TEST_F(Queue, ARejectedAttemptBlocksTheJobWithoutCountingAFailure) {
   EXPECT_EQ(queued(jobs[0]).job.state, JobState::cancelled);
 }
 
-TEST_F(Queue, AJobKeepsThePluginFoldersItWasQueuedWith) {
+TEST_F(StoreQueue, AJobKeepsThePluginFoldersItWasQueuedWith) {
   db_ = std::make_unique<Database>(file("plugins.db"));
   const auto exp = db_->add_experiment("e", "e.toml", "[experiment]");
   auto with_dirs = spec(exp, "h-dirs", 1);
@@ -676,7 +676,7 @@ TEST_F(Queue, AJobKeepsThePluginFoldersItWasQueuedWith) {
 
 // A version 5 file with jobs in flight: the rebuild to 6 keeps every row and value, and the new
 // columns start at their defaults (failure counts as they were).
-TEST_F(Queue, MigratesAVersion5FileKeepingEveryRowAndLease) {
+TEST_F(StoreQueue, MigratesAVersion5FileKeepingEveryRowAndLease) {
   const std::string path = file("v5-data.db");
   raw_exec(path, std::string(attnlab::store::kSchemaV1) + attnlab::store::kSchemaV2 + attnlab::store::kSchemaV3 + "PRAGMA foreign_keys = OFF;" +
                      attnlab::store::kSchemaV4 + attnlab::store::kSchemaV5 + R"sql(
@@ -709,7 +709,7 @@ TEST_F(Queue, MigratesAVersion5FileKeepingEveryRowAndLease) {
 
 // A version 6 file with a finished run: migrations 7 and 8 add the spectrum and gradient tables and
 // touch nothing else; the run can then be measured.
-TEST_F(Queue, MigratesAVersion6FileAddingTheStudyTables) {
+TEST_F(StoreQueue, MigratesAVersion6FileAddingTheStudyTables) {
   const std::string path = file("v6-data.db");
   raw_exec(path, std::string(attnlab::store::kSchemaV1) + attnlab::store::kSchemaV2 + attnlab::store::kSchemaV3 + "PRAGMA foreign_keys = OFF;" +
                      attnlab::store::kSchemaV4 + attnlab::store::kSchemaV5 + attnlab::store::kSchemaV6 + R"sql(
@@ -776,7 +776,7 @@ TEST_F(Queue, MigratesAVersion6FileAddingTheStudyTables) {
 // What a store error says of the machine, from SQLite's own codes: the file locked past the busy
 // timeout, written through a read-only connection, damaged; anything else (a refused value, an
 // unknown run) is the caller's and names no fault. A worker and a job process act on these.
-TEST_F(Queue, DatabaseFaultsAreToldApartFromTheCallersErrors) {
+TEST_F(StoreQueue, DatabaseFaultsAreToldApartFromTheCallersErrors) {
   Database& db = fill(1);
   auto fault_of = [](auto&& write) {
     try {
