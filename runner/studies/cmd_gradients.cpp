@@ -19,7 +19,6 @@
 #include "plugin_host/plugin_host.hpp"
 #include "cli/commands.hpp"
 #include "cli/text_table.hpp"
-#include "experiment/cache_dir.hpp"
 #include "studies/study_machine.hpp"
 #include "studies/gradients.hpp"
 #include "studies/stored_run.hpp"

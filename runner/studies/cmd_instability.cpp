@@ -6,7 +6,6 @@
 #include <iostream>
 #include <map>
 
-#include "experiment/cache_dir.hpp"
 #include "studies/study_machine.hpp"
 #include "cli/cli_options.hpp"
 #include "plugin_host/plugin_host.hpp"

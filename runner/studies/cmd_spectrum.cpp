@@ -20,7 +20,6 @@
 #include "cli/cli_options.hpp"
 #include "plugin_host/plugin_host.hpp"
 #include "cli/commands.hpp"
-#include "experiment/cache_dir.hpp"
 #include "studies/study_machine.hpp"
 #include "results/plot.hpp"
 #include "studies/spectrum.hpp"

@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <iostream>
 
-#include "experiment/cache_dir.hpp"
 #include "studies/study_machine.hpp"
 #include "cli/cli_options.hpp"
 #include "plugin_host/plugin_host.hpp"
