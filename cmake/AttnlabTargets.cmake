@@ -45,11 +45,11 @@ endfunction()
 
 # attnlab_torch_test(T SOURCES...): a GoogleTest executable whose sources use LibTorch. They are
 # compiled as a PIC object library so they can reuse the shared PCH (built -fPIC; executables
-# would be compiled -fPIE and could not use it).
+# would be compiled -fPIE and could not use it). Their main is tests/torch_test_main.cpp.
 function(attnlab_torch_test target)
-  add_library(${target}_objects OBJECT ${ARGN})
+  add_library(${target}_objects OBJECT ${ARGN} ${PROJECT_SOURCE_DIR}/tests/torch_test_main.cpp)
   target_link_libraries(${target}_objects PRIVATE attnlab_runner_lib GTest::gtest)
   attnlab_torch_target(${target}_objects)
   add_executable(${target} $<TARGET_OBJECTS:${target}_objects>)
-  target_link_libraries(${target} PRIVATE attnlab_runner_lib GTest::gtest_main)
+  target_link_libraries(${target} PRIVATE attnlab_runner_lib GTest::gtest)
 endfunction()

@@ -233,6 +233,7 @@ int cmd_check(const Args& args, const std::string& self_exe) {
   if (!vm.count("plugin") && !(vm.count("config") && vm.count("method")))
     throw std::runtime_error("check: usage: attnlab check FILE.so|FILE.pt|NAME [--plugins DIR]... [--device D]");
   compat::parse_device(vm["device"].as<std::string>());  // a bad device is refused before anything loads
+  compat::configure_threads(0);  // as a job's: "seeded determinism" compares two calls to the bit
   std::string given = vm.count("plugin") ? vm["plugin"].as<std::string>() : "";
   CheckShape shape;
   {
