@@ -63,17 +63,17 @@ TEST(Schedule, WarmupThenDecays) {
   c.lr = 1.0;
   c.steps = 110;
   c.warmup = 10;
-  c.decay = "linear";
+  c.decay = Decay::linear;
   EXPECT_DOUBLE_EQ(learning_rate_at(c, 0), 0.1);
   EXPECT_DOUBLE_EQ(learning_rate_at(c, 9), 1.0);
   EXPECT_DOUBLE_EQ(learning_rate_at(c, 10), 1.0);
   EXPECT_DOUBLE_EQ(learning_rate_at(c, 60), 0.5);
-  c.decay = "cosine";
+  c.decay = Decay::cosine;
   EXPECT_NEAR(learning_rate_at(c, 60), 0.5, 1e-12);
   EXPECT_NEAR(learning_rate_at(c, 35), 0.5 * (1 + std::cos(M_PI * 0.25)), 1e-12);
-  c.decay = "sqrt";
+  c.decay = Decay::sqrt;
   EXPECT_DOUBLE_EQ(learning_rate_at(c, 39), std::sqrt(10.0 / 40.0));
-  c.decay = "constant";
+  c.decay = Decay::constant;
   EXPECT_DOUBLE_EQ(learning_rate_at(c, 100), 1.0);
 }
 
@@ -228,14 +228,14 @@ TEST(Model, FirstPoolingReadsTheFirstPositionOnly) {
   const auto lengths = at::full({2, 1}, 12, at::kLong);
   auto changed = tokens.clone();
   changed.select(2, 5).fill_(0);  // not the first position
-  for (const char* pooling : {"first", "mean"}) {
+  for (const Pooling pooling : {Pooling::first, Pooling::mean}) {
     at::manual_seed(4);
     ModelConfig mc;
     mc.pooling = pooling;
     EncoderClassifier model(mc, task, [](const AttentionShape&) { return std::make_shared<OwnValueAttention>(); });
     model->eval();
     const bool same = at::allclose(model->forward(changed, lengths), model->forward(tokens, lengths), 1e-6, 1e-7);
-    EXPECT_EQ(same, std::string(pooling) == "first") << pooling;
+    EXPECT_EQ(same, pooling == Pooling::first) << word(pooling);
   }
 }
 
@@ -260,10 +260,10 @@ ModelConfig kl_model_config() {
   mc.ffn_dim = 24;
   mc.heads = 2;
   mc.head_dim = 8;
-  mc.pooling = "cls";
-  mc.norm = "normed_input";
+  mc.pooling = Pooling::cls;
+  mc.norm = Norm::normed_input;
   mc.attention_bias = false;
-  mc.init = "kl_authors";
+  mc.init = Init::kl_authors;
   return mc;
 }
 
@@ -327,7 +327,7 @@ TEST(Model, KLAuthorsInitialisation) {
 TEST(Model, ConcatPairHeadIsTwoHiddenLayersOnBothEncodings) {
   at::manual_seed(33);
   auto mc = kl_model_config();
-  mc.pair_head = "concat";
+  mc.pair_head = PairHead::concat;
   EncoderClassifier model(mc, TaskInfo{10, 2, 8, 2}, [](const AttentionShape&) { return make_softmax(); });
   model->eval();
   EXPECT_EQ(param(*model, "head_in.weight").sizes(), (at::IntArrayRef{24, 32}));
@@ -528,7 +528,7 @@ TEST(Training, DivergenceEndsTheRunWithWhatWasMeasured) {
   job.train.lr = 1e30;  // guaranteed to blow up
   job.train.clip_norm = 0;
   job.train.warmup = 0;
-  job.train.decay = "constant";
+  job.train.decay = Decay::constant;
   job.train.log_every = 5;
   job.train.eval_every = 100;
   job.task = {10, 4, 12, 1};

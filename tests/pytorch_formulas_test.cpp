@@ -75,7 +75,7 @@ at::Tensor formula(std::int64_t n, double a, double b, double scale = 1.0) {
   return (at::arange(n, at::kDouble).mul(a).add(b).sin().mul(scale)).to(at::kFloat);
 }
 
-TrainConfig one_cycle(double lr, std::int64_t warmup, std::int64_t steps, const std::string& decay) {
+TrainConfig one_cycle(double lr, std::int64_t warmup, std::int64_t steps, Decay decay) {
   TrainConfig c;
   c.lr = lr;
   c.warmup = warmup;
@@ -87,10 +87,10 @@ TrainConfig one_cycle(double lr, std::int64_t warmup, std::int64_t steps, const 
 // Every step of each schedule: Skyformer's ListOps (50,000 steps), a cosine anneal, no warm-up,
 // and a warm-up share that is not a round number. The same arithmetic as PyTorch's: equal to a few ulps.
 TEST(PyTorchFormulas, OneCycleLRStepByStep) {
-  const std::map<std::string, TrainConfig> schedules{{"skyformer_listops", one_cycle(1e-4, 1000, 50000, "onecycle")},
-                                                     {"cosine", one_cycle(2e-4, 30, 300, "onecycle_cosine")},
-                                                     {"no_warmup", one_cycle(1e-3, 0, 100, "onecycle")},
-                                                     {"uneven", one_cycle(3e-4, 7, 93, "onecycle")}};
+  const std::map<std::string, TrainConfig> schedules{{"skyformer_listops", one_cycle(1e-4, 1000, 50000, Decay::onecycle)},
+                                                     {"cosine", one_cycle(2e-4, 30, 300, Decay::onecycle_cosine)},
+                                                     {"no_warmup", one_cycle(1e-3, 0, 100, Decay::onecycle)},
+                                                     {"uneven", one_cycle(3e-4, 7, 93, Decay::onecycle)}};
   for (const auto& [name, config] : schedules) {
     const auto &lrs = series(name + "_lr"), &beta1s = series(name + "_beta1");
     ASSERT_EQ(lrs.size(), static_cast<std::size_t>(config.steps)) << name;
@@ -112,7 +112,7 @@ TEST(PyTorchFormulas, OneCycleLRStepByStep) {
 TEST(PyTorchFormulas, KLAuthorsLambdaLRStepByStep) {
   for (const auto& [name, rate, warmup, steps] : {std::tuple<std::string, double, std::int64_t, std::int64_t>{"kl_listops", 5e-3, 1000, 12000},
                                                   {"kl_text", 5e-2, 8000, 20000}}) {
-    TrainConfig c = one_cycle(rate / std::sqrt(static_cast<double>(warmup)), warmup, steps, "sqrt_from_zero");
+    TrainConfig c = one_cycle(rate / std::sqrt(static_cast<double>(warmup)), warmup, steps, Decay::sqrt_from_zero);
     const auto& lrs = series(name + "_lr");
     ASSERT_EQ(lrs.size(), static_cast<std::size_t>(steps)) << name;
     for (std::int64_t step = 0; step < steps; ++step)
@@ -120,7 +120,7 @@ TEST(PyTorchFormulas, KLAuthorsLambdaLRStepByStep) {
     EXPECT_EQ(learning_rate_at(c, 0), 0.0);
     EXPECT_NEAR(learning_rate_at(c, warmup), rate / std::sqrt(static_cast<double>(warmup)), 1e-15);
   }
-  auto values = ParamValues::defaults(kTrainParams, kTrainParamCount);
+  auto values = ParamValues::defaults(train_params().data(), train_params().size());
   values.set("decay", std::string("sqrt_from_zero"));
   values.set("warmup", std::int64_t{0});
   EXPECT_THROW(train_config_from(values), ParamError);
@@ -128,7 +128,7 @@ TEST(PyTorchFormulas, KLAuthorsLambdaLRStepByStep) {
 
 // A warm-up longer than the run, or of one step (PyTorch's formula divides by zero), is refused.
 TEST(PyTorchFormulas, OneCycleSettingsPyTorchRefusesAreRefused) {
-  auto values = ParamValues::defaults(kTrainParams, kTrainParamCount);
+  auto values = ParamValues::defaults(train_params().data(), train_params().size());
   values.set("decay", std::string("onecycle"));
   values.set("steps", std::int64_t{100});
   values.set("warmup", std::int64_t{101});
@@ -136,13 +136,13 @@ TEST(PyTorchFormulas, OneCycleSettingsPyTorchRefusesAreRefused) {
   values.set("warmup", std::int64_t{1});
   EXPECT_THROW(train_config_from(values), ParamError);
   values.set("warmup", std::int64_t{0});
-  EXPECT_EQ(train_config_from(values).decay, "onecycle");
+  EXPECT_EQ(train_config_from(values).decay, Decay::onecycle);
 }
 
 // 100 steps of AdamW (weight decay 0.01, eps 1e-6) with OneCycleLR's rate and cycled beta1 and
 // each gradient element clipped to [-1, 1], from the same start and gradients as PyTorch's.
 at::Tensor adamw_under_one_cycle(double clip_value) {
-  TrainConfig c = one_cycle(0.01, 10, 100, "onecycle");
+  TrainConfig c = one_cycle(0.01, 10, 100, Decay::onecycle);
   c.eps = 1e-6;
   c.weight_decay = 0.01;
   c.clip_norm = 0;
@@ -190,10 +190,10 @@ TEST(PyTorchFormulas, MeanWithPaddingIsTheLraCodesMean) {
   const auto x = at::layer_norm(formula(batch * length * dim, 0.37, 0.0).view({batch, length, dim}), {dim});
   const auto lengths = at::tensor({6, 3, 1}, at::kLong);
   const auto valid = at::arange(length, at::kLong).unsqueeze(0) < lengths.unsqueeze(1);
-  const auto ours = pool_sequence(x, valid, "mean_with_padding");
+  const auto ours = pool_sequence(x, valid, Pooling::mean_with_padding);
   const auto theirs = at::tensor(series("lra_mean_pooling"), at::kDouble).to(at::kFloat).view({batch, dim});
   EXPECT_TRUE(at::allclose(ours, theirs, 1e-6, 1e-6)) << (ours - theirs).abs().max().item<double>();
-  const auto real_tokens = pool_sequence(x, valid, "mean");
+  const auto real_tokens = pool_sequence(x, valid, Pooling::mean);
   EXPECT_TRUE(at::allclose(real_tokens * lengths.to(at::kFloat).unsqueeze(1) / length, ours, 1e-6, 1e-6));
   EXPECT_FALSE(at::allclose(real_tokens, ours, 1e-3, 1e-3));  // the two differ wherever there is padding
 }

@@ -202,10 +202,10 @@ class Resume : public ::testing::Test {
     }
     j.model = testing::tiny_model(32);
     if (variant == "authors") {
-      j.train.decay = "onecycle";
+      j.train.decay = Decay::onecycle;
       j.train.clip_value = 0.05;
       j.train.clip_norm = 0;
-      j.model.pooling = "mean_with_padding";
+      j.model.pooling = Pooling::mean_with_padding;
       j.model.attention_precision = AttentionPrecision::fp32_qkv;
       j.model.zero_tokens_masked = true;
       j.train.eval_stream = true;  // validation goes on through the reshuffled split (set below: 4 batches)

@@ -135,7 +135,7 @@ TEST(SpectrumModel, LayerOutputsAreTheBlocksAttentionAndItsProjection) {
   task.vocab_size = 12;
   task.num_classes = 3;
   task.max_len = 10;
-  for (const std::string norm : {"post", "pre"}) {
+  for (const Norm norm : {Norm::post, Norm::pre}) {
     config.norm = norm;
     torch::manual_seed(3);
     EncoderClassifier model(config, task, [&](const AttentionShape& shape) { return softmax->make_attention(shape, softmax->defaults()); });
@@ -147,7 +147,7 @@ TEST(SpectrumModel, LayerOutputsAreTheBlocksAttentionAndItsProjection) {
       const auto out = model->layer_outputs(tokens, lengths, layer);
       const auto in = model->layer_inputs(tokens, lengths, layer);
       const auto heads = model->attention_methods()[static_cast<std::size_t>(layer)]->forward(in.q, in.k, in.v, in.key_valid);
-      EXPECT_TRUE(at::allclose(out.heads, heads, 0, 0)) << norm << " layer " << layer;
+      EXPECT_TRUE(at::allclose(out.heads, heads, 0, 0)) << word(norm) << " layer " << layer;
       at::Tensor weight, bias;
       for (const auto& p : model->named_parameters()) {
         if (p.key() == "block" + std::to_string(layer) + ".out.weight") weight = p.value();
@@ -155,7 +155,7 @@ TEST(SpectrumModel, LayerOutputsAreTheBlocksAttentionAndItsProjection) {
       }
       ASSERT_TRUE(weight.defined() && bias.defined());
       const auto concat = heads.transpose(1, 2).reshape({3, 10, config.heads * config.head_dim});
-      EXPECT_TRUE(at::allclose(out.projected, at::linear(concat, weight, bias), 1e-6, 1e-6)) << norm << " layer " << layer;
+      EXPECT_TRUE(at::allclose(out.projected, at::linear(concat, weight, bias), 1e-6, 1e-6)) << word(norm) << " layer " << layer;
       EXPECT_EQ(out.projected.sizes(), (std::vector<std::int64_t>{3, 10, config.dim}));
       EXPECT_TRUE(at::equal(out.key_valid, in.key_valid));
     }

@@ -30,10 +30,10 @@ const c10::Device cpu(c10::kCPU), gpu(c10::kCUDA, 0);  // a CUDA device object n
 TEST(StepRunner, SaysWhyTheStepsRunEagerly) {
   TrainConfig train;
   EXPECT_EQ(StepRunner(train, cpu, Precision::fp32).mode(), "eager (cuda graphs off: the device is cpu, not a GPU)");
-  train.cuda_graphs = "off";
+  train.cuda_graphs = CudaGraphs::off;
   EXPECT_EQ(StepRunner(train, cpu, Precision::fp32).mode(), "eager (cuda graphs off: [train] cuda_graphs = \"off\")");
   EXPECT_FALSE(StepRunner(train, cpu, Precision::fp32).graphed());
-  train.cuda_graphs = "on";
+  train.cuda_graphs = CudaGraphs::on;
   try {
     StepRunner runner(train, cpu, Precision::fp32);
     FAIL() << "made: " << runner.mode();
@@ -41,7 +41,7 @@ TEST(StepRunner, SaysWhyTheStepsRunEagerly) {
     EXPECT_EQ(std::string(e.what()), "[train] cuda_graphs = \"on\", but the device is cpu, not a GPU");
   }
   // on a GPU, in the order they are checked: the build, fp16's loss scaling, several micro-batches
-  train.cuda_graphs = "auto";
+  train.cuda_graphs = CudaGraphs::automatic;
   std::string no_graphs;
   if (!CudaGraph::available(gpu, &no_graphs)) {
     EXPECT_EQ(why_no_cuda_graph(train, gpu, Precision::fp16), no_graphs);
@@ -150,7 +150,7 @@ TEST(SeedStream, TrainingGeneratorsAreListedInTheOrderMade) {
 TEST(StepRunner, ReplayedStepsDrawAndComputeAsEagerOnes) {
   std::string why;
   if (!CudaGraph::available(gpu, &why) || !at::hasCUDA()) GTEST_SKIP() << "needs a CUDA GPU: " << (why.empty() ? "none here" : why);
-  auto steps = [](const std::string& cuda_graphs) {
+  auto steps = [](CudaGraphs cuda_graphs) {
     TrainConfig train;
     train.cuda_graphs = cuda_graphs;
     StepRunner runner(train, gpu, Precision::fp32);
@@ -169,10 +169,10 @@ TEST(StepRunner, ReplayedStepsDrawAndComputeAsEagerOnes) {
       });
       seen.push_back(w.clone());
     }
-    EXPECT_EQ(runner.mode(), cuda_graphs == "on" ? "cuda graph" : "eager (cuda graphs off: [train] cuda_graphs = \"off\")");
+    EXPECT_EQ(runner.mode(), cuda_graphs == CudaGraphs::on ? "cuda graph" : "eager (cuda graphs off: [train] cuda_graphs = \"off\")");
     return seen;
   };
-  const auto graphed = steps("on"), eager = steps("off");
+  const auto graphed = steps(CudaGraphs::on), eager = steps(CudaGraphs::off);
   for (std::size_t i = 0; i < eager.size(); ++i) EXPECT_TRUE(at::equal(graphed[i].cpu(), eager[i].cpu())) << "step " << i + 1;
 }
 
@@ -181,10 +181,10 @@ TEST(StepRunner, ReplayedStepsDrawAndComputeAsEagerOnes) {
 TEST(StepRunner, ReplayedAdamWFollowsOneCycleAsEagerSteps) {
   std::string why;
   if (!CudaGraph::available(gpu, &why) || !at::hasCUDA()) GTEST_SKIP() << "needs a CUDA GPU: " << (why.empty() ? "none here" : why);
-  auto steps = [](const std::string& cuda_graphs) {
+  auto steps = [](CudaGraphs cuda_graphs) {
     TrainConfig train;
     train.cuda_graphs = cuda_graphs;
-    train.decay = "onecycle";
+    train.decay = Decay::onecycle;
     train.lr = 0.05;
     train.steps = 12;
     train.warmup = 4;
@@ -204,7 +204,7 @@ TEST(StepRunner, ReplayedAdamWFollowsOneCycleAsEagerSteps) {
     }
     return p.detach().cpu();
   };
-  const auto graphed = steps("on"), eager = steps("off");
+  const auto graphed = steps(CudaGraphs::on), eager = steps(CudaGraphs::off);
   EXPECT_TRUE(at::allclose(graphed, eager, 1e-6, 1e-7)) << (graphed - eager).abs().max().item<double>();
 }
 

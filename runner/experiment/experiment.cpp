@@ -372,9 +372,9 @@ PluginEntry plugin_entry(const toml::key& key, const toml::node& node, const std
   apply_table(table, plugin.info->params, plugin.info->param_count, entry.params, {path, where}, owner, sub_tables);
   if (plugin.scripted()) entry.params.values = plugin.defaults();  // `script` as the absolute path
   if (const auto* t = sub_table(table, "model", {path, where}))
-    apply_table(*t, kModelParams, kModelParamCount, entry.model, {path, where + ".model"}, "");
+    apply_table(*t, model_params().data(), model_params().size(), entry.model, {path, where + ".model"}, "");
   if (const auto* t = sub_table(table, "train", {path, where}))
-    apply_table(*t, kTrainParams, kTrainParamCount, entry.train, {path, where + ".train"}, "");
+    apply_table(*t, train_params().data(), train_params().size(), entry.train, {path, where + ".train"}, "");
   if (const auto* per = method ? sub_table(table, "datasets", {path, where}) : nullptr) {
     for (const auto& [dataset_key, dataset_node] : *per) {
       const std::string dataset(dataset_key.str()), at = where + ".datasets." + dataset;
@@ -468,10 +468,10 @@ Experiment load_experiment(const std::string& path, const PluginRegistry& regist
   read_experiment_section(root, path, experiment);
 
   // [model], [train]: core's schemas
-  Settings model{ParamValues::defaults(kModelParams, kModelParamCount), {}};
-  Settings train{ParamValues::defaults(kTrainParams, kTrainParamCount), {}};
-  if (const auto* t = sub_table(root, "model", {path, ""})) apply_table(*t, kModelParams, kModelParamCount, model, {path, "model"}, "");
-  if (const auto* t = sub_table(root, "train", {path, ""})) apply_table(*t, kTrainParams, kTrainParamCount, train, {path, "train"}, "");
+  Settings model{ParamValues::defaults(model_params().data(), model_params().size()), {}};
+  Settings train{ParamValues::defaults(train_params().data(), train_params().size()), {}};
+  if (const auto* t = sub_table(root, "model", {path, ""})) apply_table(*t, model_params().data(), model_params().size(), model, {path, "model"}, "");
+  if (const auto* t = sub_table(root, "train", {path, ""})) apply_table(*t, train_params().data(), train_params().size(), train, {path, "train"}, "");
 
   const auto methods = plugin_entries(root, path, "methods", PluginKind::attention, registry);
   const auto datasets = plugin_entries(root, path, "datasets", PluginKind::dataset, registry);
@@ -500,10 +500,10 @@ JobPlan parse_job_config(const std::string& config_toml, const std::string& wher
   const auto* seed = root.get("seed");
   if (!seed || !seed->is_integer()) fail(top, 0, "seed", "missing");
   job.seed = seed->as_integer()->get();
-  job.model = ParamValues::defaults(kModelParams, kModelParamCount);
-  job.train = ParamValues::defaults(kTrainParams, kTrainParamCount);
-  if (const auto* t = sub_table(root, "model", top)) apply_table(*t, kModelParams, kModelParamCount, job.model, {where, "model"}, "");
-  if (const auto* t = sub_table(root, "train", top)) apply_table(*t, kTrainParams, kTrainParamCount, job.train, {where, "train"}, "");
+  job.model = ParamValues::defaults(model_params().data(), model_params().size());
+  job.train = ParamValues::defaults(train_params().data(), train_params().size());
+  if (const auto* t = sub_table(root, "model", top)) apply_table(*t, model_params().data(), model_params().size(), job.model, {where, "model"}, "");
+  if (const auto* t = sub_table(root, "train", top)) apply_table(*t, train_params().data(), train_params().size(), job.train, {where, "train"}, "");
   if (const auto* methods = sub_table(root, "methods", top))
     if (const auto* t = sub_table(*methods, job.method, top))
       if (const auto* script = t->get_as<std::string>("script")) try {

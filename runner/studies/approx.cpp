@@ -438,7 +438,7 @@ ModelSource init_source(const PluginRegistry& registry, const std::string& datas
   TaskInfo task = ds->info();
   task.max_len = std::max(task.max_len, data.max_length);  // positions for every length asked for
   load_test_batch(source, *ds, data.batch);
-  const ModelConfig config = model_config_from(ParamValues::defaults(kModelParams, kModelParamCount));
+  const ModelConfig config = model_config_from(ParamValues::defaults(model_params().data(), model_params().size()));
   torch::manual_seed(seed);
   source.model = EncoderClassifier(config, task, [](const AttentionShape&) { return std::make_shared<UnusedAttention>(); });
   source.model->to(device);

@@ -72,10 +72,10 @@ std::vector<std::pair<std::string, std::string>> take_model_overrides(Args& args
 
 void apply_model_overrides(ParamValues& model, const std::vector<std::pair<std::string, std::string>>& overrides) {
   for (const auto& [key, text] : overrides) {
-    const ParamSpec* spec = find_param(kModelParams, kModelParamCount, key);
+    const ParamSpec* spec = find_param(model_params().data(), model_params().size(), key);
     if (!spec) {
       std::vector<std::string> known;
-      for (std::size_t i = 0; i < kModelParamCount; ++i) known.push_back(kModelParams[i].name);
+      for (const auto& s : model_params()) known.push_back(s.name);
       throw BenchUsageError("bench: --model." + key + ": unknown model key (known: " + joined(known) + ")");
     }
     try {
@@ -88,7 +88,7 @@ void apply_model_overrides(ParamValues& model, const std::vector<std::pair<std::
 
 void set_train(ParamValues& train, const char* key, const ParamValue& value, const char* option) {
   try {
-    train.set(key, check_param(*find_param(kTrainParams, kTrainParamCount, key), value));
+    train.set(key, check_param(*find_param(train_params().data(), train_params().size(), key), value));
   } catch (const ParamError& e) {
     throw BenchUsageError(std::string("bench: --") + option + ": " + e.what());
   }
@@ -273,8 +273,8 @@ BenchCase bench_case(const std::string& method, const std::string& dataset, cons
     c.method_params = plan->method_params;
     c.dataset_params = plan->dataset_params;
   } else {
-    c.model = ParamValues::defaults(kModelParams, kModelParamCount);
-    c.train = ParamValues::defaults(kTrainParams, kTrainParamCount);
+    c.model = ParamValues::defaults(model_params().data(), model_params().size());
+    c.train = ParamValues::defaults(train_params().data(), train_params().size());
     c.method_params = registry.find(PluginKind::attention, method)->defaults();
     c.dataset_params = registry.find(PluginKind::dataset, dataset)->defaults();
   }

@@ -58,7 +58,7 @@ JobWork job_work(const JobPlan& plan, const PluginRegistry& registry, const std:
     const auto attention = attention_maker(*method, plan.method_params)({model.heads, model.head_dim, task.max_len});
     if (attention->stochastic())
       w.forward_batches += train.variance_passes *
-                           split_batches(train.variance_split == "val" ? "val_size" : "test_size", "variance");
+                           split_batches(train.variance_split == EvalSplit::val ? "val_size" : "test_size", "variance");
   }
   return w;
 }

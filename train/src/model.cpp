@@ -16,8 +16,8 @@ namespace nn = torch::nn;
 EncoderBlockImpl::EncoderBlockImpl(const ModelConfig& c, std::shared_ptr<AttentionMethod> attention)
     : heads_(c.heads),
       head_dim_(c.head_dim),
-      pre_norm_(c.norm != "post"),
-      normed_input_(c.norm == "normed_input"),
+      pre_norm_(c.norm != Norm::post),
+      normed_input_(c.norm == Norm::normed_input),
       attention_precision_(c.attention_precision),
       dropout_p_(c.dropout),
       attention_(std::move(attention)) {
@@ -29,7 +29,7 @@ EncoderBlockImpl::EncoderBlockImpl(const ModelConfig& c, std::shared_ptr<Attenti
   norm1_ = register_module("norm1", nn::LayerNorm(nn::LayerNormOptions({c.dim})));
   norm2_ = register_module("norm2", nn::LayerNorm(nn::LayerNormOptions({c.dim})));
   register_module("attention", attention_);
-  if (c.init == "kl_authors") init_as_kl_authors();
+  if (c.init == Init::kl_authors) init_as_kl_authors();
 }
 
 // fast_transformers' layers as the KL authors build them (weight_init = 'xavier_uniform' for the
@@ -104,7 +104,7 @@ at::Tensor EncoderBlockImpl::forward(const at::Tensor& x, const at::Tensor& key_
 
 EncoderClassifierImpl::EncoderClassifierImpl(const ModelConfig& c, const TaskInfo& task, const AttentionMaker& make_attention)
     : config_(c), task_(task) {
-  const bool cls = c.pooling == "cls";
+  const bool cls = c.pooling == Pooling::cls;
   const std::int64_t positions = task.max_len + (cls ? 1 : 0);
   if (task.many_hot > 0) {
     // A many-hot token embeds as the sum of its features' rows: a bias-free linear map of the
@@ -121,7 +121,7 @@ EncoderClassifierImpl::EncoderClassifierImpl(const ModelConfig& c, const TaskInf
     tokens_ = register_module("tokens", nn::Embedding(task.vocab_size, c.dim));
     nn::init::normal_(tokens_->weight, 0.0, 0.02);
   }
-  if (c.positions == "learned") {
+  if (c.positions == Positions::learned) {
     learned_positions_ = register_module("positions", nn::Embedding(positions, c.dim));
     nn::init::normal_(learned_positions_->weight, 0.0, 0.02);
   } else {
@@ -139,15 +139,15 @@ EncoderClassifierImpl::EncoderClassifierImpl(const ModelConfig& c, const TaskInf
     blocks_.push_back(register_module("block" + std::to_string(i), EncoderBlock(c, make_attention(shape))));
     shape.first_layer = blocks_.front()->attention().get();
   }
-  if (c.norm != "post") final_norm_ = register_module("final_norm", nn::LayerNorm(nn::LayerNormOptions({c.dim})));
+  if (c.norm != Norm::post) final_norm_ = register_module("final_norm", nn::LayerNorm(nn::LayerNormOptions({c.dim})));
   make_head(c, task);
-  if (c.init == "kl_authors") init_as_kl_authors();
+  if (c.init == Init::kl_authors) init_as_kl_authors();
 }
 
 // The classifier on the pooled features: one hidden layer of ffn_dim; for two inputs u, v, on
 // [u, v, u*v, u-v] (LRA's), or on [u, v] with a second hidden layer of ffn_dim / 2 (pair_head = concat).
 void EncoderClassifierImpl::make_head(const ModelConfig& c, const TaskInfo& task) {
-  const bool concat = task.inputs == 2 && c.pair_head == "concat";
+  const bool concat = task.inputs == 2 && c.pair_head == PairHead::concat;
   const std::int64_t features = task.inputs == 2 ? c.dim * (concat ? 2 : 4) : c.dim;
   head_in_ = register_module("head_in", nn::Linear(features, c.ffn_dim));
   if (concat) head_mid_ = register_module("head_mid", nn::Linear(c.ffn_dim, c.ffn_dim / 2));
@@ -164,11 +164,11 @@ void EncoderClassifierImpl::init_as_kl_authors() {
     if (*layer) (*layer)->bias.zero_();
 }
 
-at::Tensor pool_sequence(const at::Tensor& x, const at::Tensor& valid, const std::string& pooling) {
+at::Tensor pool_sequence(const at::Tensor& x, const at::Tensor& valid, Pooling pooling) {
   // cls: the prepended token; first: the sequence's own first position (KL-Transformer App. E.2)
-  if (pooling == "cls" || pooling == "first") return x.select(1, 0);
+  if (pooling == Pooling::cls || pooling == Pooling::first) return x.select(1, 0);
   auto weights = valid.to(x.scalar_type()).unsqueeze(2);
-  if (pooling == "mean_with_padding") return (x * weights).mean(1);
+  if (pooling == Pooling::mean_with_padding) return (x * weights).mean(1);
   return (x * weights).sum(1) / weights.sum(1).clamp_min(1.0);  // mean over real tokens only
 }
 

@@ -130,14 +130,14 @@ JobKey job_key(const TrainJob& job, std::int64_t train_examples) {
   std::ostringstream c;
   c << "model.layers=" << m.layers << "\nmodel.dim=" << m.dim << "\nmodel.ffn_dim=" << m.ffn_dim
     << "\nmodel.heads=" << m.heads << "\nmodel.head_dim=" << m.head_dim << "\nmodel.dropout=" << real_text(m.dropout)
-    << "\nmodel.pooling=" << m.pooling << "\nmodel.norm=" << m.norm << "\nmodel.positions=" << m.positions
+    << "\nmodel.pooling=" << word(m.pooling) << "\nmodel.norm=" << word(m.norm) << "\nmodel.positions=" << word(m.positions)
     << "\ntrain.steps=" << t.steps << "\ntrain.batch_size=" << t.batch_size << "\ntrain.grad_accum=" << t.grad_accum
     << "\ntrain.lr=" << real_text(t.lr) << "\ntrain.weight_decay=" << real_text(t.weight_decay)
     << "\ntrain.beta1=" << real_text(t.beta1) << "\ntrain.beta2=" << real_text(t.beta2) << "\ntrain.eps=" << real_text(t.eps)
-    << "\ntrain.warmup=" << t.warmup << "\ntrain.decay=" << t.decay << "\ntrain.clip_norm=" << real_text(t.clip_norm)
+    << "\ntrain.warmup=" << t.warmup << "\ntrain.decay=" << word(t.decay) << "\ntrain.clip_norm=" << real_text(t.clip_norm)
     << "\ntrain.eval_every=" << t.eval_every << "\ntrain.eval_batches=" << t.eval_batches
     << "\ntrain.log_every=" << t.log_every << "\ntrain.instability_steps=" << t.instability_steps
-    << "\ntrain.variance_passes=" << t.variance_passes << "\ntrain.variance_split=" << t.variance_split
+    << "\ntrain.variance_passes=" << t.variance_passes << "\ntrain.variance_split=" << word(t.variance_split)
     << "\ntask.vocab_size=" << job.task.vocab_size << "\ntask.num_classes=" << job.task.num_classes
     << "\ntask.max_len=" << job.task.max_len << "\ntask.inputs=" << job.task.inputs
     << "\ntask.many_hot=" << job.task.many_hot << "\ndata.train_examples=" << train_examples << "\n";
@@ -150,11 +150,11 @@ JobKey job_key(const TrainJob& job, std::int64_t train_examples) {
   if (t.eval_stream) c << "train.eval_draw=stream\n";
   if (t.test_drop_last) c << "train.test_drop_last=true\n";
   if (m.attention_precision != AttentionPrecision::autocast)
-    c << "model.attention_precision=" << (m.attention_precision == AttentionPrecision::fp32 ? "fp32" : "fp32_qkv") << "\n";
+    c << "model.attention_precision=" << word(m.attention_precision) << "\n";
   if (m.zero_tokens_masked) c << "model.mask=nonzero_tokens\n";
   if (!m.attention_bias) c << "model.attention_bias=false\n";
-  if (m.init != "default") c << "model.init=" << m.init << "\n";
-  if (m.pair_head != "nli") c << "model.pair_head=" << m.pair_head << "\n";
+  if (m.init != Init::standard) c << "model.init=" << word(m.init) << "\n";
+  if (m.pair_head != PairHead::nli) c << "model.pair_head=" << word(m.pair_head) << "\n";
   return {job.identity, job.seed, c.str()};
 }
 

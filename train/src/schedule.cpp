@@ -19,7 +19,7 @@ OneCycle one_cycle_at(const TrainConfig& c, std::int64_t step) {
   const double initial_lr = c.lr / div_factor, min_lr = initial_lr / final_div_factor;
   const double pct_start = static_cast<double>(c.warmup) / static_cast<double>(c.steps);
   const double warm_end = pct_start * static_cast<double>(c.steps) - 1, last = static_cast<double>(c.steps - 1);
-  const bool cosine = c.decay == "onecycle_cosine";
+  const bool cosine = c.decay == Decay::onecycle_cosine;
   const auto anneal = [cosine](double start, double end, double pct) {
     return cosine ? end + (start - end) / 2.0 * (std::cos(M_PI * pct) + 1) : (end - start) * pct + start;
   };
@@ -34,7 +34,7 @@ OneCycle one_cycle_at(const TrainConfig& c, std::int64_t step) {
 
 }  // namespace
 
-bool cycles_beta1(const TrainConfig& c) { return c.decay.rfind("onecycle", 0) == 0; }
+bool cycles_beta1(const TrainConfig& c) { return is_one_cycle(c.decay); }
 
 double beta1_at(const TrainConfig& c, std::int64_t step) { return cycles_beta1(c) ? one_cycle_at(c, step).beta1 : c.beta1; }
 
@@ -45,16 +45,16 @@ void schedule_step(FusedAdamW& optimizer, const TrainConfig& c, std::int64_t ste
 
 double learning_rate_at(const TrainConfig& c, std::int64_t step) {
   if (cycles_beta1(c)) return one_cycle_at(c, step).lr;
-  if (c.decay == "sqrt_from_zero") {  // the KL authors' LambdaLR, min(1, s / W) / sqrt(max(s, W)), at its peak
+  if (c.decay == Decay::sqrt_from_zero) {  // the KL authors' LambdaLR, min(1, s / W) / sqrt(max(s, W)), at its peak
     const double s = static_cast<double>(step), w = static_cast<double>(c.warmup);
     return c.lr * std::min(1.0, s / w) * std::sqrt(w / std::max(s, w));
   }
   if (step < c.warmup) return c.lr * static_cast<double>(step + 1) / static_cast<double>(c.warmup);
   const double span = static_cast<double>(std::max<std::int64_t>(1, c.steps - c.warmup));
   const double progress = std::min(1.0, static_cast<double>(step - c.warmup) / span);
-  if (c.decay == "linear") return c.lr * (1.0 - progress);
-  if (c.decay == "cosine") return c.lr * 0.5 * (1.0 + std::cos(M_PI * progress));
-  if (c.decay == "sqrt") return c.lr * std::sqrt(static_cast<double>(std::max<std::int64_t>(c.warmup, 1)) / (step + 1));
+  if (c.decay == Decay::linear) return c.lr * (1.0 - progress);
+  if (c.decay == Decay::cosine) return c.lr * 0.5 * (1.0 + std::cos(M_PI * progress));
+  if (c.decay == Decay::sqrt) return c.lr * std::sqrt(static_cast<double>(std::max<std::int64_t>(c.warmup, 1)) / (step + 1));
   return c.lr;
 }
 

@@ -8,7 +8,7 @@
 namespace attnlab {
 
 std::string why_no_cuda_graph(const TrainConfig& train, const c10::Device& device, Precision precision) {
-  if (train.cuda_graphs == "off") return "[train] cuda_graphs = \"off\"";
+  if (train.cuda_graphs == CudaGraphs::off) return "[train] cuda_graphs = \"off\"";
   if (std::string why; !CudaGraph::available(device, &why)) return why;
   if (precision == Precision::fp16) return "fp16 loss scaling skips steps on the host";
   if (train.grad_accum > 1) return "grad_accum " + std::to_string(train.grad_accum) + " takes several batches a step";
@@ -16,7 +16,7 @@ std::string why_no_cuda_graph(const TrainConfig& train, const c10::Device& devic
 }
 
 StepRunner::StepRunner(const TrainConfig& train, const c10::Device& device, Precision precision)
-    : device_(device), required_(train.cuda_graphs == "on") {
+    : device_(device), required_(train.cuda_graphs == CudaGraphs::on) {
   const std::string why = why_no_cuda_graph(train, device, precision);
   if (why.empty()) {
     graph_ = std::make_unique<CudaGraph>(device);

@@ -519,7 +519,7 @@ class TrainLoop {
     std::optional<VarianceMetrics> variance;
     if (tc_.variance_passes > 1 && draws_.any()) {
       const auto passes_start = Clock::now();
-      variance = measure_variance(model_, tc_.variance_split == "val" ? data_.val : data_.test, tc_.batch_size,
+      variance = measure_variance(model_, tc_.variance_split == EvalSplit::val ? data_.val : data_.test, tc_.batch_size,
                                   job_.device, tc_.variance_passes, draws_, [&](std::int64_t done) {
                                     observer_.on_variance_pass(done, tc_.variance_passes, seconds_since(passes_start));
                                   }, precision_, job_.stop);

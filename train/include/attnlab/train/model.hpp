@@ -27,7 +27,7 @@ at::Tensor inverted_dropout(const at::Tensor& x, double p, bool training);
 // positions: "mean" averages the real ones; "mean_with_padding" is (x ⊙ valid).mean(dim=1), the
 // mean over all N positions with padding zeroed (Skyformer's and Nystromformer's LRA "MEAN", so
 // scaled by length / N); "first" and "cls" take position 0.
-at::Tensor pool_sequence(const at::Tensor& x, const at::Tensor& valid, const std::string& pooling);
+at::Tensor pool_sequence(const at::Tensor& x, const at::Tensor& valid, Pooling pooling);
 
 // layer(x) for rows x [R, in]: the same numbers as torch::nn::Linear (autocast included), its
 // backward one node of three products (src/linear.cpp).
