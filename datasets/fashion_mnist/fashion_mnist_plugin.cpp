@@ -19,10 +19,9 @@ const ParamSpec kParams[] = {
      "folder of the four IDX files (train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte, "
      "t10k-labels-idx1-ubyte), each gzip-compressed (.gz) or not; the default is where Debian's package "
      "dataset-fashion-mnist installs them"},
-    {"val_size", ParamType::integer, "6000", 1, 1000000, nullptr,
-     "training images held out for validation by a seeded draw (6000 of 60000, leaving 54000 to train)"},
-    {"split_seed", ParamType::integer, "0", 0, 9007199254740992.0, nullptr,
-     "seed of the train/val holdout; the same seed gives the same split on every machine"},
+    ATTNLAB_HOLDOUT_PARAMS("6000", 1000000,
+                           "training images held out for validation by a seeded draw (6000 of 60000, leaving 54000 to train)",
+                           ATTNLAB_HOLDOUT_SEED_DOC),
 };
 
 class FashionMnistDataset final : public Dataset {

@@ -19,10 +19,9 @@ const ParamSpec kParams[] = {
     {"path", ParamType::string, "", 0, 0, nullptr,
      "folder of the CIFAR-10 binary version (cifar-10-batches-bin): data_batch_1.bin .. data_batch_5.bin and "
      "test_batch.bin"},
-    {"val_size", ParamType::integer, "5000", 1, 1000000, nullptr,
-     "training records held out for validation by a seeded draw (LRA: 5000 of 50000, leaving 45000 to train)"},
-    {"split_seed", ParamType::integer, "0", 0, 9007199254740992.0, nullptr,
-     "seed of the train/val holdout; the same seed gives the same split on every machine"},
+    ATTNLAB_HOLDOUT_PARAMS("5000", 1000000,
+                           "training records held out for validation by a seeded draw (LRA: 5000 of 50000, leaving 45000 to train)",
+                           ATTNLAB_HOLDOUT_SEED_DOC),
 };
 
 class ImageDataset final : public Dataset {

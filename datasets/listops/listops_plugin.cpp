@@ -36,7 +36,7 @@ const ParamSpec kParams[] = {
     {"operator_p", ParamType::real, "0.25", 0, 1, nullptr,
      "generator: LRA's VALUE_P; below max_depth a node is an operator when u <= operator_p (u uniform in [0, 1)), "
      "otherwise a digit (LRA: 0.25, i.e. 25% operators)"},
-    {"generator_seed", ParamType::integer, "0", 0, 9007199254740992.0, nullptr,
+    {"generator_seed", ParamType::integer, "0", 0, kMaxSeed, nullptr,
      "generator: seed of its std::mt19937_64; the same parameters give byte-identical files on any machine"},
 };
 

@@ -14,7 +14,6 @@
 namespace attnlab::pathfinder {
 namespace {
 
-constexpr double kMaxSeed = 9007199254740992.0;  // 2^53
 
 const ParamSpec kParams[] = {
     {"source", ParamType::string, "generate", 0, 0, "generate|files",

@@ -23,7 +23,7 @@ const ParamSpec kParams[] = {
      "training examples, a multiple of 9 (the same number in each of the 9 classes)"},
     {"val_size", ParamType::integer, "1800", 9, kMaxCount, nullptr, "validation examples, a multiple of 9"},
     {"test_size", ParamType::integer, "1800", 9, kMaxCount, nullptr, "test examples, a multiple of 9"},
-    {"generator_seed", ParamType::integer, "0", 0, 9007199254740992.0, nullptr,
+    {"generator_seed", ParamType::integer, "0", 0, kMaxSeed, nullptr,
      "seed of the generator; each split draws from its own sub-seed, so the same parameters give the same "
      "tokens on any machine"},
 };

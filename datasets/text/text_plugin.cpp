@@ -20,9 +20,8 @@ const ParamSpec kParams[] = {
     kPadToParam,
     {"val", ParamType::string, "test", 0, 0, "test|holdout",
      "validation split: 'test' evaluates on the test set as LRA did; 'holdout' holds val_size reviews out of train"},
-    {"val_size", ParamType::integer, "2500", 1, 100000000, nullptr, "reviews held out of train when val = \"holdout\""},
-    {"split_seed", ParamType::integer, "0", 0, 9007199254740992.0, nullptr,
-     "seed of the holdout draw (val = \"holdout\"); the same seed gives the same split on every machine"},
+    ATTNLAB_HOLDOUT_PARAMS("2500", 100000000, "reviews held out of train when val = \"holdout\"",
+                           "seed of the holdout draw (val = \"holdout\"); the same seed gives the same split on every machine"),
 };
 
 class TextDataset final : public Dataset {

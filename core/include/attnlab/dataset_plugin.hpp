@@ -60,6 +60,16 @@ void check_params(Check&& check) {
   }
 }
 
+// The largest seed a dataset parameter takes: 2^53, every seed up to it exactly a TOML number.
+inline constexpr double kMaxSeed = 9007199254740992.0;
+
+// The two rows of a plugin's schema that Holdout::from reads, for its kParams array: val_size
+// (how many of its training examples, at most `size_max`; `size_doc` says which) and split_seed.
+#define ATTNLAB_HOLDOUT_PARAMS(size_default, size_max, size_doc, seed_doc)                            \
+  {"val_size", ::attnlab::ParamType::integer, size_default, 1, size_max, nullptr, size_doc},         \
+      {"split_seed", ::attnlab::ParamType::integer, "0", 0, ::attnlab::kMaxSeed, nullptr, seed_doc}
+#define ATTNLAB_HOLDOUT_SEED_DOC "seed of the train/val holdout; the same seed gives the same split on every machine"
+
 // Validation drawn out of the training examples: `size` of the n examples, picked by
 // seeded_holdout(n, size, seed), are the val split, the others the train split, each part in
 // file order, so that the same seed gives the same split on every machine.
@@ -67,7 +77,7 @@ struct Holdout {
   std::int64_t size = 0;
   std::uint64_t seed = 0;
 
-  // From the parameters "val_size" and "split_seed".
+  // From the parameters "val_size" and "split_seed" (ATTNLAB_HOLDOUT_PARAMS).
   static Holdout from(const ParamValues& params);
   // What it adds to a token cache key's parameters: " val_size=<size> split_seed=<seed>".
   std::string key() const;
