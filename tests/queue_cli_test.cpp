@@ -17,6 +17,8 @@
 
 #include "attnlab/precision.hpp"
 #include "attnlab/store.hpp"
+#include "attnlab/store/queue.hpp"
+#include "attnlab/store/run_writer.hpp"
 
 #include "../store/src/schema_v1.hpp"
 #include "../store/src/schema_v2.hpp"
@@ -45,11 +47,11 @@ struct QueueCli : attnlab::testing::CliTest {
     database.add_job({experiment_id, "noop", "noop", 1, "noop = 1", "noop-1", {}, {}});
     attnlab::store::Claimer claimer;
     claimer.worker = "test";
-    const auto lease = database.claim_next_job(claimer, 60);
+    const auto lease = attnlab::store::Queue(database).claim_next_job(claimer, 60);
     ASSERT_TRUE(lease);
     std::vector<attnlab::store::CurvePoint> rows;
     for (int i = 0; i < points; ++i) rows.push_back({i, "train", "loss", i * 0.5, i * 0.1});
-    database.append_curve(lease->run_id, rows);
+    attnlab::store::RunWriter(database, lease->run_id).append_curve(rows);
   }
   std::string opts() const { return " --db " + db(); }
   int queue(const std::string& args, std::string& out) const { return attnlab("queue " + args + opts(), out); }

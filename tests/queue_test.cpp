@@ -24,6 +24,8 @@
 #include <thread>
 
 #include "attnlab/store.hpp"
+#include "attnlab/store/queue.hpp"
+#include "attnlab/store/run_writer.hpp"
 #include "cli/cli_options.hpp"
 #include "queue/job_exec.hpp"
 #include "queue/supervisor.hpp"
@@ -586,11 +588,11 @@ TEST_F(Queue, ADatabaseDamagedWhileAWorkerRunsStopsItBeforeItsNextClaim) {
     database.add_job({experiment, "noop", "noop", 0, "noop = 0", "noop-0", {}, {}});
     attnlab::store::Claimer claimer;
     claimer.worker = "test";
-    const auto lease = database.claim_next_job(claimer, 60);
+    const auto lease = attnlab::store::Queue(database).claim_next_job(claimer, 60);
     std::vector<attnlab::store::CurvePoint> points;
     for (int i = 0; i < 20000; ++i) points.push_back({i, "train", "loss", i * 0.5, i * 0.1});
-    database.append_curve(lease->run_id, points);
-    database.finish_run(lease->run_id, attnlab::store::RunStatus::done, {}, "", "");
+    attnlab::store::RunWriter(database, lease->run_id).append_curve(points);
+    attnlab::store::RunWriter(database, lease->run_id).finish(attnlab::store::RunStatus::done, {}, "", "");
   }
   fill_noop_queue(db, 3);
   const pid_t worker = spawn_attnlab({"worker", "--db", db, "--idle-exit", "--noop", "--noop-seconds", "1.5"}, path("w.log"));

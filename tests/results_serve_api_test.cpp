@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "results_support.hpp"
+#include "attnlab/store/run_writer.hpp"
 #include "serve/api.hpp"
 #include "attnlab/store/studies.hpp"
 
@@ -48,9 +49,9 @@ class ServeApi : public ResultsTest {
     store::add_approx_results(db, {approx});
   }
 
-  json get(serve::Reply (*endpoint)(store::Database&, const serve::Params&), const serve::Params& params,
+  json get(serve::Reply (*endpoint)(store::ResultsReader&, const serve::Params&), const serve::Params& params,
            int status = 200) {
-    store::Database db(file("s.db"), store::Database::Open::read_only);
+    store::ResultsReader db(file("s.db"));
     const auto reply = endpoint(db, params);
     EXPECT_EQ(reply.status, status) << reply.body;
     return json::parse(reply.body);
@@ -136,14 +137,14 @@ TEST_F(ServeApi, ARunHasItsConfigurationEnvironmentPluginsAttemptsAndEveryCurve)
     FakeJob f;
     f.method = "<b>kernelized</b>", f.outcome = "running", f.params = {{"train.steps", "400"}};
     add_job(db, f);
-    run = *db.latest_run_of_job(db.list_jobs({}).back().job.id);
+    run = db.attempts_of_job(db.list_jobs({}).back().job.id).back().run_id;
     store::RunEnvironment env;
     env.host = "node7", env.device = "cuda:0", env.device_name = "NVIDIA H100", env.torch_version = "2.5.1";
     env.attnlab_version = "0.9", env.git_revision = "abc1234", env.threads = 4;
     env.plugins = {{"attention", "kernelized", "1.0", "/p/libkernelized.so", "deadbeef"}};
-    db.set_run_environment(run, env);
-    db.append_curve(run, make_curve("val", "acc", 3, 50, [](std::int64_t s) { return 0.001 * static_cast<double>(s); }));
-    db.finish_run(run, store::RunStatus::done, {{"test_acc", 0.5}, {"agv", 0.02}}, "", "");
+    store::RunWriter(db, run).set_environment(env);
+    store::RunWriter(db, run).append_curve(make_curve("val", "acc", 3, 50, [](std::int64_t s) { return 0.001 * static_cast<double>(s); }));
+    store::RunWriter(db, run).finish(store::RunStatus::done, {{"test_acc", 0.5}, {"agv", 0.02}}, "", "");
   }
   const auto page = get(serve::run_json, {{"id", std::to_string(run)}});
   EXPECT_EQ(page["run"], run);

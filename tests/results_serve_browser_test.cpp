@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "results_support.hpp"
+#include "attnlab/store/run_writer.hpp"
 #include "serve/server.hpp"
 #include "attnlab/store/studies.hpp"
 #include "week_fixture.hpp"
@@ -44,12 +45,12 @@ class Browser : public ResultsTest {
       }
     FakeJob failed;  // three attempts, each failed with the same error before any curve point
     failed.method = "performer", failed.outcome = "failed";
-    failed_run_ = *db.latest_run_of_job(add_job(db, failed).first);
+    failed_run_ = db.attempts_of_job(add_job(db, failed).first).back().run_id;
     FakeJob running;
     running.method = "skyformer", running.outcome = "running", running.params = {{"train.steps", "1000"}};
     running.curve = make_curve("train", "loss", 3, 100, [](std::int64_t s) { return 2.0 - 0.001 * static_cast<double>(s); });
     running_job_ = add_job(db, running).first;
-    running_run_ = *db.latest_run_of_job(running_job_);
+    running_run_ = db.attempts_of_job(running_job_).back().run_id;
     store::BenchResult bench;
     bench.method = "softmax", bench.dataset = "listops", bench.batch_size = 8, bench.device = "cpu", bench.status = "done";
     for (const std::int64_t n : {512, 1024, 2048}) {
@@ -158,7 +159,10 @@ TEST_F(Browser, TheFrontPageShowsTheQueueTheResultsAndNamesAsText) {
       << failed;
   EXPECT_EQ(failed.find("synthetic failure"), failed.rfind("synthetic failure")) << failed;
   // past its last step, in its variance passes: the step column says which pass
-  store::Database(file("s.db")).set_run_phase(running_run_, {"variance passes", 5, 100, 40.0});
+  {
+    store::Database db(file("s.db"));
+    store::RunWriter(db, running_run_).set_phase({"variance passes", 5, 100, 40.0});
+  }
   const std::string passes = std::regex_replace(text_of(dom("#/", 3000), "running"), std::regex("\\s+"), " ");
   EXPECT_NE(passes.find("variance passes 5 / 100"), std::string::npos) << passes;
 }
@@ -198,7 +202,7 @@ TEST_F(Browser, TheRunCurvesAndBenchPagesDrawTheirCharts) {
   EXPECT_NE(bad.find("--where 'seed &gt;'"), std::string::npos) << bad;
 }
 
-// The page stays open while the running job finishes (a worker would call finish_run): after the
+// The page stays open while the running job finishes (its job process would call RunWriter::finish): after the
 // page's second poll of the queue, the test finishes it; the dumped DOM, polled on without any
 // reload, shows it done.
 TEST_F(Browser, AJobThatFinishesWhileThePageIsOpenShowsWithoutAReload) {
@@ -207,7 +211,7 @@ TEST_F(Browser, AJobThatFinishesWhileThePageIsOpenShowsWithoutAReload) {
   server_->on_answer([&](const std::string& path) {
     if (path != "/api/queue" || ++polls != 2) return;
     store::Database db(file("s.db"));
-    db.finish_run(running_run_, store::RunStatus::done, {{"test_acc", 0.55}}, "", "");
+    store::RunWriter(db, running_run_).finish(store::RunStatus::done, {{"test_acc", 0.55}}, "", "");
   });
   const std::string page = dom("#/", 12000);
   EXPECT_GT(polls.load(), 2);
@@ -385,7 +389,7 @@ TEST_F(BrowserWeekOf500, TheLiveRunsTableKeepsTheReadersSortChecksAndScroll) {
   server_->on_answer([&](const std::string& path) {
     if (path != "/api/runs" || ++polls != 3) return;  // after the reader's actions
     store::Database db(file("s.db"));
-    db.finish_run(week_.running_run, store::RunStatus::done, {{"test_acc", 0.99}}, "", "");
+    store::RunWriter(db, week_.running_run).finish(store::RunStatus::done, {{"test_acc", 0.99}}, "", "");
   });
   const std::string page = dom("#/runs?where=experiment%20%3D%20lo-methods", 10000);
   const auto saw = reader_saw(page);
@@ -492,7 +496,8 @@ TEST_F(BrowserWeekOf500, CurvesPollOnlyForWhatChanged) {
     if (path != "/api/curves" || ++answers != 2) return;
     std::vector<store::CurvePoint> next;  // the run's steps 3,000 to 3,090, after its 0 to 2,990
     for (std::int64_t step = 3000; step < 3100; step += 10) next.push_back({step, "train", "loss", 0.5, 1500.0});
-    store::Database(file("s.db")).append_curve(week_.running_run, next);
+    store::Database db(file("s.db"));
+    store::RunWriter(db, week_.running_run).append_curve(next);
   });
   const std::string route = "#/curves?run=1,2," + std::to_string(week_.running_run) + "&metric=loss&split=train";
   const auto saw = reader_saw(dom(route, 10000));

@@ -12,6 +12,7 @@
 #include <sqlite3.h>
 
 #include "results_support.hpp"
+#include "attnlab/store/run_writer.hpp"
 #include "serve/api.hpp"
 #include "../store/src/access.hpp"
 
@@ -47,7 +48,7 @@ class Serve : public ResultsTest {
 
 TEST_F(Serve, ResultsAreWhatTheResultsCommandPrints) {
   fill();
-  store::Database db(file("s.db"), store::Database::Open::read_only);
+  store::ResultsReader db(file("s.db"));
   for (const std::string where : {"", "dataset = listops", "method IN (softmax, performer)"}) {
     serve::Params params;
     std::vector<std::string> args = {"results", "--db", file("s.db"), "--format", "json"};
@@ -71,7 +72,7 @@ TEST_F(Serve, ResultsAreWhatTheResultsCommandPrints) {
 
 TEST_F(Serve, BadParametersAreA400WithTheReason) {
   fill();
-  store::Database db(file("s.db"), store::Database::Open::read_only);
+  store::ResultsReader db(file("s.db"));
   const auto bad_filter = serve::results_json(db, {{"where", "dataset ="}});
   EXPECT_EQ(bad_filter.status, 400);
   EXPECT_EQ(bad_filter.body.rfind(R"({"error":"--where 'dataset =': )", 0), 0u) << bad_filter.body;
@@ -85,7 +86,7 @@ TEST_F(Serve, BadParametersAreA400WithTheReason) {
 
 TEST_F(Serve, TheQueueHasEveryStateTheRunningJobsAndEachFailedAttemptsError) {
   fill();
-  store::Database db(file("s.db"), store::Database::Open::read_only);
+  store::ResultsReader db(file("s.db"));
   const auto reply = serve::queue_json(db, {});
   ASSERT_EQ(reply.status, 200);
   const auto queue = nlohmann::ordered_json::parse(reply.body);
@@ -126,7 +127,7 @@ TEST_F(Serve, TheQueuesEtaCountsTheVariancePasses) {
     run = db.attempts_of_job(job).back().run_id;
   }
   const auto progress = [&] {
-    store::Database db(file("p.db"), store::Database::Open::read_only);
+    store::ResultsReader db(file("p.db"));
     const auto reply = serve::queue_json(db, {});
     EXPECT_EQ(reply.status, 200);
     return nlohmann::ordered_json::parse(reply.body)["running"][0];
@@ -137,15 +138,15 @@ TEST_F(Serve, TheQueuesEtaCountsTheVariancePasses) {
   EXPECT_TRUE(testing["eta_seconds"].is_null()) << testing.dump();
 
   store::Database db(file("p.db"));
-  db.set_run_phase(run, {"variance passes", 5, 100, 40.0});
+  store::RunWriter(db, run).set_phase({"variance passes", 5, 100, 40.0});
   const auto passes = progress();
   EXPECT_EQ(passes["phase"].dump(), R"({"name":"variance passes","done":5,"total":100})");
   EXPECT_DOUBLE_EQ(passes["eta_seconds"].get<double>(), 95 * 8.0);  // 8 s a pass, 95 to go
 
-  db.finish_run(run, store::RunStatus::done, {}, "", "");
+  store::RunWriter(db, run).finish(store::RunStatus::done, {}, "", "");
   EXPECT_FALSE(db.run_phase(run).has_value());
   // the lease is gone: a late write from the attempt is refused, nothing written
-  EXPECT_THROW(db.set_run_phase(run, {"variance passes", 6, 100, 48.0}), store::LeaseLost);
+  EXPECT_THROW(store::RunWriter(db, run).set_phase({"variance passes", 6, 100, 48.0}), store::LeaseLost);
   EXPECT_FALSE(db.run_phase(run).has_value());
 }
 

@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "attnlab/store.hpp"
+#include "attnlab/store/queue.hpp"
+#include "attnlab/store/run_writer.hpp"
 
 namespace attnlab::results::testing {
 
@@ -64,15 +66,15 @@ inline std::pair<std::int64_t, std::int64_t> add_job(store::Database& db, const 
   const store::Claimer claimer{"test:1:cpu", "test", "cpu", 1};
   std::int64_t run = 0;
   do {
-    const auto lease = db.claim_next_job(claimer, 600, {job});
+    const auto lease = store::Queue(db).claim_next_job(claimer, 600, {job});
     EXPECT_TRUE(lease.has_value());
     if (!lease) return {job, 0};
     run = lease->run_id;
-    if (!f.curve.empty()) db.append_curve(run, f.curve);
+    if (!f.curve.empty()) store::RunWriter(db, run).append_curve(f.curve);
     if (f.outcome == "running") return {job, 0};
     const store::RunStatus status = store::parse_run_status(f.outcome);
     const bool failed = status == store::RunStatus::failed;
-    db.finish_run(run, status, failed ? std::vector<std::pair<std::string, double>>{} : f.results,
+    store::RunWriter(db, run).finish(status, failed ? std::vector<std::pair<std::string, double>>{} : f.results,
                   failed ? "synthetic failure" : "", "");
   } while (db.job(job).state == store::JobState::queued);  // a failed attempt is retried until the cap
   return {job, run};

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "attnlab/store.hpp"
+#include "attnlab/store/queue.hpp"
+#include "attnlab/store/run_writer.hpp"
 #include "slurm/slurm.hpp"
 #include "test_support.hpp"
 
@@ -202,7 +204,7 @@ TEST_F(SlurmCli, TasksRunTheirShardsAndCollectMergesOnceSkippingBadShards) {
   // Task 0 was running on a node that died: its attempt still holds a long lease in the shard.
   {
     attnlab::store::Database shard(shard0, attnlab::store::Database::Open::existing);
-    ASSERT_TRUE(shard.claim_next_job({"deadnode:1:cpu", "deadnode", "cpu", 1}, 3600.0).has_value());
+    ASSERT_TRUE(attnlab::store::Queue(shard).claim_next_job({"deadnode:1:cpu", "deadnode", "cpu", 1}, 3600.0).has_value());
   }
   // Collect now, while SLURM lists task 1 only: nothing finished, nothing merged (the dead
   // attempt's run is still 'running'), and task 0 is pointed out as gone from SLURM.
@@ -275,8 +277,8 @@ TEST_F(SlurmCli, CollectCountsAFailedJobWithItsError) {
   const std::string folder = submission();
   {  // task 0's job failed every attempt it was allowed
     attnlab::store::Database shard(folder + "/shards/task-0.db", attnlab::store::Database::Open::existing);
-    while (const auto lease = shard.claim_next_job({"node:1:cpu", "node", "cpu", 1}, 60.0))
-      shard.finish_run(lease->run_id, attnlab::store::RunStatus::failed, {}, "boom " + std::to_string(lease->attempt), "");
+    while (const auto lease = attnlab::store::Queue(shard).claim_next_job({"node:1:cpu", "node", "cpu", 1}, 60.0))
+      attnlab::store::RunWriter(shard, lease->run_id).finish(attnlab::store::RunStatus::failed, {}, "boom " + std::to_string(lease->attempt), "");
   }
   fake_squeue("");
   ASSERT_EQ(run(env, "slurm collect --db " + db(), out), 0) << out;

@@ -200,7 +200,7 @@ TEST_F(SpectrumCli, MeasuresStoresPrintsAndDrawsATrainedRun) {
   EXPECT_EQ(query("SELECT count(*) FROM spectrum_results WHERE run_id = 1"), std::to_string(std::min<std::int64_t>(rows_max, 16)));
   EXPECT_EQ(query("SELECT k FROM spectrum_summaries WHERE run_id = 1"), std::to_string(std::min<std::int64_t>(rows_max, 16)));
 
-  store::Database database(db(), store::Database::Open::read_only);
+  store::ResultsReader database(db());
   const auto stored = store::spectrum_results(database, {1});
   ASSERT_EQ(stored.size(), 1u);
   const auto& values = stored[0].values;

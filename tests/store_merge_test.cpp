@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "attnlab/store.hpp"
+#include "attnlab/store/queue.hpp"
+#include "attnlab/store/run_writer.hpp"
 #include "attnlab/store/studies.hpp"
 #include "store_support.hpp"
 #include "../store/src/access.hpp"
@@ -43,9 +45,9 @@ class Merge : public StoreTest {
     main_ = std::make_unique<Database>(file("main.db"));
     const auto exp = main_->add_experiment("sweep", "sweep.toml", kExperimentText);
     for (int i = 0; i < 3; ++i) main_jobs_.push_back(main_->add_job(spec(exp, "h" + std::to_string(i), i)).job_id);
-    const auto local = main_->claim_next_job(claimer("local"), 30, {main_jobs_[0]});
-    main_->finish_run(local->run_id, RunStatus::failed, {}, "local crash", "");
-    main_->mark_submitted(main_jobs_);
+    const auto local = store::Queue(*main_).claim_next_job(claimer("local"), 30, {main_jobs_[0]});
+    store::RunWriter(*main_, local->run_id).finish(RunStatus::failed, {}, "local crash", "");
+    store::Queue(*main_).mark_submitted(main_jobs_);
   }
 
   // A shard as an array task leaves it: the experiment and one job (as `slurm submit` copies
@@ -61,14 +63,14 @@ class Merge : public StoreTest {
   // One attempt in a shard: claim, environment, a curve, and the given end (nullopt leaves it running).
   static std::int64_t attempt(const std::string& shard_path, std::optional<RunStatus> end, double test_acc = 0.5) {
     Database db(shard_path, Database::Open::existing);
-    const auto lease = db.claim_next_job(claimer("node3:77:cuda:0"), 30);
+    const auto lease = store::Queue(db).claim_next_job(claimer("node3:77:cuda:0"), 30);
     EXPECT_TRUE(lease.has_value());
     if (!lease) return 0;
-    db.set_run_environment(lease->run_id, env());
-    db.append_curve(lease->run_id, {{10, "train", "loss", 1.25, 1.0}, {20, "val", "acc", 0.5, 2.0}});
+    store::RunWriter(db, lease->run_id).set_environment(env());
+    store::RunWriter(db, lease->run_id).append_curve({{10, "train", "loss", 1.25, 1.0}, {20, "val", "acc", 0.5, 2.0}});
     if (end == RunStatus::done) {
       db.set_variance_examples(lease->run_id, "test", 10, {0.5, 0.25}, {1, 0}, {2, 3}, {2, 3});
-      db.finish_run(lease->run_id, RunStatus::done, {{"test_acc", test_acc}, {"steps_done", 20}}, "", "/shared/run.pt");
+      store::RunWriter(db, lease->run_id).finish(RunStatus::done, {{"test_acc", test_acc}, {"steps_done", 20}}, "", "/shared/run.pt");
       SpectrumResult spectrum;  // measured in the shard after training (attnlab spectrum --db SHARD)
       spectrum.run_id = lease->run_id;
       spectrum.layer = 2;
@@ -77,7 +79,7 @@ class Merge : public StoreTest {
       spectrum.values = {{4, 0, 1, 0, 0.9}, {1, 0, 0.25, 0, 0.1}};
       store::set_spectrum(db, spectrum);
     } else if (end) {
-      db.finish_run(lease->run_id, *end, {}, "task crash", "");
+      store::RunWriter(db, lease->run_id).finish(*end, {}, "task crash", "");
     }
     return lease->run_id;
   }
@@ -134,7 +136,7 @@ TEST_F(Merge, AddsFinishedRunsOnceWithEverythingTheyWrote) {
   EXPECT_EQ(second.jobs_added, 0);
   EXPECT_EQ(dump_tables(store::sqlite_handle(*main_)), before);
   // nor does it undo what was decided here since (a job queued to run again stays queued)
-  main_->requeue_job(main_jobs_[0]);
+  store::Queue(*main_).requeue_job(main_jobs_[0]);
   const std::string after_requeue = dump_tables(store::sqlite_handle(*main_));
   main_->merge_shard(a);
   EXPECT_EQ(dump_tables(store::sqlite_handle(*main_)), after_requeue);
@@ -150,7 +152,7 @@ TEST_F(Merge, ARunStillRunningWaitsForALaterMerge) {
   EXPECT_EQ(main_one("SELECT state FROM jobs WHERE id = " + std::to_string(main_jobs_[1])), "submitted");
   {
     Database db(b, Database::Open::existing);
-    db.finish_run(run, RunStatus::done, {{"test_acc", 0.25}}, "", "");
+    store::RunWriter(db, run).finish(RunStatus::done, {{"test_acc", 0.25}}, "", "");
   }
   report = main_->merge_shard(b);
   EXPECT_EQ(report.runs_added, 1);

@@ -21,6 +21,8 @@
 #include "../store/src/schema_v5.hpp"
 #include "../store/src/schema_v6.hpp"
 #include "attnlab/store.hpp"
+#include "attnlab/store/queue.hpp"
+#include "attnlab/store/run_writer.hpp"
 #include "attnlab/store/studies.hpp"
 #include "store_support.hpp"
 #include "../store/src/access.hpp"
@@ -76,7 +78,7 @@ TEST_F(StoreQueue, ClaimsTheLowestQueuedJobOnceWithALease) {
   Database& db = fill(3);
   const double before = now_seconds();
   std::vector<std::int64_t> claimed, runs;
-  while (auto lease = db.claim_next_job(claimer("w1"), 30)) {
+  while (auto lease = store::Queue(db).claim_next_job(claimer("w1"), 30)) {
     claimed.push_back(lease->job_id);
     runs.push_back(lease->run_id);
     EXPECT_EQ(lease->attempt, 1);
@@ -91,7 +93,7 @@ TEST_F(StoreQueue, ClaimsTheLowestQueuedJobOnceWithALease) {
     EXPECT_DOUBLE_EQ(q.lease_expires_at, lease->expires_at);
   }
   EXPECT_EQ(claimed, jobs);
-  EXPECT_EQ(db.claim_next_job(claimer("w2"), 30), std::nullopt);
+  EXPECT_EQ(store::Queue(db).claim_next_job(claimer("w2"), 30), std::nullopt);
   // the run rows the claims made: the claimer, a 128-bit uid each, a first heartbeat
   EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT count(DISTINCT uid) FROM runs WHERE length(uid) = 32 AND uid NOT GLOB '*[^0-9a-f]*'"),
             "3");
@@ -100,10 +102,10 @@ TEST_F(StoreQueue, ClaimsTheLowestQueuedJobOnceWithALease) {
   EXPECT_NE(run_column(runs[0], "heartbeat_at"), "NULL");
   // restricted to some ids
   Database& same = *db_;
-  same.cancel_jobs({jobs[0]});
-  EXPECT_EQ(same.retry_jobs({jobs[0]}), std::vector<std::int64_t>{jobs[0]});
-  EXPECT_EQ(same.claim_next_job(claimer(), 30, {jobs[1], jobs[2]}), std::nullopt);
-  EXPECT_EQ(same.claim_next_job(claimer(), 30, {jobs[2], jobs[0]})->job_id, jobs[0]);
+  store::Queue(same).cancel_jobs({jobs[0]});
+  EXPECT_EQ(store::Queue(same).retry_jobs({jobs[0]}), std::vector<std::int64_t>{jobs[0]});
+  EXPECT_EQ(store::Queue(same).claim_next_job(claimer(), 30, {jobs[1], jobs[2]}), std::nullopt);
+  EXPECT_EQ(store::Queue(same).claim_next_job(claimer(), 30, {jobs[2], jobs[0]})->job_id, jobs[0]);
 }
 
 TEST_F(StoreQueue, ConcurrentClaimersNeverShareAJob) {
@@ -115,10 +117,10 @@ TEST_F(StoreQueue, ConcurrentClaimersNeverShareAJob) {
     threads.emplace_back([&, t] {
       Database db(file("shared.db"), Database::Open::existing);  // one connection per claimer
       const Claimer me{"w" + std::to_string(t), "h", "cpu", t + 1};
-      while (auto lease = db.claim_next_job(me, 30)) {
+      while (auto lease = store::Queue(db).claim_next_job(me, 30)) {
         taken[t].push_back(lease->job_id);
         sleep_s(0.001);  // the job: others claim meanwhile
-        db.finish_run(lease->run_id, RunStatus::done, {{"noop", 1}}, "", "");
+        store::RunWriter(db, lease->run_id).finish(RunStatus::done, {{"noop", 1}}, "", "");
       }
     });
   }
@@ -140,17 +142,17 @@ TEST_F(StoreQueue, AnExpiredLeaseReturnsTheJobAfterABackOff) {
   Database& db = fill(1);
   double now = 1000;
   store::set_clock(db, [&] { return now; });
-  const auto first = db.claim_next_job(claimer("slow"), 0.05);
+  const auto first = store::Queue(db).claim_next_job(claimer("slow"), 0.05);
   ASSERT_TRUE(first);
-  EXPECT_EQ(db.claim_next_job(claimer("other"), 30), std::nullopt);  // not expired yet
+  EXPECT_EQ(store::Queue(db).claim_next_job(claimer("other"), 30), std::nullopt);  // not expired yet
   now += 0.1;
   // this claim ends the expired lease; the job is claimed again after its back-off (0.5 s)
-  EXPECT_EQ(db.claim_next_job(claimer("other"), 30), std::nullopt);
+  EXPECT_EQ(store::Queue(db).claim_next_job(claimer("other"), 30), std::nullopt);
   EXPECT_DOUBLE_EQ(queued(first->job_id).retry_after, now + 0.5);
   now += 0.49;
-  EXPECT_EQ(db.claim_next_job(claimer("other"), 30), std::nullopt);
+  EXPECT_EQ(store::Queue(db).claim_next_job(claimer("other"), 30), std::nullopt);
   now += 0.01;
-  const auto second = db.claim_next_job(claimer("other"), 30);
+  const auto second = store::Queue(db).claim_next_job(claimer("other"), 30);
   ASSERT_TRUE(second);
   EXPECT_EQ(second->job_id, first->job_id);
   EXPECT_EQ(second->attempt, 2);
@@ -163,12 +165,12 @@ TEST_F(StoreQueue, AnExpiredLeaseReturnsTheJobAfterABackOff) {
   EXPECT_EQ(q.lease_owner, "other");
 
   // expire_leases does the same without claiming
-  db.finish_run(second->run_id, RunStatus::failed, {}, "boom", "");
-  const auto third = db.claim_next_job(claimer("slow"), 0.05);
+  store::RunWriter(db, second->run_id).finish(RunStatus::failed, {}, "boom", "");
+  const auto third = store::Queue(db).claim_next_job(claimer("slow"), 0.05);
   ASSERT_TRUE(third);
-  EXPECT_EQ(db.expire_leases(), 0);
+  EXPECT_EQ(store::expire_leases(db), 0);
   now += 0.1;
-  EXPECT_EQ(db.expire_leases(), 1);
+  EXPECT_EQ(store::expire_leases(db), 1);
   // one crash and two lost leases: the job is queued again (lost attempts have their own cap)
   EXPECT_EQ(queued(third->job_id).job.state, JobState::queued);
   EXPECT_EQ(queued(third->job_id).failures, 1);
@@ -180,88 +182,88 @@ TEST_F(StoreQueue, HeartbeatsKeepTheLease) {
   Database& db = fill(1);
   double now = 1000;
   store::set_clock(db, [&] { return now; });
-  const auto lease = db.claim_next_job(claimer(), 0.3);
+  const auto lease = store::Queue(db).claim_next_job(claimer(), 0.3);
   ASSERT_TRUE(lease);
   EXPECT_EQ(run_column(lease->run_id, "heartbeat_at"), "'1970-01-01T00:16:40.000Z'");  // the claim's time
   for (int i = 0; i < 4; ++i) {
     now += 0.1;
-    EXPECT_TRUE(db.renew_lease(lease->run_id, 0.3));
+    EXPECT_TRUE(store::Queue(db).renew_lease(lease->run_id, 0.3));
   }
   EXPECT_EQ(run_column(lease->run_id, "heartbeat_at"), "'1970-01-01T00:16:40.400Z'");
-  EXPECT_EQ(db.expire_leases(), 0);  // 0.4 s after the claim, alive thanks to the heartbeats
+  EXPECT_EQ(store::expire_leases(db), 0);  // 0.4 s after the claim, alive thanks to the heartbeats
   EXPECT_DOUBLE_EQ(queued(lease->job_id).lease_expires_at, now + 0.3);
   // a lease past its time that nobody ended yet still holds: a late heartbeat keeps it
   now += 0.35;
-  EXPECT_TRUE(db.renew_lease(lease->run_id, 30));
-  EXPECT_EQ(db.expire_leases(), 0);
-  EXPECT_THROW(db.renew_lease(lease->run_id, 0), StoreError);
+  EXPECT_TRUE(store::Queue(db).renew_lease(lease->run_id, 30));
+  EXPECT_EQ(store::expire_leases(db), 0);
+  EXPECT_THROW(store::Queue(db).renew_lease(lease->run_id, 0), StoreError);
 }
 
 TEST_F(StoreQueue, ALostLeaseRefusesEveryRunLevelWriteAndWritesNothing) {
   Database& db = fill(1);
   double clock = 1000;
   store::set_clock(db, [&] { return clock; });
-  const auto old = db.claim_next_job(claimer("old"), 0.05);
+  const auto old = store::Queue(db).claim_next_job(claimer("old"), 0.05);
   ASSERT_TRUE(old);
-  db.append_curve(old->run_id, {{1, "train", "loss", 2.0, 0.1}});  // while it held the lease
+  store::RunWriter(db, old->run_id).append_curve({{1, "train", "loss", 2.0, 0.1}});  // while it held the lease
   clock += 0.1;
-  EXPECT_EQ(db.expire_leases(), 1);
+  EXPECT_EQ(store::expire_leases(db), 1);
   clock += 0.5;  // the back-off
-  const auto now = db.claim_next_job(claimer("new"), 30);
+  const auto now = store::Queue(db).claim_next_job(claimer("new"), 30);
   ASSERT_TRUE(now);
   const std::string before = attnlab::store::testing::dump_tables(store::sqlite_handle(db));
 
   const std::int64_t run = old->run_id;
-  EXPECT_THROW(db.set_run_environment(run, env()), LeaseLost);
-  EXPECT_THROW(db.append_curve(run, {{2, "train", "loss", 1.0, 0.2}}), LeaseLost);
-  EXPECT_THROW(db.set_resume_checkpoint(run, "/x/resume.pt", 2), LeaseLost);
-  EXPECT_THROW(db.copy_curve(now->run_id, run, 10), LeaseLost);
-  EXPECT_THROW(db.finish_run(run, RunStatus::done, {{"test_acc", 1.0}}, "", "/x/best.pt"), LeaseLost);
-  EXPECT_FALSE(db.fail_run_if_unfinished(run, RunStatus::failed, "late"));
-  EXPECT_FALSE(db.renew_lease(run, 30));
+  EXPECT_THROW(store::RunWriter(db, run).set_environment(env()), LeaseLost);
+  EXPECT_THROW(store::RunWriter(db, run).append_curve({{2, "train", "loss", 1.0, 0.2}}), LeaseLost);
+  EXPECT_THROW(store::RunWriter(db, run).set_resume_checkpoint("/x/resume.pt", 2), LeaseLost);
+  EXPECT_THROW(store::RunWriter(db, run).copy_curve_from(now->run_id, 10), LeaseLost);
+  EXPECT_THROW(store::RunWriter(db, run).finish(RunStatus::done, {{"test_acc", 1.0}}, "", "/x/best.pt"), LeaseLost);
+  EXPECT_FALSE(store::RunWriter(db, run).fail_if_unfinished(RunStatus::failed, "late"));
+  EXPECT_FALSE(store::Queue(db).renew_lease(run, 30));
   EXPECT_EQ(attnlab::store::testing::dump_tables(store::sqlite_handle(db)), before);  // not one byte written
   try {
-    db.finish_run(run, RunStatus::done, {}, "", "");
+    store::RunWriter(db, run).finish(RunStatus::done, {}, "", "");
   } catch (const LeaseLost& e) {
     EXPECT_EQ(std::string(e.what()), db.path() + ": run " + std::to_string(run) + " no longer holds the lease of job " +
                                          std::to_string(old->job_id) + " (the run is 'lost'); nothing written");
   }
 
   // the holder writes as usual, and may continue the old attempt's curve
-  db.copy_curve(run, now->run_id, 10);
-  db.finish_run(now->run_id, RunStatus::done, {{"test_acc", 0.5}}, "", "");
+  store::RunWriter(db, now->run_id).copy_curve_from(run, 10);
+  store::RunWriter(db, now->run_id).finish(RunStatus::done, {{"test_acc", 0.5}}, "", "");
   EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT count(*) FROM results WHERE run_id = " + std::to_string(run)), "0");
   EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT count(*) FROM curves WHERE run_id = " + std::to_string(now->run_id)), "1");
   EXPECT_EQ(queued(now->job_id).job.state, JobState::done);
-  EXPECT_THROW(db.finish_run(now->run_id, RunStatus::done, {}, "", ""), LeaseLost);  // once only
+  EXPECT_THROW(store::RunWriter(db, now->run_id).finish(RunStatus::done, {}, "", ""), LeaseLost);  // once only
 }
 
 TEST_F(StoreQueue, FailuresAreCappedAndInterruptionsAreNot) {
   Database& db = fill(2);
   raw_exec(db.path(), "UPDATE jobs SET max_attempts = 2 WHERE id = " + std::to_string(jobs[0]));
   for (int i = 0; i < 5; ++i) {  // interrupted: released, never counted
-    const auto lease = db.claim_next_job(claimer(), 30, {jobs[1]});
+    const auto lease = store::Queue(db).claim_next_job(claimer(), 30, {jobs[1]});
     ASSERT_TRUE(lease);
-    db.finish_run(lease->run_id, RunStatus::interrupted, {}, "SIGTERM", "");
+    store::RunWriter(db, lease->run_id).finish(RunStatus::interrupted, {}, "SIGTERM", "");
   }
   EXPECT_EQ(queued(jobs[1]).job.state, JobState::queued);
   EXPECT_EQ(queued(jobs[1]).failures, 0);
   EXPECT_EQ(queued(jobs[1]).attempts, 5);
 
-  auto lease = db.claim_next_job(claimer(), 30, {jobs[0]});
+  auto lease = store::Queue(db).claim_next_job(claimer(), 30, {jobs[0]});
   ASSERT_TRUE(lease);
-  EXPECT_TRUE(db.fail_run_if_unfinished(lease->run_id, RunStatus::failed, "job process killed by signal 11"));
+  EXPECT_TRUE(store::RunWriter(db, lease->run_id).fail_if_unfinished(RunStatus::failed, "job process killed by signal 11"));
   EXPECT_EQ(queued(jobs[0]).job.state, JobState::queued);
   EXPECT_EQ(queued(jobs[0]).error, "job process killed by signal 11");
-  lease = db.claim_next_job(claimer(), 30, {jobs[0]});
+  lease = store::Queue(db).claim_next_job(claimer(), 30, {jobs[0]});
   ASSERT_TRUE(lease);
-  db.finish_run(lease->run_id, RunStatus::failed, {}, "exited with status 3", "");
+  store::RunWriter(db, lease->run_id).finish(RunStatus::failed, {}, "exited with status 3", "");
   const QueuedJob q = queued(jobs[0]);
   EXPECT_EQ(q.job.state, JobState::failed);
   EXPECT_EQ(q.failures, 2);
   EXPECT_EQ(q.error, "2 attempts failed; last: exited with status 3");
   EXPECT_EQ(q.lease_run_id, 0);
-  EXPECT_EQ(db.claim_next_job(claimer(), 30, {jobs[0]}), std::nullopt);
+  EXPECT_EQ(store::Queue(db).claim_next_job(claimer(), 30, {jobs[0]}), std::nullopt);
   // each attempt keeps its own error
   EXPECT_EQ(query(store::sqlite_handle(db), "SELECT error FROM runs WHERE job_id = " + std::to_string(jobs[0]) + " ORDER BY attempt"),
             (std::vector<std::string>{"job process killed by signal 11", "exited with status 3"}));
@@ -272,8 +274,8 @@ TEST_F(StoreQueue, FailuresAreCappedAndInterruptionsAreNot) {
   for (const auto& [status, state] :
        {std::pair{RunStatus::diverged, JobState::diverged}, std::pair{RunStatus::oom, JobState::oom}}) {
     const auto job = same.add_job(spec(exp, std::string("final-") + to_string(status))).job_id;
-    const auto l = same.claim_next_job(claimer(), 30, {job});
-    same.finish_run(l->run_id, status, {}, "loss is nan", "");
+    const auto l = store::Queue(same).claim_next_job(claimer(), 30, {job});
+    store::RunWriter(same, l->run_id).finish(status, {}, "loss is nan", "");
     EXPECT_EQ(queued(job).job.state, state);
     EXPECT_EQ(queued(job).failures, 0);
   }
@@ -281,62 +283,62 @@ TEST_F(StoreQueue, FailuresAreCappedAndInterruptionsAreNot) {
 
 TEST_F(StoreQueue, CancelTakesTheLeaseAwayAndRetryQueuesAgain) {
   Database& db = fill(4);
-  const auto running = db.claim_next_job(claimer("holder"), 30, {jobs[0]});
+  const auto running = store::Queue(db).claim_next_job(claimer("holder"), 30, {jobs[0]});
   ASSERT_TRUE(running);
-  const auto done = db.claim_next_job(claimer(), 30, {jobs[3]});
-  db.finish_run(done->run_id, RunStatus::done, {}, "", "");
-  db.mark_submitted({jobs[2]});
+  const auto done = store::Queue(db).claim_next_job(claimer(), 30, {jobs[3]});
+  store::RunWriter(db, done->run_id).finish(RunStatus::done, {}, "", "");
+  store::Queue(db).mark_submitted({jobs[2]});
 
-  EXPECT_EQ(db.cancel_jobs({jobs[0], jobs[1], jobs[2], jobs[3], 999, jobs[1]}),
+  EXPECT_EQ(store::Queue(db).cancel_jobs({jobs[0], jobs[1], jobs[2], jobs[3], 999, jobs[1]}),
             (std::vector<std::int64_t>{jobs[0], jobs[1], jobs[2]}));
   for (int i : {0, 1, 2}) EXPECT_EQ(queued(jobs[i]).job.state, JobState::cancelled);
   EXPECT_EQ(queued(jobs[3]).job.state, JobState::done);
   EXPECT_EQ(run_column(running->run_id, "status || '|' || error"), "'interrupted|cancelled'");
   EXPECT_EQ(queued(jobs[0]).lease_run_id, 0);
   // the holder finds out at its next write or heartbeat
-  EXPECT_FALSE(db.renew_lease(running->run_id, 30));
-  EXPECT_THROW(db.append_curve(running->run_id, {{1, "train", "loss", 1.0, 1.0}}), LeaseLost);
-  EXPECT_THROW(db.finish_run(running->run_id, RunStatus::done, {{"test_acc", 1}}, "", ""), LeaseLost);
+  EXPECT_FALSE(store::Queue(db).renew_lease(running->run_id, 30));
+  EXPECT_THROW(store::RunWriter(db, running->run_id).append_curve({{1, "train", "loss", 1.0, 1.0}}), LeaseLost);
+  EXPECT_THROW(store::RunWriter(db, running->run_id).finish(RunStatus::done, {{"test_acc", 1}}, "", ""), LeaseLost);
   EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT count(*) FROM results"), "0");
-  EXPECT_EQ(db.claim_next_job(claimer(), 30), std::nullopt);  // cancelled jobs are not claimed
+  EXPECT_EQ(store::Queue(db).claim_next_job(claimer(), 30), std::nullopt);  // cancelled jobs are not claimed
 
-  EXPECT_EQ(db.retry_jobs({jobs[0], jobs[3], 999}), std::vector<std::int64_t>{jobs[0]});
+  EXPECT_EQ(store::Queue(db).retry_jobs({jobs[0], jobs[3], 999}), std::vector<std::int64_t>{jobs[0]});
   EXPECT_EQ(queued(jobs[0]).job.state, JobState::queued);
   EXPECT_EQ(queued(jobs[3]).job.state, JobState::done);  // retry leaves done jobs alone (requeue_job runs them again)
-  EXPECT_EQ(db.claim_next_job(claimer(), 30)->job_id, jobs[0]);
+  EXPECT_EQ(store::Queue(db).claim_next_job(claimer(), 30)->job_id, jobs[0]);
 }
 
 TEST_F(StoreQueue, RetryResetsTheFailureCount) {
   Database& db = fill(1);
-  for (int i = 0; i < 3; ++i) db.finish_run(db.claim_next_job(claimer(), 30)->run_id, RunStatus::failed, {}, "boom", "");
+  for (int i = 0; i < 3; ++i) store::RunWriter(db, store::Queue(db).claim_next_job(claimer(), 30)->run_id).finish(RunStatus::failed, {}, "boom", "");
   EXPECT_EQ(queued(jobs[0]).job.state, JobState::failed);
-  EXPECT_EQ(db.retry_jobs({jobs[0]}), std::vector<std::int64_t>{jobs[0]});
+  EXPECT_EQ(store::Queue(db).retry_jobs({jobs[0]}), std::vector<std::int64_t>{jobs[0]});
   EXPECT_EQ(queued(jobs[0]).failures, 0);
   EXPECT_EQ(queued(jobs[0]).attempts, 3);
-  const auto lease = db.claim_next_job(claimer(), 30);
+  const auto lease = store::Queue(db).claim_next_job(claimer(), 30);
   ASSERT_TRUE(lease);
   EXPECT_EQ(lease->attempt, 4);
-  db.finish_run(lease->run_id, RunStatus::failed, {}, "boom", "");
+  store::RunWriter(db, lease->run_id).finish(RunStatus::failed, {}, "boom", "");
   EXPECT_EQ(queued(jobs[0]).job.state, JobState::queued);  // three more tries after a retry
 }
 
 // A job handed to a SLURM array whose task died goes back to the queue as it was: its failures stay.
 TEST_F(StoreQueue, RetryOfASubmittedJobKeepsItsFailures) {
   Database& db = fill(1);
-  db.finish_run(db.claim_next_job(claimer(), 30)->run_id, RunStatus::failed, {}, "boom", "");
-  EXPECT_EQ(db.mark_submitted({jobs[0]}), std::vector<std::int64_t>{jobs[0]});
-  EXPECT_EQ(db.claim_next_job(claimer(), 30), std::nullopt);  // submitted jobs are the array's
-  EXPECT_EQ(db.retry_jobs({jobs[0]}), std::vector<std::int64_t>{jobs[0]});
+  store::RunWriter(db, store::Queue(db).claim_next_job(claimer(), 30)->run_id).finish(RunStatus::failed, {}, "boom", "");
+  EXPECT_EQ(store::Queue(db).mark_submitted({jobs[0]}), std::vector<std::int64_t>{jobs[0]});
+  EXPECT_EQ(store::Queue(db).claim_next_job(claimer(), 30), std::nullopt);  // submitted jobs are the array's
+  EXPECT_EQ(store::Queue(db).retry_jobs({jobs[0]}), std::vector<std::int64_t>{jobs[0]});
   EXPECT_EQ(queued(jobs[0]).job.state, JobState::queued);
   EXPECT_EQ(queued(jobs[0]).failures, 1);
 }
 
 TEST_F(StoreQueue, CountsListsAndSubmits) {
   Database& db = fill(5);
-  db.finish_run(db.claim_next_job(claimer(), 30, {jobs[0]})->run_id, RunStatus::done, {}, "", "");
-  db.claim_next_job(claimer(), 30, {jobs[1]});
-  EXPECT_EQ(db.mark_submitted({jobs[1], jobs[2], jobs[3]}), (std::vector<std::int64_t>{jobs[2], jobs[3]}));
-  db.cancel_jobs({jobs[3]});
+  store::RunWriter(db, store::Queue(db).claim_next_job(claimer(), 30, {jobs[0]})->run_id).finish(RunStatus::done, {}, "", "");
+  store::Queue(db).claim_next_job(claimer(), 30, {jobs[1]});
+  EXPECT_EQ(store::Queue(db).mark_submitted({jobs[1], jobs[2], jobs[3]}), (std::vector<std::int64_t>{jobs[2], jobs[3]}));
+  store::Queue(db).cancel_jobs({jobs[3]});
   const std::vector<std::pair<JobState, std::int64_t>> want = {
       {JobState::queued, 1}, {JobState::running, 1}, {JobState::submitted, 1},
       {JobState::done, 1},   {JobState::failed, 0},  {JobState::diverged, 0},
@@ -364,36 +366,40 @@ TEST_F(StoreQueue, AbandonLeasesEndsEveryRunningRunWhateverItsExpiry) {
   Database& db = fill(3);
   double now = 1000;
   store::set_clock(db, [&] { return now; });
-  const auto a = db.claim_next_job(claimer(), 3600);
-  const auto b = db.claim_next_job(claimer(), 3600);
-  EXPECT_EQ(db.abandon_leases("requeued array task"), 2);
+  const auto a = store::Queue(db).claim_next_job(claimer(), 3600);
+  const auto b = store::Queue(db).claim_next_job(claimer(), 3600);
+  EXPECT_EQ(store::Queue(db).abandon_leases("requeued array task"), 2);
   for (const auto& lease : {a, b}) {
     EXPECT_EQ(run_column(lease->run_id, "status || '|' || error"), "'lost|requeued array task'");
     EXPECT_EQ(queued(lease->job_id).job.state, JobState::queued);
     EXPECT_EQ(queued(lease->job_id).failures, 0);
     EXPECT_EQ(queued(lease->job_id).infra_failures, 1);
   }
-  EXPECT_EQ(db.abandon_leases("again"), 0);
-  EXPECT_EQ(db.claim_next_job(claimer(), 30)->job_id, jobs[2]);  // the other two back off
+  EXPECT_EQ(store::Queue(db).abandon_leases("again"), 0);
+  EXPECT_EQ(store::Queue(db).claim_next_job(claimer(), 30)->job_id, jobs[2]);  // the other two back off
   now += 0.5;
-  EXPECT_EQ(db.claim_next_job(claimer(), 30)->job_id, jobs[0]);
+  EXPECT_EQ(store::Queue(db).claim_next_job(claimer(), 30)->job_id, jobs[0]);
 }
 
 TEST_F(StoreQueue, ResumePointIsTheNewestCheckpointSinceTheLastFinish) {
   Database& db = fill(2);
-  EXPECT_EQ(db.resume_point(jobs[0]), (std::pair<std::string, std::int64_t>{"", 0}));
-  const auto first = db.claim_next_job(claimer(), 30, {jobs[0]});
-  db.append_curve(first->run_id, {{5, "train", "loss", 2.0, 1}, {10, "train", "loss", 1.5, 2}, {12, "train", "loss", 1.4, 3},
+  EXPECT_EQ(db.resume_point(jobs[0]), std::nullopt);
+  const auto first = store::Queue(db).claim_next_job(claimer(), 30, {jobs[0]});
+  store::RunWriter(db, first->run_id).append_curve({{5, "train", "loss", 2.0, 1}, {10, "train", "loss", 1.5, 2}, {12, "train", "loss", 1.4, 3},
                                   {20, "train", "tau", 0.5, 0}});  // instability points: before training, any step
-  db.set_resume_checkpoint(first->run_id, "/ck/job.resume.pt", 5);
-  db.set_resume_checkpoint(first->run_id, "/ck/job.resume.pt", 10);
-  db.fail_run_if_unfinished(first->run_id, RunStatus::failed, "killed by signal 9");
+  store::RunWriter(db, first->run_id).set_resume_checkpoint("/ck/job.resume.pt", 5);
+  store::RunWriter(db, first->run_id).set_resume_checkpoint("/ck/job.resume.pt", 10, "0123abcd");
+  store::RunWriter(db, first->run_id).fail_if_unfinished(RunStatus::failed, "killed by signal 9");
 
-  const auto second = db.claim_next_job(claimer(), 30, {jobs[0]});
-  EXPECT_EQ(db.resume_point(jobs[0]), (std::pair<std::string, std::int64_t>{"/ck/job.resume.pt", first->run_id}));
-  EXPECT_EQ(db.resume_step(first->run_id), 10);
-  EXPECT_EQ(db.resume_step(second->run_id), 0);
-  db.copy_curve(first->run_id, second->run_id, 10);  // what was logged after the checkpoint is redone
+  const auto second = store::Queue(db).claim_next_job(claimer(), 30, {jobs[0]});
+  const auto point = db.resume_point(jobs[0]);  // the newest, at the step it holds
+  ASSERT_TRUE(point.has_value());
+  EXPECT_EQ(point->path, "/ck/job.resume.pt");
+  EXPECT_EQ(point->run_id, first->run_id);
+  EXPECT_EQ(point->step, 10);
+  EXPECT_EQ(point->checksum, "0123abcd");
+  EXPECT_EQ(db.run_attempt(second->run_id).resume_step, 0);
+  store::RunWriter(db, second->run_id).copy_curve_from(first->run_id, 10);  // what was logged after the checkpoint is redone
   const auto copied = db.curve(second->run_id);
   ASSERT_EQ(copied.size(), 3u);
   int loss_at_10 = 0, tau_at_20 = 0;
@@ -404,12 +410,12 @@ TEST_F(StoreQueue, ResumePointIsTheNewestCheckpointSinceTheLastFinish) {
   }
   EXPECT_EQ(loss_at_10, 1);
   EXPECT_EQ(tau_at_20, 1);
-  const auto other = db.claim_next_job(claimer(), 30, {jobs[1]});
-  EXPECT_THROW(db.copy_curve(other->run_id, second->run_id, 10), StoreError);  // another job's curve
+  const auto other = store::Queue(db).claim_next_job(claimer(), 30, {jobs[1]});
+  EXPECT_THROW(store::RunWriter(db, second->run_id).copy_curve_from(other->run_id, 10), StoreError);  // another job's curve
 
-  db.finish_run(second->run_id, RunStatus::done, {}, "", "");
-  db.requeue_job(jobs[0]);  // run again (--rerun): from the start, not from an old checkpoint
-  EXPECT_EQ(db.resume_point(jobs[0]).first, "");
+  store::RunWriter(db, second->run_id).finish(RunStatus::done, {}, "", "");
+  store::Queue(db).requeue_job(jobs[0]);  // run again (--rerun): from the start, not from an old checkpoint
+  EXPECT_EQ(db.resume_point(jobs[0]), std::nullopt);
 }
 
 TEST_F(StoreQueue, AttemptsOfAJobOldestFirst) {
@@ -417,10 +423,10 @@ TEST_F(StoreQueue, AttemptsOfAJobOldestFirst) {
   EXPECT_TRUE(db.attempts_of_job(jobs[0]).empty());
   double now = 1000;
   store::set_clock(db, [&] { return now; });
-  const auto first = db.claim_next_job({"n1:5:cpu", "n1", "cpu", 5}, 0.01);
-  db.set_resume_checkpoint(first->run_id, "/c/job-1.resume.pt", 40);
+  const auto first = store::Queue(db).claim_next_job({"n1:5:cpu", "n1", "cpu", 5}, 0.01);
+  store::RunWriter(db, first->run_id).set_resume_checkpoint("/c/job-1.resume.pt", 40);
   now += 0.05;  // past the lease; the attempt had a checkpoint: no back-off
-  const auto second = db.claim_next_job({"n2:6:cuda:1", "n2", "cuda:1", 6}, 30);
+  const auto second = store::Queue(db).claim_next_job({"n2:6:cuda:1", "n2", "cuda:1", 6}, 30);
   const auto attempts = db.attempts_of_job(jobs[0]);
   ASSERT_EQ(attempts.size(), 2u);
   EXPECT_EQ(attempts[0].run_id, first->run_id);
@@ -553,7 +559,7 @@ TEST_F(StoreQueue, MigratesAVersion3FileWithDataKeepingEveryRow) {
 
   // The first claim ends the stale lease (job 3 queued again after a back-off, counted as the
   // infrastructure's) and takes job 4.
-  const auto lease = db.claim_next_job(claimer(), 30);
+  const auto lease = store::Queue(db).claim_next_job(claimer(), 30);
   ASSERT_TRUE(lease);
   EXPECT_EQ(lease->job_id, 4);
   EXPECT_EQ(lease->attempt, 1);
@@ -563,7 +569,7 @@ TEST_F(StoreQueue, MigratesAVersion3FileWithDataKeepingEveryRow) {
   EXPECT_EQ(job(3).failures, 0);
   EXPECT_EQ(job(3).infra_failures, 1);
   // and the new states are allowed now
-  db.cancel_jobs({4});
+  store::Queue(db).cancel_jobs({4});
   EXPECT_EQ(job(4).job.state, JobState::cancelled);
 }
 
@@ -579,9 +585,9 @@ TEST_F(StoreQueue, AttemptsEndedFromOutsideBackOffAndFailTheJobOnlyWithoutProgre
   EXPECT_GT(fresh.max_infra_failures, fresh.max_attempts);
   auto lose = [&](const std::string& why) {
     now += 100;  // past any back-off
-    const auto lease = db.claim_next_job(claimer(), 30);
+    const auto lease = store::Queue(db).claim_next_job(claimer(), 30);
     EXPECT_TRUE(lease);
-    if (lease) EXPECT_TRUE(db.fail_run_if_unfinished(lease->run_id, RunStatus::lost, why));
+    if (lease) EXPECT_TRUE(store::RunWriter(db, lease->run_id).fail_if_unfinished(RunStatus::lost, why));
     return lease ? lease->run_id : 0;
   };
   for (int i = 1; i <= 9; ++i) {
@@ -590,18 +596,18 @@ TEST_F(StoreQueue, AttemptsEndedFromOutsideBackOffAndFailTheJobOnlyWithoutProgre
     EXPECT_EQ(q.job.state, JobState::queued) << i;
     EXPECT_EQ(q.lost_in_a_row, i);
     EXPECT_DOUBLE_EQ(q.retry_after, now + std::min(60.0, 0.5 * (1 << (i - 1)))) << i;
-    EXPECT_EQ(db.claim_next_job(claimer(), 30), std::nullopt);  // backing off
+    EXPECT_EQ(store::Queue(db).claim_next_job(claimer(), 30), std::nullopt);  // backing off
   }
   // an attempt that adopted a checkpoint of its own made progress: no back-off, the row starts over
   now += 100;
-  const auto progressing = db.claim_next_job(claimer(), 30);
+  const auto progressing = store::Queue(db).claim_next_job(claimer(), 30);
   ASSERT_TRUE(progressing);
-  db.set_resume_checkpoint(progressing->run_id, "/c/job-1.run-10.step-35.resume.pt", 35, "0123456789abcdef");
-  EXPECT_TRUE(db.fail_run_if_unfinished(progressing->run_id, RunStatus::lost, "lease expired"));
+  store::RunWriter(db, progressing->run_id).set_resume_checkpoint("/c/job-1.run-10.step-35.resume.pt", 35, "0123456789abcdef");
+  EXPECT_TRUE(store::RunWriter(db, progressing->run_id).fail_if_unfinished(RunStatus::lost, "lease expired"));
   EXPECT_EQ(queued(jobs[0]).lost_in_a_row, 0);
   EXPECT_EQ(queued(jobs[0]).retry_after, 0);
   // the method's own crashes still have their three
-  for (int i = 1; i <= 2; ++i) db.finish_run(db.claim_next_job(claimer(), 30)->run_id, RunStatus::failed, {}, "segv", "");
+  for (int i = 1; i <= 2; ++i) store::RunWriter(db, store::Queue(db).claim_next_job(claimer(), 30)->run_id).finish(RunStatus::failed, {}, "segv", "");
   EXPECT_EQ(queued(jobs[0]).job.state, JobState::queued);
   EXPECT_EQ(queued(jobs[0]).failures, 2);
   EXPECT_EQ(queued(jobs[0]).infra_failures, 10);
@@ -618,7 +624,7 @@ TEST_F(StoreQueue, AttemptsEndedFromOutsideBackOffAndFailTheJobOnlyWithoutProgre
   EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT count(*) || ' ' || group_concat(DISTINCT status) FROM runs WHERE status = 'lost'"),
             "20 lost");
   // a retry resets the counts and the back-off
-  EXPECT_EQ(db.retry_jobs({jobs[0]}), std::vector<std::int64_t>{jobs[0]});
+  EXPECT_EQ(store::Queue(db).retry_jobs({jobs[0]}), std::vector<std::int64_t>{jobs[0]});
   EXPECT_EQ(queued(jobs[0]).failures, 0);
   EXPECT_EQ(queued(jobs[0]).infra_failures, 0);
   EXPECT_EQ(queued(jobs[0]).lost_in_a_row, 0);
@@ -627,9 +633,9 @@ TEST_F(StoreQueue, AttemptsEndedFromOutsideBackOffAndFailTheJobOnlyWithoutProgre
 
 TEST_F(StoreQueue, ARejectedAttemptBlocksTheJobWithoutCountingAFailure) {
   Database& db = fill(2);
-  const auto lease = db.claim_next_job(claimer(), 30);
+  const auto lease = store::Queue(db).claim_next_job(claimer(), 30);
   ASSERT_TRUE(lease);
-  db.finish_run(lease->run_id, RunStatus::rejected, {}, "e.toml:3: [methods.x]: no attention plugin named 'x'", "");
+  store::RunWriter(db, lease->run_id).finish(RunStatus::rejected, {}, "e.toml:3: [methods.x]: no attention plugin named 'x'", "");
   QueuedJob q = queued(jobs[0]);
   EXPECT_EQ(q.job.state, JobState::blocked);
   EXPECT_EQ(q.failures, 0);
@@ -637,20 +643,20 @@ TEST_F(StoreQueue, ARejectedAttemptBlocksTheJobWithoutCountingAFailure) {
   EXPECT_EQ(q.error, "e.toml:3: [methods.x]: no attention plugin named 'x'");
   EXPECT_EQ(run_column(lease->run_id, "status"), "'rejected'");
   // never claimed again by itself; the other job is
-  const auto next = db.claim_next_job(claimer(), 30);
+  const auto next = store::Queue(db).claim_next_job(claimer(), 30);
   ASSERT_TRUE(next);
   EXPECT_EQ(next->job_id, jobs[1]);
-  EXPECT_EQ(db.claim_next_job(claimer(), 30), std::nullopt);
+  EXPECT_EQ(store::Queue(db).claim_next_job(claimer(), 30), std::nullopt);
   // counted with the jobs that ended without a result, and it counts its rejected run
   EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT run_id FROM job_outcomes WHERE job_id = " + std::to_string(jobs[0])),
             std::to_string(lease->run_id));
   EXPECT_EQ(db.counting_run(jobs[0]), lease->run_id);
   EXPECT_EQ(db.counting_run(jobs[1]), std::nullopt);  // running: nothing counts yet
   // retried by hand once fixed; cancellable too
-  EXPECT_EQ(db.retry_jobs({jobs[0]}), std::vector<std::int64_t>{jobs[0]});
+  EXPECT_EQ(store::Queue(db).retry_jobs({jobs[0]}), std::vector<std::int64_t>{jobs[0]});
   EXPECT_EQ(queued(jobs[0]).job.state, JobState::queued);
-  db.finish_run(db.claim_next_job(claimer(), 30, {jobs[0]})->run_id, RunStatus::rejected, {}, "again", "");
-  EXPECT_EQ(db.cancel_jobs({jobs[0]}), std::vector<std::int64_t>{jobs[0]});
+  store::RunWriter(db, store::Queue(db).claim_next_job(claimer(), 30, {jobs[0]})->run_id).finish(RunStatus::rejected, {}, "again", "");
+  EXPECT_EQ(store::Queue(db).cancel_jobs({jobs[0]}), std::vector<std::int64_t>{jobs[0]});
   EXPECT_EQ(queued(jobs[0]).job.state, JobState::cancelled);
 }
 
@@ -665,7 +671,7 @@ TEST_F(StoreQueue, AJobKeepsThePluginFoldersItWasQueuedWith) {
   EXPECT_TRUE(queued(plain.job_id).plugin_dirs.empty());
   EXPECT_EQ(db_->job_by_hash("h-dirs")->id, added.job_id);
   EXPECT_FALSE(db_->job_by_hash("nope"));
-  const auto lease = db_->claim_next_job(claimer("w"), 30);
+  const auto lease = store::Queue(*db_).claim_next_job(claimer("w"), 30);
   std::int64_t job = 0;
   const auto attempt = db_->run_attempt(lease->run_id, &job);
   EXPECT_EQ(job, lease->job_id);
@@ -702,9 +708,9 @@ TEST_F(StoreQueue, MigratesAVersion5FileKeepingEveryRowAndLease) {
   EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT group_concat(id || ':' || status || ':' || uid || ':' || coalesce(resume_step, '-'), ' ') FROM runs"),
             "20:done:u20:- 21:lost:u21:70 22:running:u22:-");
   EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT mean FROM seed_stats WHERE metric = 'test_acc'"), "0.5");
-  EXPECT_EQ(db.resume_point(2).first, "db.ckpt/job-2.run-21.resume.pt");
+  EXPECT_EQ(db.resume_point(2)->path, "db.ckpt/job-2.run-21.resume.pt");
   // the lease still holds: the running attempt may write
-  EXPECT_NO_THROW(db.append_curve(22, {{1, "train", "loss", 1.0, 0.1}}));
+  EXPECT_NO_THROW(store::RunWriter(db, 22).append_curve({{1, "train", "loss", 1.0, 0.1}}));
 }
 
 // A version 6 file with a finished run: migrations 7 and 8 add the spectrum and gradient tables and
@@ -774,7 +780,8 @@ TEST_F(StoreQueue, MigratesAVersion6FileAddingTheStudyTables) {
 }
 
 // What a store error says of the machine, from SQLite's own codes: the file locked past the busy
-// timeout, written through a read-only connection, damaged; anything else (a refused value, an
+// timeout, a write SQLite refuses as read-only (a file or mount that became read-only; here
+// PRAGMA query_only, as a ResultsReader has no write to try), damaged; anything else (a refused value, an
 // unknown run) is the caller's and names no fault. A worker and a job process act on these.
 TEST_F(StoreQueue, DatabaseFaultsAreToldApartFromTheCallersErrors) {
   Database& db = fill(1);
@@ -793,10 +800,9 @@ TEST_F(StoreQueue, DatabaseFaultsAreToldApartFromTheCallersErrors) {
     EXPECT_EQ(fault_of([&] { db.add_experiment("x", "", ""); }), store::DatabaseFault::locked);
     sqlite3_exec(store::sqlite_handle(other), "ROLLBACK", nullptr, nullptr, nullptr);
   }
-  {
-    Database reader(file("queue.db"), Database::Open::read_only);
-    EXPECT_EQ(fault_of([&] { reader.add_experiment("x", "", ""); }), store::DatabaseFault::read_only);
-  }
+  ASSERT_EQ(sqlite3_exec(store::sqlite_handle(db), "PRAGMA query_only = ON", nullptr, nullptr, nullptr), SQLITE_OK);
+  EXPECT_EQ(fault_of([&] { db.add_experiment("x", "", ""); }), store::DatabaseFault::read_only);
+  sqlite3_exec(store::sqlite_handle(db), "PRAGMA query_only = OFF", nullptr, nullptr, nullptr);
   EXPECT_EQ(fault_of([&] { db.run_attempt(999); }), store::DatabaseFault::none);
   EXPECT_EQ(store::database_fault(StoreError("a message")), store::DatabaseFault::none);
   EXPECT_EQ(store::database_fault(std::runtime_error("not the store's")), store::DatabaseFault::none);

@@ -8,10 +8,14 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "attnlab/store.hpp"
+#include "attnlab/store/queue.hpp"
+#include "attnlab/store/run_writer.hpp"
+#include "../store/src/access.hpp"
 
 namespace attnlab::store::testing {
 
@@ -40,6 +44,22 @@ inline std::string query_one(sqlite3* db, const std::string& sql) {
 }
 
 // Runs SQL on the file through a separate, raw connection.
+// The job's newest attempt, if any.
+inline std::optional<std::int64_t> latest_run_of_job(store::ResultsReader& db, std::int64_t job_id) {
+  const auto attempts = db.attempts_of_job(job_id);
+  if (attempts.empty()) return std::nullopt;
+  return attempts.back().run_id;
+}
+
+// The jobs an experiment's file names (experiment_jobs), by id: what no command asks the store.
+inline std::vector<std::int64_t> job_ids_of_experiment(store::ResultsReader& db, std::int64_t experiment_id) {
+  std::vector<std::int64_t> ids;
+  for (const auto& id : query(store::sqlite_handle(db), "SELECT job_id FROM experiment_jobs WHERE experiment_id = " +
+                                                            std::to_string(experiment_id) + " ORDER BY job_id"))
+    ids.push_back(std::stoll(id));
+  return ids;
+}
+
 inline void raw_exec(const std::string& path, const std::string& sql) {
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
@@ -129,12 +149,12 @@ class StoreTest : public ::testing::Test {
   // A new attempt of `job`, as a worker and its job process make it: the claim (which must take
   // this job) and the run's environment. Returns the run id.
   static std::int64_t start_attempt(Database& db, std::int64_t job, RunEnvironment e = env(), std::int64_t pid = 1) {
-    const auto lease = db.claim_next_job(claimer(), 600, {job});
+    const auto lease = store::Queue(db).claim_next_job(claimer(), 600, {job});
     EXPECT_TRUE(lease.has_value()) << "job " << job << " could not be claimed";
     if (!lease) return 0;
     EXPECT_EQ(lease->job_id, job);
     e.pid = pid;
-    db.set_run_environment(lease->run_id, e);
+    store::RunWriter(db, lease->run_id).set_environment(e);
     return lease->run_id;
   }
 

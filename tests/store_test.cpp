@@ -20,6 +20,8 @@
 #include <vector>
 
 #include "attnlab/store.hpp"
+#include "attnlab/store/queue.hpp"
+#include "attnlab/store/run_writer.hpp"
 #include "attnlab/store/studies.hpp"
 #include "store_support.hpp"
 #include "../store/src/access.hpp"
@@ -34,6 +36,8 @@ namespace store = attnlab::store;
 using attnlab::store::JobState;
 using attnlab::store::JobSpec;
 using attnlab::store::PluginFile;
+using attnlab::store::testing::job_ids_of_experiment;
+using attnlab::store::testing::latest_run_of_job;
 using attnlab::store::RunEnvironment;
 using attnlab::store::SpectrumResult;
 using attnlab::store::RunStatus;
@@ -120,16 +124,16 @@ TEST_F(StoreTest, ReopenKeepsDataWithoutMigratingAgain) {
   EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT group_concat(sql, ';') FROM sqlite_master"), schema_before);
   EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT name || '|' || source_path || '|' || config_text FROM experiments"),
             "first|exp/first.toml|x = 1");
-  auto jobs = db.jobs_of_experiment(exp);
+  const auto jobs = job_ids_of_experiment(db, exp);
   ASSERT_EQ(jobs.size(), 1u);
-  EXPECT_EQ(jobs[0].config_hash, "h1");
+  EXPECT_EQ(db.job(jobs[0]).config_hash, "h1");
 }
 
 TEST_F(StoreTest, LateResultsAndPerExampleVarianceRoundTrip) {
   Database db(file("variance.db"));
   const auto experiment = db.add_experiment("e", "e.toml", "[experiment]");
   const auto run = start_attempt(db, db.add_job(spec(experiment, "h")).job_id);
-  db.finish_run(run, RunStatus::done, {{"test_acc", 0.5}, {"rsd", 9.0}}, "", "");
+  store::RunWriter(db, run).finish(RunStatus::done, {{"test_acc", 0.5}, {"rsd", 9.0}}, "", "");
   db.set_results(run, {{"rsd", 0.25}, {"agv", 1.5}});
   EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT group_concat(name || '=' || value, ' ') FROM (SELECT * FROM results ORDER BY name)"),
             "agv=1.5 rsd=0.25 test_acc=0.5");
@@ -223,7 +227,7 @@ TEST_F(StoreTest, EveryStudyRowKeepsItsProvenance) {
   Database db(file("provenance.db"));
   const auto experiment = db.add_experiment("e", "e.toml", "[experiment]");
   const auto run = start_attempt(db, db.add_job(spec(experiment, "h")).job_id);
-  db.finish_run(run, RunStatus::done, {{"test_acc", 0.5}}, "", "");
+  store::RunWriter(db, run).finish(RunStatus::done, {{"test_acc", 0.5}}, "", "");
   attnlab::store::Provenance p;
   p.device = "cuda:0";
   p.device_name = "NVIDIA H100 80GB HBM3";
@@ -278,7 +282,7 @@ TEST_F(StoreTest, SpectrumRoundTripsAndReplacesTheSameMeasurement) {
   Database db(file("spectrum.db"));
   const auto experiment = db.add_experiment("e", "e.toml", "[experiment]");
   const auto run = start_attempt(db, db.add_job(spec(experiment, "h")).job_id);
-  db.finish_run(run, RunStatus::done, {{"test_acc", 0.5}}, "", "");
+  store::RunWriter(db, run).finish(RunStatus::done, {{"test_acc", 0.5}}, "", "");
   SpectrumResult r;
   r.run_id = run;
   r.layer = 2;
@@ -337,7 +341,7 @@ TEST_F(StoreTest, GradientStatsRoundTripAndReplace) {
   Database db(file("gradients.db"));
   const auto experiment = db.add_experiment("e", "e.toml", "[experiment]");
   const auto run = start_attempt(db, db.add_job(spec(experiment, "h")).job_id);
-  db.finish_run(run, RunStatus::done, {{"test_acc", 0.5}}, "", "");
+  store::RunWriter(db, run).finish(RunStatus::done, {{"test_acc", 0.5}}, "", "");
   attnlab::store::GradientStats g;
   g.run_id = run;
   g.mark = 0.4;
@@ -409,7 +413,7 @@ std::string read_as_outsider(const std::string& folder, const std::string& path)
     std::string said;
     if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) said = "cannot become nobody";
     try {
-      if (said.empty()) said = "jobs " + std::to_string(Database(path, Database::Open::read_only).list_jobs({}).size());
+      if (said.empty()) said = "jobs " + std::to_string(store::ResultsReader(path).list_jobs({}).size());
     } catch (const std::exception& e) {
       said = e.what();
     }
@@ -436,7 +440,7 @@ TEST_F(StoreTest, AReaderChangesNothingAndReadsAFolderItCannotWrite) {
   }
   raw_exec(path, "PRAGMA journal_mode = DELETE");
   {
-    Database reader(path, Database::Open::read_only);
+    store::ResultsReader reader(path);
     EXPECT_EQ(reader.list_jobs({}).size(), 1u);
   }
   EXPECT_EQ(raw_query_one(path, "PRAGMA journal_mode"), "delete") << "a reader switched the file to WAL";
@@ -463,7 +467,7 @@ TEST_F(StoreTest, AReaderChangesNothingAndReadsAFolderItCannotWrite) {
   EXPECT_EQ(read_as_outsider(copy, copied),
             copied + ": cannot read it here: its write-ahead log " + copied + "-wal holds changes and this folder "
             "cannot be written; open it once where it can be written (`attnlab db migrate --db " + copied + "` folds the log into the file)");
-  EXPECT_EQ(Database(copied, Database::Open::read_only).list_jobs({}).size(), 1u) << "where it can be written";
+  EXPECT_EQ(store::ResultsReader(copied).list_jobs({}).size(), 1u) << "where it can be written";
 }
 
 TEST_F(StoreTest, RefusesTextFileAndLeavesItAlone) {
@@ -543,14 +547,14 @@ TEST_F(StoreTest, FullRoundTrip) {
       {0, "train", "loss", 2.5, 0.1},   {100, "train", "loss", 1.25, 10.5}, {100, "val", "acc", 0.5, 11.0},
       {200, "train", "loss", kNaN, 20.0}, {200, "val", "acc", 0.75, 21.0},
   };
-  db.append_curve(run, {points[0], points[1]});
-  db.append_curve(run, {points[2], points[3], points[4]});
-  db.append_curve(run, {});
+  store::RunWriter(db, run).append_curve({points[0], points[1]});
+  store::RunWriter(db, run).append_curve({points[2], points[3], points[4]});
+  store::RunWriter(db, run).append_curve({});
   EXPECT_EQ(query_one(store::sqlite_handle(db), "SELECT quote(value) FROM curves WHERE step = 200 AND split = 'train'"), "NULL");
 
   const std::vector<std::pair<std::string, double>> results = {
       {"test_acc", 0.8125}, {"best_val_acc", 0.75}, {"test_loss", kNaN}, {"peak_memory_bytes", 123456789.0}};
-  db.finish_run(run, RunStatus::done, results, "", "ckpt/run1.pt");
+  store::RunWriter(db, run).finish(RunStatus::done, results, "", "ckpt/run1.pt");
   EXPECT_EQ(db.job(added.job_id).state, JobState::done);
 
   auto summaries = db.run_summaries();
@@ -611,7 +615,7 @@ TEST_F(StoreTest, FullRoundTrip) {
     EXPECT_EQ(plugins[i].path, env().plugins[i].path);
     EXPECT_EQ(plugins[i].sha256, env().plugins[i].sha256);
   }
-  EXPECT_EQ(db.latest_run_of_job(added.job_id), run);
+  EXPECT_EQ(latest_run_of_job(db, added.job_id), run);
   EXPECT_TRUE(query(store::sqlite_handle(db), "PRAGMA foreign_key_check").empty());
 }
 
@@ -619,8 +623,8 @@ TEST_F(StoreTest, CurvePointsReplaceSameKey) {
   Database db(file("replace.db"));
   const auto job = db.add_job(spec(db.add_experiment("e", "", "c"), "h")).job_id;
   const auto run = start_attempt(db, job);
-  db.append_curve(run, {{10, "val", "acc", 0.5, 1.0}});
-  db.append_curve(run, {{10, "val", "acc", 0.625, 2.0}});
+  store::RunWriter(db, run).append_curve({{10, "val", "acc", 0.5, 1.0}});
+  store::RunWriter(db, run).append_curve({{10, "val", "acc", 0.625, 2.0}});
   auto curve = db.curve(run);
   ASSERT_EQ(curve.size(), 1u);
   EXPECT_EQ(curve[0].value, 0.625);
@@ -646,10 +650,7 @@ TEST_F(StoreTest, AddJobTwiceWithSameHashReturnsExisting) {
   const AddedJob third = db.add_job(spec(exp, "other-hash", 2));
   EXPECT_FALSE(third.existed);
   EXPECT_NE(third.job_id, first.job_id);
-  auto jobs = db.jobs_of_experiment(exp);
-  ASSERT_EQ(jobs.size(), 2u);
-  EXPECT_EQ(jobs[0].id, first.job_id);
-  EXPECT_EQ(jobs[1].id, third.job_id);
+  EXPECT_EQ(job_ids_of_experiment(db, exp), (std::vector<std::int64_t>{first.job_id, third.job_id}));
 }
 
 TEST_F(StoreTest, AddJobIsAtomic) {
@@ -667,15 +668,15 @@ TEST_F(StoreTest, AddJobIsAtomic) {
 TEST_F(StoreTest, AttemptsCountUp) {
   Database db(file("attempts.db"));
   const auto job = db.add_job(spec(db.add_experiment("e", "", "c"), "h")).job_id;
-  EXPECT_EQ(db.latest_run_of_job(job), std::nullopt);
+  EXPECT_EQ(latest_run_of_job(db, job), std::nullopt);
   const auto r1 = start_attempt(db, job);
-  db.finish_run(r1, RunStatus::failed, {}, "boom", "");
+  store::RunWriter(db, r1).finish(RunStatus::failed, {}, "boom", "");
   EXPECT_EQ(db.job(job).state, JobState::queued);  // one failure of three allowed
   const auto r2 = start_attempt(db, job);
-  db.finish_run(r2, RunStatus::interrupted, {}, "SIGINT", "");
+  store::RunWriter(db, r2).finish(RunStatus::interrupted, {}, "SIGINT", "");
   EXPECT_EQ(db.job(job).state, JobState::queued);
   const auto r3 = start_attempt(db, job);
-  EXPECT_EQ(db.latest_run_of_job(job), r3);
+  EXPECT_EQ(latest_run_of_job(db, job), r3);
   auto s = db.run_summaries();
   ASSERT_EQ(s.size(), 3u);
   EXPECT_EQ(s[0].attempt, 1);
@@ -699,19 +700,19 @@ TEST_F(StoreTest, RequeueAndStatusMapping) {
                                       std::pair{RunStatus::diverged, JobState::diverged},
                                       std::pair{RunStatus::oom, JobState::oom}}) {
     const auto job = db.add_job(spec(exp, std::string("h-") + to_string(status))).job_id;
-    db.finish_run(start_attempt(db, job), status, {}, "", "");
+    store::RunWriter(db, start_attempt(db, job)).finish(status, {}, "", "");
     EXPECT_EQ(db.job(job).state, state);
-    db.requeue_job(job);
+    store::Queue(db).requeue_job(job);
     EXPECT_EQ(db.job(job).state, JobState::queued);
-    db.requeue_job(job);  // queued already: nothing to do
+    store::Queue(db).requeue_job(job);  // queued already: nothing to do
     EXPECT_EQ(db.job(job).state, JobState::queued);
   }
   const auto job = db.add_job(spec(exp, "h-failed")).job_id;
-  db.finish_run(start_attempt(db, job), RunStatus::failed, {}, "boom", "");
+  store::RunWriter(db, start_attempt(db, job)).finish(RunStatus::failed, {}, "boom", "");
   EXPECT_EQ(db.job(job).state, JobState::queued);
   // a running job is its lease holder's: requeueing it would let two attempts write
   start_attempt(db, job);
-  EXPECT_THROW(db.requeue_job(job), StoreError);
+  EXPECT_THROW(store::Queue(db).requeue_job(job), StoreError);
   EXPECT_EQ(db.job(job).state, JobState::running);
 }
 
@@ -757,17 +758,17 @@ TEST_F(StoreTest, RejectsBadInput) {
   const auto exp = db.add_experiment("e", "", "c");
   const auto job = db.add_job(spec(exp, "h")).job_id;
   const auto run = start_attempt(db, job);
-  EXPECT_THROW(db.finish_run(run, RunStatus::running, {}, "", ""), StoreError);
-  EXPECT_THROW(db.finish_run(run, RunStatus::lost, {}, "", ""), StoreError);  // only expiry ends a run as lost
-  EXPECT_THROW(db.fail_run_if_unfinished(run, RunStatus::running, ""), StoreError);
-  EXPECT_THROW(db.finish_run(run + 100, RunStatus::done, {}, "", ""), StoreError);
+  EXPECT_THROW(store::RunWriter(db, run).finish(RunStatus::running, {}, "", ""), StoreError);
+  EXPECT_THROW(store::RunWriter(db, run).finish(RunStatus::lost, {}, "", ""), StoreError);  // only expiry ends a run as lost
+  EXPECT_THROW(store::RunWriter(db, run).fail_if_unfinished(RunStatus::running, ""), StoreError);
+  EXPECT_THROW(store::RunWriter(db, run + 100).finish(RunStatus::done, {}, "", ""), StoreError);
   EXPECT_THROW(db.job(job + 100), StoreError);
-  EXPECT_THROW(db.requeue_job(job + 100), StoreError);
-  EXPECT_EQ(db.claim_next_job(claimer(), 60, {job + 100}), std::nullopt);
-  EXPECT_THROW(db.claim_next_job(claimer(), 0, {}), StoreError);
-  EXPECT_THROW(db.set_run_environment(run + 100, env()), StoreError);
+  EXPECT_THROW(store::Queue(db).requeue_job(job + 100), StoreError);
+  EXPECT_EQ(store::Queue(db).claim_next_job(claimer(), 60, {job + 100}), std::nullopt);
+  EXPECT_THROW(store::Queue(db).claim_next_job(claimer(), 0, {}), StoreError);
+  EXPECT_THROW(store::RunWriter(db, run + 100).set_environment(env()), StoreError);
   EXPECT_THROW(db.add_job(spec(exp + 100, "h2")), StoreError);  // foreign key
-  EXPECT_THROW(db.append_curve(run + 100, {{1, "train", "loss", 1.0, 1.0}}), StoreError);
+  EXPECT_THROW(store::RunWriter(db, run + 100).append_curve({{1, "train", "loss", 1.0, 1.0}}), StoreError);
   try {
     db.add_job(spec(exp + 100, "h3"));
   } catch (const StoreError& e) {
@@ -788,11 +789,11 @@ TEST_F(StoreTest, FailRunIfUnfinished) {
   const auto job_b = db.add_job(spec(exp, "b")).job_id;
   const auto running = start_attempt(db, job_a);
   const auto finished = start_attempt(db, job_b, env(), 2);
-  db.finish_run(finished, RunStatus::done, {{"test_acc", 0.9}}, "", "");
+  store::RunWriter(db, finished).finish(RunStatus::done, {{"test_acc", 0.9}}, "", "");
 
-  EXPECT_TRUE(db.fail_run_if_unfinished(running, RunStatus::failed, "exit code 139"));
-  EXPECT_FALSE(db.fail_run_if_unfinished(running, RunStatus::failed, "again"));
-  EXPECT_FALSE(db.fail_run_if_unfinished(finished, RunStatus::failed, "should not stick"));
+  EXPECT_TRUE(store::RunWriter(db, running).fail_if_unfinished(RunStatus::failed, "exit code 139"));
+  EXPECT_FALSE(store::RunWriter(db, running).fail_if_unfinished(RunStatus::failed, "again"));
+  EXPECT_FALSE(store::RunWriter(db, finished).fail_if_unfinished(RunStatus::failed, "should not stick"));
 
   auto s = db.run_summaries();
   ASSERT_EQ(s.size(), 2u);
@@ -808,7 +809,7 @@ TEST_F(StoreTest, FailRunIfUnfinished) {
 
   // An interrupted crash puts the job back in the queue.
   const auto again = start_attempt(db, job_a, env(), 3);
-  EXPECT_TRUE(db.fail_run_if_unfinished(again, RunStatus::interrupted, "SIGTERM"));
+  EXPECT_TRUE(store::RunWriter(db, again).fail_if_unfinished(RunStatus::interrupted, "SIGTERM"));
   EXPECT_EQ(db.job(job_a).state, JobState::queued);
 }
 
@@ -819,7 +820,7 @@ TEST_F(StoreTest, UnfinishedRunSurvivesCloseAndReopen) {
     Database db(path);
     job = db.add_job(spec(db.add_experiment("e", "", "c"), "h")).job_id;
     run = start_attempt(db, job, env(), 99);
-    db.append_curve(run, {{1, "train", "loss", 3.0, 0.5}});
+    store::RunWriter(db, run).append_curve({{1, "train", "loss", 3.0, 0.5}});
   }  // never finished
   Database db(path);
   auto s = db.run_summaries();
@@ -844,10 +845,10 @@ TEST_F(StoreTest, RunOfKilledProcessSurvives) {
   if (child == 0) {
     try {
       Database db(path);
-      const auto lease = db.claim_next_job(claimer(), 600);
+      const auto lease = store::Queue(db).claim_next_job(claimer(), 600);
       if (!lease) _exit(5);
       const auto run = lease->run_id;
-      db.append_curve(run, {{1, "train", "loss", 3.0, 0.5}, {2, "train", "loss", 2.0, 1.0}});
+      store::RunWriter(db, run).append_curve({{1, "train", "loss", 3.0, 0.5}, {2, "train", "loss", 2.0, 1.0}});
     } catch (...) {
       _exit(3);
     }
@@ -860,14 +861,14 @@ TEST_F(StoreTest, RunOfKilledProcessSurvives) {
 
   Database db(path);
   EXPECT_EQ(query_one(store::sqlite_handle(db), "PRAGMA integrity_check"), "ok");
-  const auto run = db.latest_run_of_job(job);
+  const auto run = latest_run_of_job(db, job);
   ASSERT_TRUE(run.has_value());
   auto s = db.run_summaries();
   ASSERT_EQ(s.size(), 1u);
   EXPECT_EQ(s[0].status, RunStatus::running);
   EXPECT_EQ(s[0].finished_at, "");
   EXPECT_EQ(db.curve(*run).size(), 2u);
-  EXPECT_TRUE(db.fail_run_if_unfinished(*run, RunStatus::failed, "killed by signal 9"));
+  EXPECT_TRUE(store::RunWriter(db, *run).fail_if_unfinished(RunStatus::failed, "killed by signal 9"));
   EXPECT_EQ(db.job(job).state, JobState::queued);
 }
 
@@ -884,7 +885,7 @@ TEST_F(StoreTest, ConcurrentProcessesCreateOneDatabase) {
         Database db(path);
         const auto exp = db.add_experiment("e" + std::to_string(i), "", "c");
         const auto job = db.add_job(spec(exp, "h" + std::to_string(i))).job_id;
-        const auto lease = db.claim_next_job(claimer(), 600, {job});
+        const auto lease = store::Queue(db).claim_next_job(claimer(), 600, {job});
         if (!lease || lease->job_id != job) throw std::runtime_error("job " + std::to_string(job) + " not claimed");
       } catch (const std::exception& e) {
         fprintf(stderr, "child %d: %s\n", i, e.what());
@@ -919,8 +920,8 @@ TEST_F(StoreTest, TextWithQuotesIsBoundNotSpliced) {
   e.host = evil;
   e.plugins = {{"attention", evil, evil, evil, evil}};
   const auto run = start_attempt(db, job, e);
-  db.append_curve(run, {{1, evil, evil, 1.0, 1.0}});
-  db.finish_run(run, RunStatus::failed, {{evil, 1.0}}, evil, evil);
+  store::RunWriter(db, run).append_curve({{1, evil, evil, 1.0, 1.0}});
+  store::RunWriter(db, run).finish(RunStatus::failed, {{evil, 1.0}}, evil, evil);
 
   EXPECT_EQ(query(store::sqlite_handle(db), "SELECT name FROM sqlite_master WHERE name = 'runs'"),
             std::vector<std::string>{"runs"});

@@ -75,7 +75,7 @@ inline WeekFixture fill_week(store::Database& db) {
   running.params = {{"train.lr", "0.0001"}, {"methods.softmax.dropout", "0.1"}, {"train.steps", "10000"}};
   running.curve = make_curve("train", "loss", 300, 10, [](std::int64_t s) { return 2.5 / (1.0 + 0.0005 * double(s)); });
   week.running_job = add_job(db, running).first;
-  week.running_run = *db.latest_run_of_job(week.running_job);
+  week.running_run = db.attempts_of_job(week.running_job).back().run_id;
   return week;
 }
 

@@ -60,7 +60,7 @@ int cmd_compare(const Args& args) {
   }
   if (vm.count("where")) o.where = vm["where"].as<std::vector<std::string>>();
 
-  store::Database db(existing_database(vm["db"].as<std::string>()), store::Database::Open::read_only);
+  store::ResultsReader db(existing_database(vm["db"].as<std::string>()));
   results::Comparison comparison = results::compare(db, o);
   results::Grid& grid = comparison.grid;
   const std::vector<std::string>& notes = comparison.notes;

@@ -143,7 +143,7 @@ int cmd_curves(const Args& args) {
   } catch (const std::invalid_argument& e) {
     throw std::runtime_error(std::string("curves: --x: ") + e.what());
   }
-  store::Database db(existing_database(vm["db"].as<std::string>()), store::Database::Open::read_only);
+  store::ResultsReader db(existing_database(vm["db"].as<std::string>()));
   results::CurvesAnswer answer;
   try {
     answer = results::curves_for(db, query);

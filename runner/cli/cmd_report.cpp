@@ -24,7 +24,7 @@ int cmd_report(const Args& args) {
   o.out_dir = vm["output"].as<std::string>();
   o.where = vm.count("where") ? vm["where"].as<std::vector<std::string>>() : std::vector<std::string>{};
   o.pictures = results::parse_picture_format(vm["format"].as<std::string>());
-  store::Database db(existing_database(vm["db"].as<std::string>()), store::Database::Open::read_only);
+  store::ResultsReader db(existing_database(vm["db"].as<std::string>()));
   const auto summary = results::write_report(db, o);
   std::size_t pictures = 0;
   for (const auto& f : summary.files) pictures += f.size() > 4 && (f.substr(f.size() - 4) == ".svg" || f.substr(f.size() - 4) == ".png");

@@ -36,7 +36,7 @@ int cmd_results(const Args& args) {
   query.per_job = vm.count("jobs") > 0;
   const auto format = results::parse_format(vm["format"].as<std::string>());
 
-  store::Database db(existing_database(vm["db"].as<std::string>()), store::Database::Open::read_only);
+  store::ResultsReader db(existing_database(vm["db"].as<std::string>()));
   const bool compact = format == results::Format::table || format == results::Format::markdown;
   const auto grid = results::results_for(db, query, compact);
   if (grid.rows.empty() && format == results::Format::table) {

@@ -59,7 +59,7 @@ int cmd_table(const Args& args) {
     paper = results::load_paper(results::find_paper(vm["paper"].as<std::string>(), bundled_paper_dirs()));
     o.paper = &*paper;
   }
-  store::Database db(existing_database(vm["db"].as<std::string>()), store::Database::Open::read_only);
+  store::ResultsReader db(existing_database(vm["db"].as<std::string>()));
   std::cout << results::render(results::paper_table(db, which, o), format);
   return 0;
 }

@@ -9,6 +9,7 @@
 
 #include "attnlab/dataset.hpp"
 #include "attnlab/precision.hpp"
+#include "attnlab/store/queue.hpp"
 #include "attnlab/train/config.hpp"
 #include "experiment/data_budget.hpp"
 #include "plugin_host/scripted_method.hpp"
@@ -169,7 +170,7 @@ EnqueueReport enqueue_checked(const Experiment& experiment, const PluginRegistry
                added.state == store::JobState::submitted) {
       ++report.already_queued;
     } else if (rerun) {
-      db.requeue_job(added.job_id);
+      store::Queue(db).requeue_job(added.job_id);
       ++report.requeued;
     } else if (added.state == store::JobState::done) {
       ++report.already_done;

@@ -32,7 +32,7 @@ struct JobFiles {
 
 std::string checkpoint_dir_of(const std::string& db_path) { return db_path + ".ckpt"; }
 
-CheckpointSweep sweep_checkpoints(store::Database& db, const std::string& dir, std::optional<std::int64_t> job_id,
+CheckpointSweep sweep_checkpoints(store::ResultsReader& db, const std::string& dir, std::optional<std::int64_t> job_id,
                                   bool dry_run) {
   CheckpointSweep sweep;
   std::error_code ec;
@@ -63,9 +63,10 @@ CheckpointSweep sweep_checkpoints(store::Database& db, const std::string& dir, s
       if (ended_with_result(attempt.status) && !attempt.checkpoint_path.empty())
         files.keep.insert(fs::path(attempt.checkpoint_path).filename().string());
     if (!ended_with_result(files.state)) {
-      const auto [resume, run] = db.resume_point(id);
-      if (!resume.empty()) files.keep.insert(fs::path(resume).filename().string());
-      if (!resume.empty()) files.resume_run = run;
+      if (const auto resume = db.resume_point(id)) {
+        files.keep.insert(fs::path(resume->path).filename().string());
+        files.resume_run = resume->run_id;
+      }
     }
     return jobs.emplace(id, std::move(files)).first->second;
   };

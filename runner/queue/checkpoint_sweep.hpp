@@ -6,7 +6,7 @@
 // kill cut short. What can still be used:
 //   - the best checkpoint and the marks' files of a run that ended done, diverged or oom
 //     (variance, approx, gradients, inspect and resumed studies read them);
-//   - the job's resume point (Database::resume_point), and the marks' files of the run that
+//   - the job's resume point (ResultsReader::resume_point), and the marks' files of the run that
 //     wrote it (a resumed run takes them over), while the job has not ended done, diverged or
 //     oom: a queued, failed, blocked or cancelled job may run again and resume;
 //   - anything of a job that is running, or of a run this database does not know (yet).
@@ -29,7 +29,7 @@ struct CheckpointSweep {
 };
 
 // Sweeps `dir` (a missing folder sweeps nothing), for every job or only for `job_id`.
-CheckpointSweep sweep_checkpoints(store::Database& db, const std::string& dir,
+CheckpointSweep sweep_checkpoints(store::ResultsReader& db, const std::string& dir,
                                   std::optional<std::int64_t> job_id = std::nullopt, bool dry_run = false);
 
 // "<db>.ckpt": where job processes write (job_exec.cpp).

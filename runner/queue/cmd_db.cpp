@@ -33,7 +33,7 @@ int cmd_db_gc(const Args& args) {
       ("help,h", "this help");
   const auto vm = parse_command_line("db gc", args, options);
   if (vm.count("help")) return std::cout << options, 0;
-  store::Database db(vm["db"].as<std::string>(), store::Database::Open::read_only);
+  store::ResultsReader db(vm["db"].as<std::string>());
   const std::string dir = vm.count("dir") ? vm["dir"].as<std::string>() : checkpoint_dir_of(db.path());
   const bool dry_run = vm.count("dry-run") > 0;
   const CheckpointSweep sweep = sweep_checkpoints(db, dir, std::nullopt, dry_run);
@@ -53,7 +53,7 @@ int cmd_db_check(const Args& args) {
       ("help,h", "this help");
   const auto vm = parse_command_line("db check", args, options);
   if (vm.count("help")) return std::cout << options, 0;
-  store::Database db(vm["db"].as<std::string>(), store::Database::Open::unchecked);
+  store::ResultsReader db(vm["db"].as<std::string>(), store::ResultsReader::Check::none);
   const auto start = std::chrono::steady_clock::now();
   const auto problems = db.integrity_problems(100);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -11,6 +11,7 @@
 #include "cli/cli_options.hpp"
 
 #include "attnlab/store.hpp"
+#include "attnlab/store/queue.hpp"
 #include "cli/commands.hpp"
 #include "experiment/enqueue.hpp"
 #include "plugin_host/plugin_host.hpp"
@@ -150,7 +151,7 @@ int queue_list(const Args& args) {
   const std::string format = vm["format"].as<std::string>();
   if (format != "table" && format != "csv") throw std::runtime_error("queue list: --format is table or csv, not '" + format + "'");
 
-  store::Database db(vm["db"].as<std::string>(), store::Database::Open::read_only);
+  store::ResultsReader db(vm["db"].as<std::string>());
   store::JobFilter filter;
   filter.states = checked_states(split_list(option_values(vm, "state"), "queue list: --state"));
   filter.methods = split_list(option_values(vm, "method"), "queue list: --method");
@@ -199,7 +200,7 @@ int queue_show(const Args& args) {
   if (!vm.count("job")) throw std::runtime_error("queue show: name the job");
   const std::int64_t id = job_ids("show", {vm["job"].as<std::string>()}).front();
 
-  store::Database db(vm["db"].as<std::string>(), store::Database::Open::read_only);
+  store::ResultsReader db(vm["db"].as<std::string>());
   const auto rows = db.list_jobs({{}, {}, {}, {id}});
   if (rows.empty()) throw std::runtime_error("queue show: no job " + std::to_string(id) + " in " + db.path());
   const store::QueuedJob& q = rows.front();
@@ -262,7 +263,8 @@ int queue_change(const std::string& command, const Args& args) {
   if (!states.empty())
     for (const auto& q : db.list_jobs({states, {}, {}, {}})) ids.push_back(q.job.id);
 
-  const auto changed = cancel ? db.cancel_jobs(ids) : db.retry_jobs(ids);
+  store::Queue queue(db);
+  const auto changed = cancel ? queue.cancel_jobs(ids) : queue.retry_jobs(ids);
   std::cout << (cancel ? "cancelled " : "queued again ") << changed.size() << " job(s)";
   for (std::size_t i = 0; i < changed.size(); ++i) std::cout << (i ? ", " : ": ") << changed[i];
   std::cout << "\n";

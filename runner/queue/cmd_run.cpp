@@ -74,7 +74,7 @@ WorkerOptions run_workers(const po::variables_map& vm) {
   return workers;
 }
 
-void say_already_done(store::Database& db, const EnqueueReport& report) {
+void say_already_done(store::ResultsReader& db, const EnqueueReport& report) {
   store::JobFilter done;
   done.ids = report.job_ids;
   done.states = {store::JobState::done};
@@ -84,7 +84,7 @@ void say_already_done(store::Database& db, const EnqueueReport& report) {
 }
 
 // The newest run of each job, read back from the database, and the experiment's summary.
-void print_outcome(store::Database& db, const EnqueueReport& report) {
+void print_outcome(store::ResultsReader& db, const EnqueueReport& report) {
   std::map<std::int64_t, store::RunSummary> newest;
   const std::set<std::int64_t> ids(report.job_ids.begin(), report.job_ids.end());
   for (const auto& r : db.run_summaries(std::nullopt))
@@ -95,7 +95,7 @@ void print_outcome(store::Database& db, const EnqueueReport& report) {
 }
 
 // Any state but done counts against the run, whatever its name: the exit status says it.
-int outcome_status(store::Database& db, const EnqueueReport& report) {
+int outcome_status(store::ResultsReader& db, const EnqueueReport& report) {
   const auto not_done = jobs_not_done(db, report.job_ids);
   if (not_done.empty()) return 0;
   std::int64_t count = 0;

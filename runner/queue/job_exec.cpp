@@ -12,6 +12,7 @@
 #include "attnlab/precision.hpp"
 #include "attnlab/train/config.hpp"
 #include "attnlab/store.hpp"
+#include "attnlab/store/run_writer.hpp"
 #include "attnlab/torch_compat.hpp"
 #include "attnlab/train/trainer.hpp"
 #include "build_info.hpp"
@@ -33,14 +34,13 @@ constexpr double kPhaseWriteSeconds = 5.0;
 // writes nothing more: the attempt is no longer ours.
 class StoreObserver : public TrainObserver {
  public:
-  StoreObserver(store::Database& db, std::int64_t run_id, std::string label)
-      : db_(db), run_id_(run_id), printer_(std::move(label)) {}
+  StoreObserver(store::RunWriter& run, std::string label) : run_(run), printer_(std::move(label)) {}
 
   void on_metrics(const std::vector<MetricPoint>& points) override {
     std::vector<store::CurvePoint> rows;
     rows.reserve(points.size());
     for (const auto& p : points) rows.push_back({p.step, p.split, p.name, p.value, p.wall_seconds});
-    write([&] { db_.append_curve(run_id_, rows); });
+    write([&] { run_.append_curve(rows); });
   }
   void on_progress(const Progress& progress) override { printer_.update(progress); }
   // The passes go to the database too (the queue's ETA counts them): after the first, and then at
@@ -49,17 +49,17 @@ class StoreObserver : public TrainObserver {
     printer_.variance_pass(done, passes, seconds);
     if (done > 1 && seconds - phase_written_at_ < kPhaseWriteSeconds) return;
     phase_written_at_ = seconds;
-    write([&] { db_.set_run_phase(run_id_, {"variance passes", done, passes, seconds}); });
+    write([&] { run_.set_phase({"variance passes", done, passes, seconds}); });
   }
   void on_resumed(std::int64_t steps_done, const std::string& /*path*/) override {
     std::cout << printer_.label() << " resumes run " << resumes_run_ << " from step " << steps_done << std::endl;
   }
   void on_step_mode(const std::string& mode) override {
     std::cout << printer_.label() << " steps: " << mode << std::endl;
-    write([&] { db_.set_run_step_mode(run_id_, mode); });
+    write([&] { run_.set_step_mode(mode); });
   }
   bool on_checkpoint(std::int64_t steps_done, const std::string& path, const std::string& checksum) override {
-    if (!write([&] { db_.set_resume_checkpoint(run_id_, path, steps_done, checksum); })) return false;
+    if (!write([&] { run_.set_resume_checkpoint(path, steps_done, checksum); })) return false;
     // the predecessor's checkpoint is no longer the job's resume point: ours is
     if (!superseded_.empty() && superseded_ != path) {
       std::error_code ignored;
@@ -112,8 +112,7 @@ class StoreObserver : public TrainObserver {
     }
   }
 
-  store::Database& db_;
-  std::int64_t run_id_;
+  store::RunWriter& run_;
   ProgressPrinter printer_;
   std::string superseded_;
   std::int64_t resumes_run_ = 0;
@@ -164,19 +163,12 @@ void refuse_what_cannot_run(const TrainJob& job, std::int64_t train_examples) {
     throw ConfigError("[train] precision = \"" + job.train.precision + "\": " + why);
 }
 
-// An earlier attempt's resume checkpoint, as the database recorded it.
-struct ResumePoint {
-  std::string path;
-  std::int64_t run = 0, step = 0;
-  std::string checksum;
-};
-
 // Why the attempt cannot continue from `point` ("" if it can): the file is gone, or a plugin
 // file differs from the one that trained the steps it holds (a resume never mixes two builds).
-std::string why_not_resume(store::Database& db, const ResumePoint& point,
+std::string why_not_resume(store::ResultsReader& db, const store::ResumePoint& point,
                            const std::vector<store::PluginFile>& plugins_now) {
   if (!fs::exists(point.path)) return "its resume checkpoint " + point.path + " is gone";
-  for (const auto& before : db.run_plugins(point.run))
+  for (const auto& before : db.run_plugins(point.run_id))
     for (const auto& now : plugins_now)
       if (now.kind == before.kind && now.name == before.name && now.sha256 != before.sha256)
         return "its " + now.kind + " plugin '" + now.name + "' changed since (sha256 " + before.sha256.substr(0, 16) +
@@ -209,7 +201,7 @@ store::RunEnvironment environment_of(const c10::Device& device, const std::vecto
 }
 
 // A script's own exception (its forward or redraw raised) comes back on the same input: the
-// second attempt in a row that ends with it ends the job (store::Database::finish_run).
+// second attempt in a row that ends with it ends the job (store::RunWriter::finish).
 bool script_raised(const std::vector<store::PluginFile>& plugins, const std::string& error) {
   for (const auto& p : plugins)
     if (p.version == "torchscript")
@@ -220,11 +212,11 @@ bool script_raised(const std::vector<store::PluginFile>& plugins, const std::str
 
 // One attempt at a job, read top to bottom by execute_job: prepare (the job as this attempt trains
 // it, its data loaded, the run's environment recorded), continue from the job's resume point
-// where it can, train, record the end.
+// where it can, train, record the end. It reads the database, and writes only as its run.
 class Attempt {
  public:
-  Attempt(store::Database& db, const store::Job& stored, std::int64_t run_id, std::string label, StoreObserver& observer)
-      : db_(db), stored_(stored), run_id_(run_id), label_(std::move(label)), observer_(observer) {}
+  Attempt(store::ResultsReader& db, store::RunWriter& run, const store::Job& stored, std::string label, StoreObserver& observer)
+      : db_(db), run_(run), stored_(stored), label_(std::move(label)), observer_(observer) {}
 
   void prepare(const JobExecOptions& options, const PluginRegistry& registry, const std::string& checkpoint_dir) {
     const JobPlan plan = parse_job_config(stored_.config_toml, "job " + std::to_string(stored_.id) + " config", registry);
@@ -234,7 +226,7 @@ class Attempt {
     const c10::Device device = compat::parse_device(options.device);
 
     const store::RunEnvironment env = environment_of(device, {method, dataset_plugin});
-    db_.set_run_environment(run_id_, env);
+    run_.set_environment(env);
     plugins_ = env.plugins;
     fs::create_directories(checkpoint_dir);
 
@@ -243,8 +235,8 @@ class Attempt {
     splits_ = {load_checked(plan.dataset, *dataset, Split::train), load_checked(plan.dataset, *dataset, Split::val),
                load_checked(plan.dataset, *dataset, Split::test)};
     job_ = make_train_job(plan, registry, dataset->info(), device);
-    job_.checkpoint_path = checkpoint_dir + "/run-" + std::to_string(run_id_) + ".pt";
-    job_.resume_stem = resume_checkpoint_stem(checkpoint_dir, stored_.id, run_id_);
+    job_.checkpoint_path = checkpoint_dir + "/run-" + std::to_string(run_.run_id()) + ".pt";
+    job_.resume_stem = resume_checkpoint_stem(checkpoint_dir, stored_.id, run_.run_id());
     job_.identity = stored_.config_hash;
     job_.stop = &stop_flag();
     refuse_what_cannot_run(job_, splits_.train.size());
@@ -256,20 +248,19 @@ class Attempt {
   // step copied; otherwise why not is said (the file is gone, a plugin changed) and the point
   // discarded. Returns the run it continues (0: a fresh start).
   std::int64_t continue_from_resume_point() {
-    const auto [previous, previous_run] = db_.resume_point(stored_.id);
-    if (previous.empty() || previous_run == run_id_) return 0;
-    const ResumePoint point{previous, previous_run, db_.resume_step(previous_run), db_.resume_checksum(previous_run)};
-    if (const std::string why = why_not_resume(db_, point, plugins_); !why.empty()) {
-      std::cerr << "attnlab: " << label_ << " does not resume run " << previous_run << ": " << why << "; starting afresh\n";
-      db_.discard_resume_point(run_id_, previous_run);
+    const auto point = db_.resume_point(stored_.id);
+    if (!point || point->run_id == run_.run_id()) return 0;
+    if (const std::string why = why_not_resume(db_, *point, plugins_); !why.empty()) {
+      std::cerr << "attnlab: " << label_ << " does not resume run " << point->run_id << ": " << why << "; starting afresh\n";
+      run_.discard_resume_point(point->run_id);
       return 0;
     }
-    job_.resume_from = point.path;
-    job_.resume_step = point.step;
-    job_.resume_checksum = point.checksum;
-    observer_.supersedes(point.path, previous_run);  // it says "resumes" once the checkpoint has loaded
-    db_.copy_curve(previous_run, run_id_, point.step);
-    return previous_run;
+    job_.resume_from = point->path;
+    job_.resume_step = point->step;
+    job_.resume_checksum = point->checksum;
+    observer_.supersedes(point->path, point->run_id);  // it says "resumes" once the checkpoint has loaded
+    run_.copy_curve_from(point->run_id, point->step);
+    return point->run_id;
   }
 
   // Trains the job. A resume checkpoint that cannot be resumed from (damaged, unreadable) is not
@@ -282,7 +273,7 @@ class Attempt {
       const std::string aside = set_aside(job_.resume_from);
       std::cerr << "attnlab: " << label_ << " " << e.what() << "; "
                 << (aside.empty() ? "no longer used" : "set aside as " + aside) << "; starting afresh from step 0\n";
-      db_.discard_resume_point(run_id_, previous_run);
+      run_.discard_resume_point(previous_run);
       observer_.supersedes("");
       job_.resume_from.clear();
       job_.resume_step = -1;
@@ -298,14 +289,14 @@ class Attempt {
     try {
       const bool saved = !job_.checkpoint_path.empty() && fs::exists(job_.checkpoint_path);
       if (status == store::RunStatus::lost) {
-        db_.fail_run_if_unfinished(run_id_, status, outcome.error);
+        run_.fail_if_unfinished(status, outcome.error);
         return;
       }
       std::vector<store::AccuracyMarkFile> marks;
       for (const AccuracyMark& m : outcome.accuracy_marks) marks.push_back({m.mark, m.step, m.path, m.checksum});
-      if (!marks.empty()) db_.record_accuracy_marks(run_id_, marks);
-      db_.finish_run(run_id_, status, outcome.results, outcome.error, saved ? job_.checkpoint_path : "",
-                     saved ? outcome.checkpoint_checksum : "", script_raised(plugins_, outcome.error));
+      if (!marks.empty()) run_.record_accuracy_marks(marks);
+      run_.finish(status, outcome.results, outcome.error, saved ? job_.checkpoint_path : "",
+                  saved ? outcome.checkpoint_checksum : "", script_raised(plugins_, outcome.error));
     } catch (const store::LeaseLost& e) {
       observer_.lost(e.what());
     } catch (const store::StoreError& e) {
@@ -316,9 +307,9 @@ class Attempt {
   }
 
  private:
-  store::Database& db_;
+  store::ResultsReader& db_;
+  store::RunWriter& run_;
   const store::Job& stored_;
-  const std::int64_t run_id_;
   const std::string label_;
   StoreObserver& observer_;
   TrainJob job_;
@@ -354,7 +345,8 @@ int execute_job(const JobExecOptions& options) {
   const std::int64_t run_id = options.run_id;
   const std::string label = "[" + stored.method + "/" + stored.dataset + " seed " + std::to_string(stored.seed) +
                             " run " + std::to_string(run_id) + "]";
-  StoreObserver observer(db, run_id, label);
+  store::RunWriter run(db, run_id);
+  StoreObserver observer(run, label);
   if (found.front().lease_run_id != run_id) {
     observer.lost("job " + std::to_string(stored.id) + " is not leased to run " + std::to_string(run_id));
     std::cerr << "attnlab: " << label << " " << observer.lost_reason() << "; nothing written\n";
@@ -363,7 +355,7 @@ int execute_job(const JobExecOptions& options) {
 
   const PluginRegistry registry = job_registry(found.front().plugin_dirs, options.plugin_dirs);
   const std::string checkpoint_dir = options.checkpoint_dir.empty() ? options.db_path + ".ckpt" : options.checkpoint_dir;
-  Attempt attempt(db, stored, run_id, label, observer);
+  Attempt attempt(db, run, stored, label, observer);
   RunOutcome outcome;  // its status is the trainer's; `status` is what the run ends as
   int disk_error = 0;  // errno of a checkpoint write that failed
   store::RunStatus status = store::RunStatus::done;

@@ -36,7 +36,7 @@ std::string runs_table(const std::vector<store::RunSummary>& runs) {
   return table.str();
 }
 
-std::string experiment_summary(store::Database& db, const std::vector<std::int64_t>& job_ids) {
+std::string experiment_summary(store::ResultsReader& db, const std::vector<std::int64_t>& job_ids) {
   if (job_ids.empty()) return "";
   store::JobFilter done;
   done.ids = job_ids;

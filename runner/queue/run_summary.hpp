@@ -13,6 +13,6 @@ namespace attnlab {
 std::string runs_table(const std::vector<store::RunSummary>& runs);
 // One row per (method, dataset) of these jobs: test accuracy mean ± std over the finished seeds and
 // the majority-class rate, as `attnlab results` prints them (results/aggregate.hpp).
-std::string experiment_summary(store::Database& db, const std::vector<std::int64_t>& job_ids);
+std::string experiment_summary(store::ResultsReader& db, const std::vector<std::int64_t>& job_ids);
 
 }  // namespace attnlab

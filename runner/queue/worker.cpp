@@ -15,6 +15,8 @@
 #include <stdexcept>
 
 #include "attnlab/store.hpp"
+#include "attnlab/store/queue.hpp"
+#include "attnlab/store/run_writer.hpp"
 #include "cli/cli_options.hpp"
 #include "queue/checkpoint_sweep.hpp"
 #include "base/child_process.hpp"
@@ -49,7 +51,7 @@ double lease_lost_grace(double lease_seconds) { return std::clamp(lease_seconds 
 
 // Nothing left for this worker: no job queued or running (among `only`, if given). A running job
 // still counts: its lease may expire and put it back in the queue.
-bool nothing_left(store::Database& db, const std::vector<std::int64_t>& only) {
+bool nothing_left(store::ResultsReader& db, const std::vector<std::int64_t>& only) {
   if (only.empty()) {
     for (const auto& [state, count] : db.queue_counts())
       if ((state == store::JobState::queued || state == store::JobState::running) && count > 0) return false;
@@ -115,7 +117,7 @@ class DeviceWorker {
           db_.quick_check_within(kClaimCheckSeconds);
           checked_at_ = Clock::now();
         }
-        auto lease = db_.claim_next_job(claimer_, o_.lease_seconds, o_.only_jobs);
+        auto lease = store::Queue(db_).claim_next_job(claimer_, o_.lease_seconds, o_.only_jobs);
         if (lease) checked_at_.reset();  // the next claim comes after this job: check again then
         return lease;
       } catch (const store::StoreError& e) {
@@ -135,7 +137,7 @@ class DeviceWorker {
 
   void release_interrupted(const store::Lease& lease, const std::string& why) {
     try {
-      db_.finish_run(lease.run_id, store::RunStatus::interrupted, {}, why, "");
+      store::RunWriter(db_, lease.run_id).finish(store::RunStatus::interrupted, {}, why, "");
     } catch (const store::LeaseLost&) {
     }
   }
@@ -144,7 +146,7 @@ class DeviceWorker {
   // lease: it is reported and the next heartbeat tries again.
   bool heartbeat(const store::Lease& lease) {
     try {
-      return db_.renew_lease(lease.run_id, o_.lease_seconds);
+      return store::Queue(db_).renew_lease(lease.run_id, o_.lease_seconds);
     } catch (const store::StoreError& e) {
       say("heartbeat of run " + std::to_string(lease.run_id) + " failed, trying again: " + e.what());
       return true;
@@ -160,7 +162,7 @@ class DeviceWorker {
       if (!heartbeat(lease)) return;  // taken from us: write nothing
     }
     try {
-      db_.finish_run(lease.run_id, store::RunStatus::done, {{"noop", 1.0}}, "", "");
+      store::RunWriter(db_, lease.run_id).finish(store::RunStatus::done, {{"noop", 1.0}}, "", "");
     } catch (const store::LeaseLost&) {
     }
   }
@@ -218,7 +220,7 @@ class DeviceWorker {
     forward_stops_to(pid);
     if (stop_requests() > 0) kill(pid, SIGTERM);  // a stop that came before the forwarding was set
     try {
-      db_.set_run_pid(lease.run_id, pid);
+      store::RunWriter(db_, lease.run_id).set_pid(pid);
     } catch (const store::StoreError& e) {  // a lease lost or a busy file: the job process finds out itself
       say(what + ": could not record its job process's pid: " + e.what());
     } catch (const store::LeaseLost&) {
@@ -247,7 +249,7 @@ class DeviceWorker {
       if (!watched.lease_lost && !recorded_its_end && now >= next_heartbeat) {
         next_heartbeat = now + seconds(o_.lease_seconds / 3);
         if (!heartbeat(lease)) {
-          // A refused renewal also follows the job process's own finish_run, which releases the
+          // A refused renewal also follows the job process's own RunWriter::finish, which releases the
           // lease a moment before the process exits: only a run ended from outside is lost.
           const std::string why = taken_from_us(lease);
           if (why.empty()) {
@@ -285,7 +287,7 @@ class DeviceWorker {
                                              : "job process " + exit.describe() +
                                                    (status == store::RunStatus::lost ? ", not by its own code" : "");
     try {
-      if (db_.fail_run_if_unfinished(lease.run_id, database_fault ? store::RunStatus::lost : status, error))
+      if (store::RunWriter(db_, lease.run_id).fail_if_unfinished(database_fault ? store::RunStatus::lost : status, error))
         say(what + " " + to_string(database_fault ? store::RunStatus::lost : status) + ": " + error);
     } catch (const store::LeaseLost&) {
       say(what + " is no longer ours (lease lost); nothing more written");
@@ -455,7 +457,7 @@ int run_device_worker(const WorkerOptions& options, const std::string& device, c
   }
 }
 
-std::map<std::string, std::int64_t> jobs_not_done(store::Database& db, const std::vector<std::int64_t>& job_ids) {
+std::map<std::string, std::int64_t> jobs_not_done(store::ResultsReader& db, const std::vector<std::int64_t>& job_ids) {
   std::map<std::string, std::int64_t> counts;
   if (job_ids.empty()) return counts;  // (an empty id filter would select every job)
   store::JobFilter filter;

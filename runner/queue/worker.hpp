@@ -14,7 +14,7 @@
 
 namespace attnlab {
 namespace store {
-class Database;
+class ResultsReader;
 }
 
 // --jobs-per-device's text: N (1 or more), or 0 for "auto" (the front end resolves it from the
@@ -66,7 +66,7 @@ inline constexpr int kExitJobsNotDone = 3;
 // The jobs among `job_ids` in any state but done (failed, diverged, oom, or queued again after a
 // failed attempt), counted by state name, in name order; {} for no ids. What `run` and a device
 // worker's end (kDeviceWorkerJobsNotDone, kExitJobsNotDone) both ask.
-std::map<std::string, std::int64_t> jobs_not_done(store::Database& db, const std::vector<std::int64_t>& job_ids);
+std::map<std::string, std::int64_t> jobs_not_done(store::ResultsReader& db, const std::vector<std::int64_t>& job_ids);
 
 // The --threads each job process gets: `threads` when set; else, with several jobs per device,
 // ATTNLAB_THREADS (or every core) divided among them, at least 1; else 0 (the job decides).

@@ -80,7 +80,7 @@ std::string percent(double level) {
 // The two sides selected, their groups matched, one row per group both have.
 class Comparer {
  public:
-  Comparer(store::Database& db, const CompareOptions& o) : db_(db), o_(o), welch_(o.interval == IntervalMethod::welch) {
+  Comparer(store::ResultsReader& db, const CompareOptions& o) : db_(db), o_(o), welch_(o.interval == IntervalMethod::welch) {
     if (!(o.level > 0 && o.level < 1)) throw std::runtime_error("compare: --level must lie strictly between 0 and 1");
     if (o.resamples < 1) throw std::runtime_error("compare: --resamples must be at least 1");
   }
@@ -215,7 +215,7 @@ class Comparer {
                                  " resamples, seed " + std::to_string(o_.seed) + ")");
   }
 
-  store::Database& db_;
+  store::ResultsReader& db_;
   const CompareOptions& o_;
   const bool welch_;
   Side sides_[2] = {{"A", o_.a, "", {}}, {"B", o_.b, "", {}}};
@@ -226,6 +226,6 @@ class Comparer {
 
 }  // namespace
 
-Comparison compare(store::Database& db, const CompareOptions& o) { return Comparer(db, o).run(); }
+Comparison compare(store::ResultsReader& db, const CompareOptions& o) { return Comparer(db, o).run(); }
 
 }  // namespace attnlab::results

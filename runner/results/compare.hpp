@@ -34,6 +34,6 @@ struct Comparison {
 
 // Throws std::runtime_error, one line: a side selecting no job, both sides the same jobs, no
 // shared group, a bad --level or --resamples; store::QueryError for a bad expression, key or metric.
-Comparison compare(store::Database& db, const CompareOptions& options);
+Comparison compare(store::ResultsReader& db, const CompareOptions& options);
 
 }  // namespace attnlab::results

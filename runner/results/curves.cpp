@@ -15,7 +15,7 @@ namespace attnlab::results {
 namespace {
 
 // "train/acc (12), val/loss (12) ...": what a run has, for the error that it lacks one.
-std::string curves_of(store::Database& db, std::int64_t run_id) {
+std::string curves_of(store::ResultsReader& db, std::int64_t run_id) {
   std::map<std::pair<std::string, std::string>, std::int64_t> counts;  // (split, name) -> points
   for (const auto& p : db.curve(run_id)) ++counts[{p.split, p.name}];
   std::string list;
@@ -36,7 +36,7 @@ std::string default_title(const std::string& split, const std::string& name, Cur
 
 }  // namespace
 
-std::vector<RunCurve> read_run_curves(store::Database& db, const std::vector<std::int64_t>& run_ids,
+std::vector<RunCurve> read_run_curves(store::ResultsReader& db, const std::vector<std::int64_t>& run_ids,
                                       const std::string& split, const std::string& name, std::vector<std::string>* left_out,
                                       const std::map<std::int64_t, std::int64_t>& held) {
   std::string last_empty;
@@ -172,7 +172,7 @@ Grid mean_curves_grid(const std::vector<MeanCurve>& means) {
   return grid;
 }
 
-void group_curves(store::Database& db, std::vector<RunCurve>& runs, const std::vector<std::string>& keys) {
+void group_curves(store::ResultsReader& db, std::vector<RunCurve>& runs, const std::vector<std::string>& keys) {
   store::Selection selection;
   selection.group_by = keys;
   std::map<std::int64_t, std::string> by_job;

@@ -40,7 +40,7 @@ struct RunCurve {
 // points"), unless every run is such a one; without it, such a run is an error.
 // `held`: runs the reader holds up to a step (run id -> its last step): only their points after it
 // are read, however few (after_step set).
-std::vector<RunCurve> read_run_curves(store::Database& db, const std::vector<std::int64_t>& run_ids,
+std::vector<RunCurve> read_run_curves(store::ResultsReader& db, const std::vector<std::int64_t>& run_ids,
                                       const std::string& split, const std::string& name,
                                       std::vector<std::string>* left_out = nullptr,
                                       const std::map<std::int64_t, std::int64_t>& held = {});
@@ -65,7 +65,7 @@ struct MeanCurve {
 // datasets.sparse_sum.sparsity): "gmm_rks sparsity=0.1" (builtin keys by value, config keys as
 // last-part=value). Throws store::QueryError for a key no job has ("unknown key 'x' (did you
 // mean: ...)").
-void group_curves(store::Database& db, std::vector<RunCurve>& runs, const std::vector<std::string>& keys);
+void group_curves(store::ResultsReader& db, std::vector<RunCurve>& runs, const std::vector<std::string>& keys);
 
 // Groups by the runs' group when group_curves set one, else by (method, dataset), in order of
 // first appearance. Throws std::runtime_error when a group's runs share no step.

@@ -9,7 +9,7 @@ namespace {
 
 // The runs that count for the jobs every expression selects; jobs without one yet (queued,
 // running, cancelled) are counted in `without`.
-std::vector<std::int64_t> counting_runs(store::Database& db, const std::vector<std::string>& where,
+std::vector<std::int64_t> counting_runs(store::ResultsReader& db, const std::vector<std::string>& where,
                                         std::size_t& without) {
   store::Selection selection;
   selection.where = where;
@@ -30,7 +30,7 @@ std::vector<std::int64_t> counting_runs(store::Database& db, const std::vector<s
 
 }  // namespace
 
-CurvesAnswer curves_for(store::Database& db, const CurvesQuery& query) {
+CurvesAnswer curves_for(store::ResultsReader& db, const CurvesQuery& query) {
   CurvesAnswer answer;
   std::vector<std::int64_t> ids = query.run_ids;
   if (ids.empty() && query.where.empty()) throw std::runtime_error("name the runs (RUN... or --where EXPR)");

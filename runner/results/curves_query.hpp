@@ -34,6 +34,6 @@ struct CurvesAnswer {
 // Throws std::runtime_error, one line: no runs named, a run id the database lacks, a filter that
 // selects no job or only jobs without a finished run, a run without points for (split, name), a
 // group whose runs share no step; store::QueryError for a malformed filter or an unknown key.
-CurvesAnswer curves_for(store::Database& db, const CurvesQuery& query);
+CurvesAnswer curves_for(store::ResultsReader& db, const CurvesQuery& query);
 
 }  // namespace attnlab::results

@@ -66,7 +66,7 @@ struct Collected {
   }
 };
 
-Collected collect(store::Database& db, const store::Selection& selection, std::size_t count, bool last_is_passes) {
+Collected collect(store::ResultsReader& db, const store::Selection& selection, std::size_t count, bool last_is_passes) {
   Collected got;
   const auto rows = store::select_jobs(db, selection);
   const Sweep sweep = find_sweep(db, rows);
@@ -152,7 +152,7 @@ std::vector<const PaperTableData*> tables_of_kind(const Paper& paper, PaperTable
 // per method; long, one row per method, task and table.
 class PaperComparison {
  public:
-  PaperComparison(store::Database& db, PaperTable which, const PaperTableOptions& o)
+  PaperComparison(store::ResultsReader& db, PaperTable which, const PaperTableOptions& o)
       : db_(db), which_(which), o_(o), paper_(*o.paper), tables_(tables_of_kind(paper_, which)), got_(collect_ours()) {
     lay_out_columns();
     merge_rows();
@@ -426,7 +426,7 @@ class PaperComparison {
     return "ratio: ours / paper (other hardware: compare the ratios between methods); " + units;
   }
 
-  store::Database& db_;
+  store::ResultsReader& db_;
   const PaperTable which_;
   const PaperTableOptions& o_;
   const Paper& paper_;
@@ -449,7 +449,7 @@ class PaperComparison {
 // one per method, task and quantity (long, for --format csv and json); the seeds' mean ± std per cell.
 class OurTable {
  public:
-  OurTable(store::Database& db, PaperTable which, const PaperTableOptions& options)
+  OurTable(store::ResultsReader& db, PaperTable which, const PaperTableOptions& options)
       : db_(db), which_(which), options_(options), qs_(quantities(which, options)),
         known_(store::result_names(db)), average_(which == PaperTable::accuracy) {
     have_all_ = std::all_of(qs_.begin(), qs_.end(), [&](const Quantity& q) {
@@ -608,7 +608,7 @@ class OurTable {
            "majority vote; VA the vote's accuracy; AGV = VA / mean single-pass accuracy";
   }
 
-  store::Database& db_;
+  store::ResultsReader& db_;
   const PaperTable which_;
   const PaperTableOptions& options_;
   const std::vector<Quantity> qs_;
@@ -638,7 +638,7 @@ const char* to_string(PaperTable table) {
   return "?";
 }
 
-Grid paper_table(store::Database& db, PaperTable which, const PaperTableOptions& options) {
+Grid paper_table(store::ResultsReader& db, PaperTable which, const PaperTableOptions& options) {
   if (options.paper) return PaperComparison(db, which, options).grid();
   return OurTable(db, which, options).grid();
 }

@@ -41,6 +41,6 @@ inline constexpr const char* kFailedMark = "‡";
 // paper, in the unit's points) or "ratio" line (time, memory: ours / paper: the hardware differs);
 // a row that is no method (a random predictor) has its paper line only, a method of ours the paper
 // lacks its ours line only. Long: one row per (row, task or average) with both sides' numbers.
-Grid paper_table(store::Database& db, PaperTable which, const PaperTableOptions& options);
+Grid paper_table(store::ResultsReader& db, PaperTable which, const PaperTableOptions& options);
 
 }  // namespace attnlab::results

@@ -45,7 +45,7 @@ constexpr CurveKind kCurves[] = {
 };
 
 // The curves of those runs that have (split, name); the others are named in `skipped`.
-std::vector<RunCurve> curves_that_exist(store::Database& db, const std::vector<std::int64_t>& runs, const CurveKind& k,
+std::vector<RunCurve> curves_that_exist(store::ResultsReader& db, const std::vector<std::int64_t>& runs, const CurveKind& k,
                                         std::vector<std::string>& skipped) {
   std::vector<RunCurve> out;
   for (std::int64_t id : runs) {
@@ -72,7 +72,7 @@ std::string fence_for(const std::string& text) {
 
 class Report {
  public:
-  Report(store::Database& db, const ReportOptions& o) : db_(db), o_(o), root_(o.out_dir) {}
+  Report(store::ResultsReader& db, const ReportOptions& o) : db_(db), o_(o), root_(o.out_dir) {}
 
   ReportSummary write() {
     fs::create_directories(root_);
@@ -373,7 +373,7 @@ class Report {
     readme_ += "Values: [approx/approx.csv](approx/approx.csv)\n\n";
   }
 
-  store::Database& db_;
+  store::ResultsReader& db_;
   const ReportOptions& o_;
   fs::path root_;
   std::string readme_;
@@ -391,6 +391,6 @@ std::string file_safe(const std::string& name) {
   return out.empty() ? "_" : out;
 }
 
-ReportSummary write_report(store::Database& db, const ReportOptions& options) { return Report(db, options).write(); }
+ReportSummary write_report(store::ResultsReader& db, const ReportOptions& options) { return Report(db, options).write(); }
 
 }  // namespace attnlab::results

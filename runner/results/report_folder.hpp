@@ -24,7 +24,7 @@ struct ReportSummary {
   std::vector<std::string> skipped;  // one line per thing not drawn, and why
 };
 
-ReportSummary write_report(store::Database& db, const ReportOptions& options);
+ReportSummary write_report(store::ResultsReader& db, const ReportOptions& options);
 
 // A method, dataset or device name as a file name: letters, digits, '.', '_' and '-' kept, the
 // rest '_' ("gmm_rks[features=64]" -> "gmm_rks_features_64_").

@@ -5,7 +5,7 @@
 
 namespace attnlab::results {
 
-Grid results_for(store::Database& db, const ResultsQuery& query, bool compact) {
+Grid results_for(store::ResultsReader& db, const ResultsQuery& query, bool compact) {
   store::Selection selection;
   selection.where = query.where;
   selection.group_by = query.group_by.empty() ? std::vector<std::string>{"method", "dataset"} : query.group_by;

@@ -19,6 +19,6 @@ struct ResultsQuery {
 
 // The grid `attnlab results` prints for `query` (`compact`: the table's "mean ± std (n)" columns).
 // A malformed filter, an unknown key or metric: store::QueryError, one line naming it.
-Grid results_for(store::Database& db, const ResultsQuery& query, bool compact);
+Grid results_for(store::ResultsReader& db, const ResultsQuery& query, bool compact);
 
 }  // namespace attnlab::results

@@ -19,7 +19,7 @@ std::string Sweep::row(const store::JobRow& job) const {
   return it == row_of.end() ? job.method : it->second;
 }
 
-std::vector<std::string> summary_keys(store::Database& db, const std::vector<std::int64_t>& job_ids) {
+std::vector<std::string> summary_keys(store::ResultsReader& db, const std::vector<std::int64_t>& job_ids) {
   auto keys = store::keys_varying_within_groups(db, job_ids);
   const auto precisions = store::config_values(db, job_ids, "train.precision");
   const bool swept = std::find(keys.begin(), keys.end(), "train.precision") != keys.end();
@@ -27,7 +27,7 @@ std::vector<std::string> summary_keys(store::Database& db, const std::vector<std
   return keys;
 }
 
-Sweep find_sweep(store::Database& db, const std::vector<store::JobRow>& jobs) {
+Sweep find_sweep(store::ResultsReader& db, const std::vector<store::JobRow>& jobs) {
   Sweep sweep;
   std::vector<std::int64_t> ids;
   for (const auto& job : jobs) ids.push_back(job.job_id);

@@ -28,9 +28,9 @@ struct Sweep {
 // The config keys a summary over seeds groups by beside method and dataset: a sweep's keys
 // (store::keys_varying_within_groups), and train.precision whenever a job is not fp32, even when
 // every job shares it: a mixed-precision figure always says so.
-std::vector<std::string> summary_keys(store::Database& db, const std::vector<std::int64_t>& job_ids);
+std::vector<std::string> summary_keys(store::ResultsReader& db, const std::vector<std::int64_t>& job_ids);
 
 // The sweep among `jobs` (rows of store::select_jobs).
-Sweep find_sweep(store::Database& db, const std::vector<store::JobRow>& jobs);
+Sweep find_sweep(store::ResultsReader& db, const std::vector<store::JobRow>& jobs);
 
 }  // namespace attnlab::results

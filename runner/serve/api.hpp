@@ -22,21 +22,21 @@ using Params = std::multimap<std::string, std::string>;  // a query string's nam
 
 Reply error_reply(int status, const std::string& what);
 
-Reply queue_json(store::Database& db, const Params& params);    // GET /api/queue
-Reply experiments_json(store::Database& db, const Params& params);  // GET /api/experiments
-Reply results_json(store::Database& db, const Params& params);  // GET /api/results
-Reply table_json(store::Database& db, const Params& params);    // GET /api/table
-Reply compare_json(store::Database& db, const Params& params);  // GET /api/compare
-Reply runs_json(store::Database& db, const Params& params);     // GET /api/runs
-Reply run_json(store::Database& db, const Params& params);      // GET /api/run
-Reply curves_json(store::Database& db, const Params& params);   // GET /api/curves
-Reply bench_json(store::Database& db, const Params& params);    // GET /api/bench
-Reply approx_json(store::Database& db, const Params& params);   // GET /api/approx
+Reply queue_json(store::ResultsReader& db, const Params& params);    // GET /api/queue
+Reply experiments_json(store::ResultsReader& db, const Params& params);  // GET /api/experiments
+Reply results_json(store::ResultsReader& db, const Params& params);  // GET /api/results
+Reply table_json(store::ResultsReader& db, const Params& params);    // GET /api/table
+Reply compare_json(store::ResultsReader& db, const Params& params);  // GET /api/compare
+Reply runs_json(store::ResultsReader& db, const Params& params);     // GET /api/runs
+Reply run_json(store::ResultsReader& db, const Params& params);      // GET /api/run
+Reply curves_json(store::ResultsReader& db, const Params& params);   // GET /api/curves
+Reply bench_json(store::ResultsReader& db, const Params& params);    // GET /api/bench
+Reply approx_json(store::ResultsReader& db, const Params& params);   // GET /api/approx
 
 // Every endpoint by path, for the server (and the tests that walk them all).
 struct Endpoint {
   const char* path;
-  Reply (*answer)(store::Database&, const Params&);
+  Reply (*answer)(store::ResultsReader&, const Params&);
 };
 const std::vector<Endpoint>& endpoints();
 

@@ -26,7 +26,7 @@ std::string description_of(const std::string& config_text) {
 
 }  // namespace
 
-Reply experiments_json(store::Database& db, const Params& params) {
+Reply experiments_json(store::ResultsReader& db, const Params& params) {
   return answer_with(db, params, {}, [&] {
     std::map<std::string, json> states;  // by experiment name: jobs per state, reused ones included
     for (const auto& e : store::job_states_by_experiment(db)) {

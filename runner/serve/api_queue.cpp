@@ -19,7 +19,7 @@ json job_fields(const store::Job& job) {
 // rate is that of the logged steps (the ETA leaves out the validations, the test and the variance
 // passes to come); in the variance passes, that of the passes so far; between the last step and
 // the first pass (the test evaluation), unknown.
-void add_progress(store::Database& db, const store::Job& job, std::int64_t run_id, json& out) {
+void add_progress(store::ResultsReader& db, const store::Job& job, std::int64_t run_id, json& out) {
   out["step"] = nullptr;
   out["steps"] = nullptr;
   out["phase"] = nullptr;
@@ -50,7 +50,7 @@ void add_progress(store::Database& db, const store::Job& job, std::int64_t run_i
 
 }  // namespace
 
-Reply queue_json(store::Database& db, const Params& params) {
+Reply queue_json(store::ResultsReader& db, const Params& params) {
   return answer_with(db, params, {}, [&] {
     json counts = json::object();
     for (const auto& [state, count] : db.queue_counts()) counts[store::to_string(state)] = count;

@@ -28,7 +28,7 @@ json grid_json(const results::Grid& shown, const results::Grid& data, const std:
 
 // experiment=NAME adds "experiment = 'NAME'" to the filters; experiment=latest names the
 // experiment enqueued last (none yet: no filter); absent or "*": every experiment.
-std::vector<std::string> with_experiment(store::Database& db, const Params& params, std::vector<std::string> where) {
+std::vector<std::string> with_experiment(store::ResultsReader& db, const Params& params, std::vector<std::string> where) {
   std::string name = text(params, "experiment", "*");
   if (name == "latest") {
     const auto all = db.experiments();
@@ -43,7 +43,7 @@ std::vector<std::string> with_experiment(store::Database& db, const Params& para
 
 }  // namespace
 
-Reply results_json(store::Database& db, const Params& params) {
+Reply results_json(store::ResultsReader& db, const Params& params) {
   return answer_with(db, params, {"where", "group_by", "metric", "jobs", "experiment"}, [&] {
     results::ResultsQuery query;
     query.where = with_experiment(db, params, values(params, "where"));
@@ -54,7 +54,7 @@ Reply results_json(store::Database& db, const Params& params) {
   });
 }
 
-Reply table_json(store::Database& db, const Params& params) {
+Reply table_json(store::ResultsReader& db, const Params& params) {
   return answer_with(db, params, {"table", "where", "metric"}, [&] {
     results::PaperTableOptions options;
     const auto which = results::parse_paper_table(text(params, "table", "accuracy"));
@@ -67,7 +67,7 @@ Reply table_json(store::Database& db, const Params& params) {
   });
 }
 
-Reply compare_json(store::Database& db, const Params& params) {
+Reply compare_json(store::ResultsReader& db, const Params& params) {
   return answer_with(db, params, {"a", "b", "metric", "where", "by", "ci", "level"}, [&] {
     results::CompareOptions options;
     options.a = text(params, "a", "");

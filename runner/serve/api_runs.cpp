@@ -41,7 +41,7 @@ struct Labels {
   std::vector<std::string> each;   // per run: what differs
 };
 
-Labels differing_labels(store::Database& db, const std::vector<results::RunCurve>& runs, const std::vector<std::string>& keys) {
+Labels differing_labels(store::ResultsReader& db, const std::vector<results::RunCurve>& runs, const std::vector<std::string>& keys) {
   std::map<std::int64_t, std::vector<std::string>> values;  // by job: one per key
   if (!keys.empty()) {
     store::Selection selection;
@@ -88,7 +88,7 @@ std::vector<std::string> told_apart(const std::vector<results::RunCurve>& runs, 
 }
 
 // The grouping keys a curves answer's labels draw from: the ones asked for, else a sweep's.
-std::vector<std::string> label_keys(store::Database& db, const results::CurvesQuery& query,
+std::vector<std::string> label_keys(store::ResultsReader& db, const results::CurvesQuery& query,
                                     const std::vector<results::RunCurve>& runs) {
   std::vector<std::string> keys;
   for (const auto& key : query.group_by)
@@ -111,7 +111,7 @@ std::string across_methods(const std::string& key) {
 
 // The config keys whose values differ among these jobs (method, dataset and seed aside, which the
 // table shows anyway): the columns a runs table needs to tell its rows apart.
-std::vector<std::string> differing_keys(store::Database& db, const std::vector<std::int64_t>& jobs) {
+std::vector<std::string> differing_keys(store::ResultsReader& db, const std::vector<std::int64_t>& jobs) {
   std::vector<std::string> keys;
   if (jobs.size() < 2) return keys;
   std::map<std::string, std::set<std::string>> values;  // by key, a method's own as methods.*.NAME
@@ -125,7 +125,7 @@ std::vector<std::string> differing_keys(store::Database& db, const std::vector<s
 
 // Each run's values of `keys`, by job: {key: value}, "" where the job lacks the key; a
 // methods.*.NAME key gives the job's own method's value.
-std::map<std::int64_t, json> key_values(store::Database& db, const std::vector<std::string>& keys) {
+std::map<std::int64_t, json> key_values(store::ResultsReader& db, const std::vector<std::string>& keys) {
   std::map<std::int64_t, json> out;
   if (keys.empty()) return out;
   std::vector<std::string> stored;       // the keys as the database has them
@@ -184,7 +184,7 @@ std::map<std::int64_t, std::int64_t> held_runs(const Params& params) {
 
 }  // namespace
 
-Reply runs_json(store::Database& db, const Params& params) {
+Reply runs_json(store::ResultsReader& db, const Params& params) {
   return answer_with(db, params, {"where", "status", "columns", "held"}, [&] {
     const auto held = held_runs(params);  // ended runs a polling page holds: their rows come as ids
     const auto where = values(params, "where");
@@ -229,7 +229,7 @@ Reply runs_json(store::Database& db, const Params& params) {
   });
 }
 
-Reply run_json(store::Database& db, const Params& params) {
+Reply run_json(store::ResultsReader& db, const Params& params) {
   return answer_with(db, params, {"id"}, [&] {
     const auto id = integer(params, "id");
     if (!id) throw BadRequest("name the run: id=N");
@@ -270,7 +270,7 @@ Reply run_json(store::Database& db, const Params& params) {
   });
 }
 
-Reply curves_json(store::Database& db, const Params& params) {
+Reply curves_json(store::ResultsReader& db, const Params& params) {
   return answer_with(db, params, {"run", "where", "split", "metric", "mean", "group_by", "held"}, [&] {
     results::CurvesQuery query;
     for (const auto& word : words(params, "run")) {

@@ -18,7 +18,7 @@ bool wanted(const std::vector<std::string>& methods, const std::string& method) 
 
 }  // namespace
 
-Reply bench_json(store::Database& db, const Params& params) {
+Reply bench_json(store::ResultsReader& db, const Params& params) {
   return answer_with(db, params, {"method"}, [&] {
     const auto methods = words(params, "method");
     json rows = json::array();
@@ -49,7 +49,7 @@ Reply bench_json(store::Database& db, const Params& params) {
   });
 }
 
-Reply approx_json(store::Database& db, const Params& params) {
+Reply approx_json(store::ResultsReader& db, const Params& params) {
   return answer_with(db, params, {"method"}, [&] {
     const auto methods = words(params, "method");
     json rows = json::array();

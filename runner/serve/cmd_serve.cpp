@@ -32,7 +32,7 @@ void say_database_state(const std::string& db_path) {
     return;
   }
   try {
-    store::Database db(db_path, store::Database::Open::read_only);
+    store::ResultsReader db(db_path);
   } catch (const std::exception& e) {
     std::cout << "serve: " << e.what() << "; the page says so until it can be read\n";
   }

@@ -89,7 +89,7 @@ std::string dump(const nlohmann::ordered_json& value) {
   return value.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
-Reply answer_with(store::Database& db, const Params& params, std::initializer_list<const char*> known,
+Reply answer_with(store::ResultsReader& db, const Params& params, std::initializer_list<const char*> known,
                   const std::function<std::string()>& answer) {
   try {
     check_known(params, known);

@@ -41,7 +41,7 @@ std::string dump(const nlohmann::ordered_json& value);
 // BadRequest its own, a malformed filter or unknown key (store::QueryError) and the results
 // code's own refusals (std::runtime_error, std::invalid_argument) 400, a database that cannot be
 // read (store::StoreError) 503.
-Reply answer_with(store::Database& db, const Params& params, std::initializer_list<const char*> known,
+Reply answer_with(store::ResultsReader& db, const Params& params, std::initializer_list<const char*> known,
                   const std::function<std::string()>& answer);
 
 }  // namespace attnlab::serve

@@ -183,7 +183,7 @@ void Server::add_endpoints() {
           // reason, and nothing the server does can write
           const std::string key = file_key(db_path_);
           const bool known = checked(key);
-          store::Database db(db_path_, known ? store::Database::Open::unchecked : store::Database::Open::read_only);
+          store::ResultsReader db(db_path_, known ? store::ResultsReader::Check::none : store::ResultsReader::Check::at_open);
           if (!known) passed_check(key);
           reply = answer(db, Params(request.params.begin(), request.params.end()));
         } catch (const std::exception& e) {

@@ -23,6 +23,7 @@
 #include "cli/cli_options.hpp"
 
 #include "attnlab/store.hpp"
+#include "attnlab/store/queue.hpp"
 #include "cli/commands.hpp"
 #include "experiment/enqueue.hpp"
 #include "experiment/experiment.hpp"
@@ -77,7 +78,7 @@ std::string task_name(const slurm::Task& t) {
 
 // Jobs marked 'submitted' whose array never started go back to the queue as they were.
 void return_to_queue(store::Database& db, const std::vector<std::int64_t>& ids) {
-  db.retry_jobs(ids);  // submitted -> queued, failure counts kept
+  store::Queue(db).retry_jobs(ids);  // submitted -> queued, failure counts kept
 }
 
 // --- submit ----------------------------------------------------------------------------------
@@ -179,7 +180,7 @@ std::vector<store::QueuedJob> jobs_to_submit(store::Database* db, const std::vec
 std::vector<std::int64_t> mark_submitted(store::Database& db, std::vector<store::QueuedJob>& chosen) {
   std::vector<std::int64_t> ids;
   for (const auto& q : chosen) ids.push_back(q.job.id);
-  const auto marked = db.mark_submitted(ids);
+  const auto marked = store::Queue(db).mark_submitted(ids);
   const std::set<std::int64_t> ours(marked.begin(), marked.end());
   chosen.erase(std::remove_if(chosen.begin(), chosen.end(), [&](const auto& q) { return !ours.count(q.job.id); }), chosen.end());
   if (chosen.empty()) throw SlurmError("slurm submit: every queued job was claimed by a worker meanwhile; nothing submitted");
@@ -374,7 +375,7 @@ store::MergeReport merge_shards(store::Database& db, const std::string& folder, 
 
 // The submission's line: each task's outcome is its job's state in the main database now, beside
 // what SLURM still lists; then a line per failed task, and per unfinished one SLURM no longer runs.
-void report_submission(store::Database& db, const std::string& folder, const slurm::Manifest& manifest,
+void report_submission(store::ResultsReader& db, const std::string& folder, const slurm::Manifest& manifest,
                        const store::MergeReport& merged, const std::set<std::int64_t>& unreadable) {
   store::JobFilter filter;
   for (const auto& task : manifest.tasks) filter.ids.push_back(task.job_id);
@@ -487,7 +488,7 @@ int slurm_task(const Args& args, const std::string& self_exe) {
   std::int64_t abandoned = 0;
   {
     store::Database db(shard, store::Database::Open::existing);
-    abandoned = db.abandon_leases("requeued array task: the previous attempt's node is gone");
+    abandoned = store::Queue(db).abandon_leases("requeued array task: the previous attempt's node is gone");
   }
   const char* restarts = std::getenv("SLURM_RESTART_COUNT");
   std::cout << "attnlab slurm task " << index << ": " << task_name(manifest.tasks[index]) << ", shard " << shard

@@ -447,7 +447,7 @@ ModelSource init_source(const PluginRegistry& registry, const std::string& datas
   return source;
 }
 
-ModelSource run_source(const PluginRegistry& registry, store::Database& db, std::int64_t run_id, const DataOptions& data,
+ModelSource run_source(const PluginRegistry& registry, store::ResultsReader& db, std::int64_t run_id, const DataOptions& data,
                        const c10::Device& device) {
   const std::string where = "run " + std::to_string(run_id);
   JobPlan plan;

@@ -134,7 +134,7 @@ struct DataOptions {
 ModelSource init_source(const PluginRegistry& registry, const std::string& dataset, const DataOptions& data,
                         std::uint64_t seed, const c10::Device& device);
 // The best checkpoint of a stored run, rebuilt from its job's configuration, on its dataset.
-ModelSource run_source(const PluginRegistry& registry, store::Database& db, std::int64_t run_id,
+ModelSource run_source(const PluginRegistry& registry, store::ResultsReader& db, std::int64_t run_id,
                        const DataOptions& data, const c10::Device& device);
 
 }  // namespace attnlab

@@ -63,7 +63,7 @@ po::options_description approx_options() {
 
 int show_stored(const std::string& db_path, bool absolute) {
   existing_database(db_path);
-  store::Database db(db_path, store::Database::Open::read_only);
+  store::ResultsReader db(db_path);
   const auto rows = store::approx_results(db);
   if (rows.empty()) return std::cout << db_path << ": no approx results yet\n", 0;
   std::cout << approx_table(rows, absolute);
@@ -127,7 +127,7 @@ void from_npy(InputSource& source, const std::string& dir, bool lengths_given, c
 }
 
 // --run RUN_ID: its best checkpoint; the default lengths are those its positions hold.
-void from_run(InputSource& source, std::int64_t run_id, store::Database& db, const PluginRegistry& registry,
+void from_run(InputSource& source, std::int64_t run_id, store::ResultsReader& db, const PluginRegistry& registry,
               const DataOptions& data, bool lengths_given, const c10::Device& device, ApproxStudy& study) {
   study.source = "run:" + std::to_string(run_id);
   source.model = run_source(registry, db, run_id, data, device);

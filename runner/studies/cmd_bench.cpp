@@ -140,7 +140,7 @@ std::string lengths_text(const std::vector<Planned>& group) {
 
 int show(const std::string& db_path, bool ops) {
   existing_database(db_path);
-  store::Database db(db_path, store::Database::Open::read_only);
+  store::ResultsReader db(db_path);
   const auto rows = store::bench_results(db);
   if (rows.empty()) return std::cout << db_path << ": no bench results yet\n", 0;
   std::cout << bench_table(rows, /*context=*/true, ops);

@@ -53,7 +53,7 @@ int cmd_estimate(const Args& args) {
 
   const std::string db_path = vm["db"].as<std::string>();
   existing_database(db_path);
-  store::Database db(db_path, store::Database::Open::read_only);
+  store::ResultsReader db(db_path);
   const auto rows = store::bench_results(db);
   const std::string bench_command = "attnlab bench --config " + path + " --db " + db_path;
 

@@ -106,7 +106,7 @@ GradientStudy study_from(const po::variables_map& vm) {
 
 // The spread of one run's gradients at each accuracy checkpoint it kept; none (said on stderr)
 // when it kept none.
-std::vector<store::GradientStats> measure_run(const PluginRegistry& registry, store::Database& db, const GradientStudy& study,
+std::vector<store::GradientStats> measure_run(const PluginRegistry& registry, store::ResultsReader& db, const GradientStudy& study,
                                               std::int64_t run_id, const JobPlan& plan, const std::string& cache) {
   const std::string what = "run " + std::to_string(run_id) + " (" + plan.method + "/" + plan.dataset + ")";
   const auto marks = db.curve(run_id, "val", "accuracy_mark");
@@ -152,7 +152,7 @@ std::vector<store::GradientStats> measure_run(const PluginRegistry& registry, st
 }
 
 // --show: what is stored for the runs, measuring nothing.
-int show_stored(const PluginRegistry& registry, store::Database& db, const std::vector<std::int64_t>& runs) {
+int show_stored(const PluginRegistry& registry, store::ResultsReader& db, const std::vector<std::int64_t>& runs) {
   const auto stored = store::gradient_stats(db, runs);
   if (stored.empty()) throw std::runtime_error("gradients: nothing stored in " + db.path() + " for these runs");
   std::map<std::int64_t, JobPlan> plans;

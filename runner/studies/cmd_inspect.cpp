@@ -39,7 +39,7 @@ int cmd_inspect(const Args& args) {
   existing_database(db_path);
 
   const PluginRegistry registry = load_plugins(plugin_folders(vm));
-  store::Database db(db_path, store::Database::Open::read_only);
+  store::ResultsReader db(db_path);
   const JobPlan plan = stored_plan(registry, db, run_id);
   const std::string cache = dataset_cache_dir(vm["cache-dir"].as<std::string>());
   // the task only (vocabulary, classes, length): nothing is loaded

@@ -40,7 +40,7 @@ struct Target {
 
 // Every run checked before anything is computed: it exists, it ended done, the layer is one of
 // its model's. Each refusal is one line.
-Target check_target(const PluginRegistry& registry, store::Database& db, std::int64_t run_id, std::int64_t layer) {
+Target check_target(const PluginRegistry& registry, store::ResultsReader& db, std::int64_t run_id, std::int64_t layer) {
   const std::optional<store::RunSummary> run = db.run_summary(run_id);
   if (!run) throw std::runtime_error("spectrum: " + db.path() + ": no run with id " + std::to_string(run_id));
   Target t;
@@ -72,7 +72,7 @@ struct Settings {
   std::string device_text;
 };
 
-store::SpectrumResult measure(const PluginRegistry& registry, store::Database& db, const Target& t, const Settings& s) {
+store::SpectrumResult measure(const PluginRegistry& registry, store::ResultsReader& db, const Target& t, const Settings& s) {
   const std::string checkpoint = locate_checkpoint(db, t.run_id);
   auto dataset = registry.find(PluginKind::dataset, t.plan.dataset)->make_dataset({s.cache}, t.plan.dataset_params);
   const TaskInfo task = dataset->info();
@@ -195,7 +195,7 @@ int cmd_spectrum(const Args& args) {
   if (vm.count("plot")) picture_format(vm["plot"].as<std::string>());  // a bad name is refused before any work
 
   if (vm.count("show")) {
-    store::Database db(existing_database(db_path), store::Database::Open::read_only);
+    store::ResultsReader db(existing_database(db_path));
     const auto rows = store::spectrum_results(db, ids);
     if (rows.empty()) throw std::runtime_error("spectrum: " + db_path + " holds no spectrum" + (ids.empty() ? "" : " of these runs"));
     std::vector<SpectrumRunInfo> runs;

@@ -89,7 +89,7 @@ std::int64_t auto_jobs_per_device(const std::vector<JobWork>& jobs, const std::v
   return std::max<std::int64_t>(fewest, 1);
 }
 
-std::int64_t auto_jobs_per_device_of_queue(store::Database& db, const std::vector<std::int64_t>& ids,
+std::int64_t auto_jobs_per_device_of_queue(store::ResultsReader& db, const std::vector<std::int64_t>& ids,
                                            const PluginRegistry& registry, const std::vector<std::string>& devices,
                                            const std::string& cache_dir) {
   store::JobFilter filter;

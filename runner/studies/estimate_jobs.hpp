@@ -25,7 +25,7 @@ std::int64_t auto_jobs_per_device(const std::vector<JobWork>& jobs, const std::v
 
 // --jobs-per-device auto for the queue's jobs `ids` (every queued or running one when empty), from
 // the bench figures in the same database; says on stderr what it chose and why.
-std::int64_t auto_jobs_per_device_of_queue(store::Database& db, const std::vector<std::int64_t>& ids,
+std::int64_t auto_jobs_per_device_of_queue(store::ResultsReader& db, const std::vector<std::int64_t>& ids,
                                            const PluginRegistry& registry, const std::vector<std::string>& devices,
                                            const std::string& cache_dir);
 

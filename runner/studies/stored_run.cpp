@@ -28,7 +28,7 @@ std::string mark_text(double mark) {
 // A file a run stored by path: as stored, or, for a relative path not found from here, the same
 // file name in the default layout beside the database (<db>.ckpt/); its bytes checked against the
 // checksum recorded when it was written (none recorded: not checked). `what` names it in errors.
-std::string verified_file(const store::Database& db, std::string file, const std::string& recorded, const std::string& what) {
+std::string verified_file(const store::ResultsReader& db, std::string file, const std::string& recorded, const std::string& what) {
   namespace fs = std::filesystem;
   // stored as the run saw it: a relative path is relative to where `attnlab run` ran
   if (!fs::exists(file) && fs::path(file).is_relative()) {
@@ -51,14 +51,14 @@ std::string verified_file(const store::Database& db, std::string file, const std
 
 }  // namespace
 
-std::string locate_checkpoint(store::Database& db, std::int64_t run_id) {
+std::string locate_checkpoint(store::ResultsReader& db, std::int64_t run_id) {
   const std::string where = "run " + std::to_string(run_id);
   const std::string checkpoint = db.checkpoint_of_run(run_id);
   if (checkpoint.empty()) throw std::runtime_error(where + " has no checkpoint (it never reached a validation)");
   return verified_file(db, checkpoint, db.checkpoint_checksum(run_id), where + ": checkpoint");
 }
 
-std::string locate_accuracy_mark(store::Database& db, std::int64_t run_id, double mark) {
+std::string locate_accuracy_mark(store::ResultsReader& db, std::int64_t run_id, double mark) {
   const std::string where = "run " + std::to_string(run_id);
   for (const store::AccuracyMarkFile& kept : db.accuracy_marks(run_id))
     if (kept.mark == mark) return verified_file(db, kept.path, kept.checksum, where + ": accuracy mark " + mark_text(mark));
@@ -67,7 +67,7 @@ std::string locate_accuracy_mark(store::Database& db, std::int64_t run_id, doubl
                        where + ": accuracy mark " + mark_text(mark));
 }
 
-JobPlan stored_plan(const PluginRegistry& registry, store::Database& db, std::int64_t run_id) {
+JobPlan stored_plan(const PluginRegistry& registry, store::ResultsReader& db, std::int64_t run_id) {
   std::optional<store::RunSummary> run;
   for (auto& r : db.run_summaries(std::nullopt))
     if (r.run_id == run_id) run = r;

@@ -19,15 +19,15 @@ namespace attnlab {
 // The checkpoint file of a run: the stored path, or, for a relative path that is not found from
 // here, the same file name in the default layout beside the database (<db>.ckpt/). Throws
 // std::runtime_error naming the run when it has none or the file is missing.
-std::string locate_checkpoint(store::Database& db, std::int64_t run_id);
+std::string locate_checkpoint(store::ResultsReader& db, std::int64_t run_id);
 // The weights file the run kept at accuracy mark `mark` (schema 13: as recorded, its checksum
 // checked; a run stored before: beside its best file, unchecked). Throws std::runtime_error
 // naming the run and the mark when the file is missing or damaged.
-std::string locate_accuracy_mark(store::Database& db, std::int64_t run_id, double mark);
+std::string locate_accuracy_mark(store::ResultsReader& db, std::int64_t run_id, double mark);
 
 // The run's job, parsed against the plugins loaded now. Throws std::runtime_error (no such run,
 // or a config that no longer parses).
-JobPlan stored_plan(const PluginRegistry& registry, store::Database& db, std::int64_t run_id);
+JobPlan stored_plan(const PluginRegistry& registry, store::ResultsReader& db, std::int64_t run_id);
 
 // The model `plan` describes for `task`, with the weights of `checkpoint`, on `device`, in eval
 // mode. The seed initialises whatever the checkpoint does not hold (nothing, for our models).

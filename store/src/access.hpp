@@ -10,12 +10,15 @@
 namespace attnlab::store {
 
 struct DatabaseAccess {
-  static sqlite3* handle(Database& db) { return db.db_; }
-  static void set_clock(Database& db, std::function<double()> now) { db.clock_ = std::move(now); }
+  static sqlite3* handle(ResultsReader& db) { return db.db_; }
+  static void set_clock(ResultsReader& db, std::function<double()> now) { db.clock_ = std::move(now); }
 };
 
-inline sqlite3* sqlite_handle(Database& db) { return DatabaseAccess::handle(db); }
+inline sqlite3* sqlite_handle(ResultsReader& db) { return DatabaseAccess::handle(db); }
 // The unix time the queue reads from now on (lease expiries, back-offs).
-inline void set_clock(Database& db, std::function<double()> now) { DatabaseAccess::set_clock(db, std::move(now)); }
+inline void set_clock(ResultsReader& db, std::function<double()> now) { DatabaseAccess::set_clock(db, std::move(now)); }
+
+// For tests: ends every expired lease as Queue::claim_next_job does first; returns how many.
+std::int64_t expire_leases(Database& db);
 
 }  // namespace attnlab::store

@@ -1,6 +1,6 @@
 #pragma once
 // How an attempt (a run) ends and what that does to its job: shared by the queue (expiry,
-// cancel, abandon) and the run's own writes (finish_run). Every function here runs inside a
+// cancel, abandon) and the run's own writes (RunWriter::finish). Every function here runs inside a
 // transaction the caller opened.
 #include <sqlite3.h>
 

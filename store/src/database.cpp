@@ -80,20 +80,23 @@ void require_intact(sqlite3* db, const std::string& path) {
 }
 
 // Returns the schema version the file had.
-int configure(sqlite3* db, const std::string& path, Database::Open mode) {
+// How a connection is configured as it opens: `migrating` (the only one that may find an older
+// schema, or none), a `writer` (sets WAL), checked (quick_check) at open or not.
+struct Setup {
+  bool migrating, writer, check_intact;
+};
+
+int configure(sqlite3* db, const std::string& path, Setup setup) {
   if (sqlite3_busy_timeout(db, kBusyTimeoutMs) != SQLITE_OK) sql::fail(db, path, "cannot set busy timeout");
   try {
     // The first statement reads the file header: a file that is not SQLite fails here. A
     // connection that must not migrate checks the version before anything is written.
-    if (mode != Database::Open::migrate) require_current(db, path);
-    const bool writer = mode == Database::Open::migrate || mode == Database::Open::existing || mode == Database::Open::supervised;
-    if (mode == Database::Open::migrate || mode == Database::Open::existing ||
-        (mode == Database::Open::read_only && size_of(path) <= Database::kReadersCheckBytes))
-      require_intact(db, path);
+    if (!setup.migrating) require_current(db, path);
+    if (setup.check_intact) require_intact(db, path);
     // Only writers choose the journal mode: a reader leaves a DELETE-journal file as it is.
-    if (writer) set_wal(db, path);
+    if (setup.writer) set_wal(db, path);
     sql::exec(db, path, "PRAGMA foreign_keys = ON");
-    return mode == Database::Open::migrate ? migrate(db, path) : Database::kSchemaVersion;
+    return setup.migrating ? migrate(db, path) : ResultsReader::kSchemaVersion;
   } catch (const sql::SqliteError& e) {
     if (e.primary_code() == SQLITE_NOTADB)
       throw StoreError(path + ": not an attnlab database (file is not a database)");
@@ -119,10 +122,16 @@ constexpr const char* kJobColumns =
 
 }  // namespace
 
-Database::Database(const std::string& path, Open mode) : path_(path) {
+ResultsReader::ResultsReader(const std::string& path, Check check)
+    : ResultsReader(path, check == Check::at_open ? Mode::read_only : Mode::unchecked) {}
+
+Database::Database(const std::string& path, Open mode)
+    : ResultsReader(path, mode == Open::migrate ? Mode::migrate : mode == Open::existing ? Mode::existing : Mode::supervised) {}
+
+ResultsReader::ResultsReader(const std::string& path, Mode mode) : path_(path) {
   if (std::filesystem::is_directory(path_)) throw StoreError(path_ + ": is a folder, not a database file");
-  // Workers and job processes never create the file: a missing one is the user's to migrate.
-  if (mode != Open::migrate && access(path_.c_str(), F_OK) != 0)
+  // Nothing but `migrate` creates the file: a missing one is the user's to migrate.
+  if (mode != Mode::migrate && access(path_.c_str(), F_OK) != 0)
     throw StoreError(path_ + ": no such database: run `attnlab db migrate --db " + path_ + "` (or `attnlab queue add`) first");
   try {
     open(mode, "");
@@ -132,7 +141,7 @@ Database::Database(const std::string& path, Open mode) : path_(path) {
     // file alone is the whole database: open it immutable (no locks, no -shm), which is exact as
     // long as nobody writes it meanwhile, and nobody can (a writer would have left a -shm).
     const int code = e.primary_code();
-    const bool reader = mode == Open::read_only || mode == Open::unchecked;
+    const bool reader = mode == Mode::read_only || mode == Mode::unchecked;
     if (!reader || (code != SQLITE_READONLY && code != SQLITE_CANTOPEN)) throw;
     std::error_code ec;
     const auto wal = std::filesystem::file_size(path_ + "-wal", ec);
@@ -143,16 +152,18 @@ Database::Database(const std::string& path, Open mode) : path_(path) {
   }
 }
 
-void Database::open(Open mode, const std::string& uri_query) {
+void ResultsReader::open(Mode mode, const std::string& uri_query) {
   // Opened as a URI (any path spelled safely) so that merge_shard can ATTACH a shard read-only.
-  const bool reader = mode == Open::read_only || mode == Open::unchecked;
+  const bool reader = mode == Mode::read_only || mode == Mode::unchecked;
   const int flags = SQLITE_OPEN_URI | (reader ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) |
-                    (mode == Open::migrate ? SQLITE_OPEN_CREATE : 0);
+                    (mode == Mode::migrate ? SQLITE_OPEN_CREATE : 0);
   const int rc = sqlite3_open_v2(sql::file_uri(path_, uri_query).c_str(), &db_, flags, nullptr);
   try {
     if (rc != SQLITE_OK) sql::fail(db_, path_, "cannot open database");
     sqlite3_extended_result_codes(db_, 1);
-    migrated_from_ = configure(db_, path_, mode);
+    const bool check_intact = mode == Mode::migrate || mode == Mode::existing ||
+                              (mode == Mode::read_only && size_of(path_) <= kReadersCheckBytes);
+    migrated_from_ = configure(db_, path_, {mode == Mode::migrate, !reader, check_intact});
   } catch (...) {
     // The destructor does not run for a constructor that throws: release the handle here.
     sqlite3_close_v2(db_);
@@ -161,9 +172,9 @@ void Database::open(Open mode, const std::string& uri_query) {
   }
 }
 
-Database::~Database() { sqlite3_close_v2(db_); }
+ResultsReader::~ResultsReader() { sqlite3_close_v2(db_); }
 
-int Database::schema_version() { return user_version(db_, path_); }
+int ResultsReader::schema_version() { return user_version(db_, path_); }
 
 std::int64_t Database::add_experiment(const std::string& name, const std::string& source_path,
                                       const std::string& config_text) {
@@ -176,21 +187,21 @@ std::int64_t Database::add_experiment(const std::string& name, const std::string
   return id;
 }
 
-std::optional<std::int64_t> Database::find_experiment(const std::string& name, const std::string& config_text) {
+std::optional<std::int64_t> ResultsReader::find_experiment(const std::string& name, const std::string& config_text) {
   sql::Statement st(db_, path_, "SELECT id FROM experiments WHERE name = ?1 AND config_text = ?2 ORDER BY id LIMIT 1");
   st.bind(1, name).bind(2, config_text);
   if (!st.step()) return std::nullopt;
   return st.column_int64(0);
 }
 
-std::vector<ExperimentFile> Database::experiments() {
+std::vector<ExperimentFile> ResultsReader::experiments() {
   sql::Statement st(db_, path_, "SELECT id, name, COALESCE(source_path, ''), config_text FROM experiments ORDER BY id");
   std::vector<ExperimentFile> out;
   while (st.step()) out.push_back({st.column_int64(0), st.column_text(1), st.column_text(2), st.column_text(3)});
   return out;
 }
 
-std::vector<ExperimentFile> Database::experiments_of_jobs(const std::vector<std::int64_t>& job_ids) {
+std::vector<ExperimentFile> ResultsReader::experiments_of_jobs(const std::vector<std::int64_t>& job_ids) {
   std::string ids = "[";  // one bound JSON array, read by json_each: no id is spliced into the SQL
   for (std::size_t i = 0; i < job_ids.size(); ++i) ids += (i ? "," : "") + std::to_string(job_ids[i]);
   ids += "]";
@@ -255,57 +266,28 @@ void Database::link_job(std::int64_t experiment_id, std::int64_t job_id) {
   st.run();
 }
 
-Job Database::job(std::int64_t job_id) {
+Job ResultsReader::job(std::int64_t job_id) {
   sql::Statement st(db_, path_, (std::string(kJobColumns) + "WHERE id = ?1").c_str());
   st.bind(1, job_id);
   if (!st.step()) throw StoreError(path_ + ": no job with id " + std::to_string(job_id));
   return read_job(st);
 }
 
-std::optional<Job> Database::job_by_hash(const std::string& config_hash) {
+std::optional<Job> ResultsReader::job_by_hash(const std::string& config_hash) {
   sql::Statement st(db_, path_, (std::string(kJobColumns) + "WHERE config_hash = ?1").c_str());
   st.bind(1, config_hash);
   if (!st.step()) return std::nullopt;
   return read_job(st);
 }
 
-std::optional<std::int64_t> Database::counting_run(std::int64_t job_id) {
+std::optional<std::int64_t> ResultsReader::counting_run(std::int64_t job_id) {
   sql::Statement st(db_, path_, "SELECT run_id FROM job_outcomes WHERE job_id = ?1 AND run_id IS NOT NULL");
   st.bind(1, job_id);
   if (!st.step()) return std::nullopt;
   return st.column_int64(0);
 }
 
-std::vector<Job> Database::jobs_of_experiment(std::int64_t experiment_id) {
-  sql::Statement st(db_, path_, (std::string(kJobColumns) + "WHERE id IN (SELECT job_id FROM experiment_jobs WHERE experiment_id = ?1) ORDER BY id").c_str());
-  st.bind(1, experiment_id);
-  std::vector<Job> jobs;
-  while (st.step()) jobs.push_back(read_job(st));
-  return jobs;
-}
-
-void Database::requeue_job(std::int64_t job_id) {
-  sql::Transaction tx(db_, path_);
-  JobState state = JobState::queued;
-  {
-    sql::Statement st(db_, path_, "SELECT state FROM jobs WHERE id = ?1");
-    st.bind(1, job_id);
-    if (!st.step()) throw StoreError(path_ + ": no job with id " + std::to_string(job_id));
-    state = parse_job_state(st.column_text(0));
-  }
-  if (state == JobState::queued) return;  // nothing to do; the guard rolls the empty transaction back
-  // A running or submitted job belongs to its lease holder or its SLURM task: taking it back here
-  // would let two attempts write.
-  if (state == JobState::running || state == JobState::submitted)
-    throw StoreError(path_ + ": job " + std::to_string(job_id) + " is " + to_string(state) +
-                     "; cancel it first to run it again");
-  sql::Statement st(db_, path_, "UPDATE jobs SET state = 'queued', failures = 0, infra_failures = 0 WHERE id = ?1");
-  st.bind(1, job_id);
-  st.run();
-  tx.commit();
-}
-
-ReadTransaction::ReadTransaction(Database& db) : db_(db) {
+ReadTransaction::ReadTransaction(ResultsReader& db) : db_(db) {
   char* error = nullptr;
   if (sqlite3_exec(sqlite_handle(db_), "BEGIN DEFERRED", nullptr, nullptr, &error) != SQLITE_OK) {
     const std::string what = error ? error : "unknown error";
@@ -322,11 +304,11 @@ ReadTransaction::~ReadTransaction() {
 
 namespace attnlab::store {
 
-double Database::system_unix_seconds() { return sql::unix_now(); }
+double ResultsReader::system_unix_seconds() { return sql::unix_now(); }
 
-void Database::require_intact() { store::require_intact(db_, path_); }
+void ResultsReader::require_intact() { store::require_intact(db_, path_); }
 
-bool Database::quick_check_within(double seconds) {
+bool ResultsReader::quick_check_within(double seconds) {
   // the file as it is now, not this connection's cached pages of it (bytes changed on disk under
   // a running worker would pass a check of its cache)
   sqlite3_db_release_memory(db_);
@@ -351,7 +333,7 @@ bool Database::quick_check_within(double seconds) {
   return true;
 }
 
-std::vector<std::string> Database::integrity_problems(int limit) {
+std::vector<std::string> ResultsReader::integrity_problems(int limit) {
   try {
     return check_rows(db_, path_, "integrity_check", limit);
   } catch (const sql::SqliteError& e) {

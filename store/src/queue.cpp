@@ -4,7 +4,9 @@
 #include <utility>
 
 #include "attempts.hpp"
+#include "access.hpp"
 #include "attnlab/store.hpp"
+#include "attnlab/store/queue.hpp"
 #include "sqlite.hpp"
 
 namespace attnlab::store {
@@ -221,11 +223,13 @@ std::int64_t end_leases(sqlite3* db, const std::string& path, double now, const 
 
 }  // namespace attempts
 
-std::optional<Lease> Database::claim_next_job(const Claimer& claimer, double lease_seconds,
+Queue::Queue(Database& db) : database_(db), db_(sqlite_handle(db)), path_(db.path()) {}
+
+std::optional<Lease> Queue::claim_next_job(const Claimer& claimer, double lease_seconds,
                                               const std::vector<std::int64_t>& only) {
   if (!(lease_seconds > 0)) throw StoreError(path_ + ": a lease must last more than 0 seconds");
   sql::Transaction tx(db_, path_);
-  const double now = this->now();  // read under the write lock: no claim is older than its expiry check
+  const double now = database_.now();  // read under the write lock: no claim is older than its expiry check
   attempts::end_leases(db_, path_, now, "");
 
   Lease lease;
@@ -277,33 +281,34 @@ std::optional<Lease> Database::claim_next_job(const Claimer& claimer, double lea
   return lease;
 }
 
-bool Database::renew_lease(std::int64_t run_id, double lease_seconds) {
+bool Queue::renew_lease(std::int64_t run_id, double lease_seconds) {
   if (!(lease_seconds > 0)) throw StoreError(path_ + ": a lease must last more than 0 seconds");
   sql::Transaction tx(db_, path_);
   const std::int64_t job_id = attempts::job_if_holding_lease(db_, path_, run_id);
   if (job_id == 0) return false;  // nothing written; the guard rolls back
   {
     sql::Statement st(db_, path_, "UPDATE jobs SET lease_expires_at = ?1 WHERE id = ?2");
-    st.bind(1, now() + lease_seconds).bind(2, job_id);
+    st.bind(1, database_.now() + lease_seconds).bind(2, job_id);
     st.run();
   }
   sql::Statement st(db_, path_, "UPDATE runs SET heartbeat_at = strftime('%Y-%m-%dT%H:%M:%fZ', ?2, 'unixepoch') WHERE id = ?1");
-  st.bind(1, run_id).bind(2, now());
+  st.bind(1, run_id).bind(2, database_.now());
   st.run();
   tx.commit();
   return true;
 }
 
-std::int64_t Database::expire_leases() {
-  sql::Transaction tx(db_, path_);
-  const std::int64_t ended = attempts::end_leases(db_, path_, now(), "");
+std::int64_t expire_leases(Database& database) {
+  sqlite3* const db = sqlite_handle(database);
+  sql::Transaction tx(db, database.path());
+  const std::int64_t ended = attempts::end_leases(db, database.path(), database.now(), "");
   tx.commit();
   return ended;
 }
 
-std::int64_t Database::abandon_leases(const std::string& why) {
+std::int64_t Queue::abandon_leases(const std::string& why) {
   sql::Transaction tx(db_, path_);
-  std::int64_t ended = attempts::end_leases(db_, path_, now(), why, /*every=*/true);
+  std::int64_t ended = attempts::end_leases(db_, path_, database_.now(), why, /*every=*/true);
   // A running run that holds no lease cannot be written by anyone any more: end it too.
   sql::Statement st(db_, path_,
                     "UPDATE runs SET status = 'lost', finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), error = ?1 "
@@ -315,7 +320,7 @@ std::int64_t Database::abandon_leases(const std::string& why) {
   return ended;
 }
 
-std::vector<QueuedJob> Database::list_jobs(const JobFilter& filter) {
+std::vector<QueuedJob> ResultsReader::list_jobs(const JobFilter& filter) {
   sql::Statement st(db_, path_,
                     "SELECT j.id, j.experiment_id, j.method, j.dataset, j.seed, j.config_toml, j.config_hash, j.state, "
                     "j.attempts, j.failures, j.max_attempts, coalesce(j.lease_run_id, 0), coalesce(j.lease_owner, ''), "
@@ -391,7 +396,7 @@ RunAttempt read_attempt(const sql::Statement& st) {
 
 }  // namespace
 
-std::vector<RunAttempt> Database::attempts_of_job(std::int64_t job_id) {
+std::vector<RunAttempt> ResultsReader::attempts_of_job(std::int64_t job_id) {
   sql::Statement st(db_, path_, (std::string(kAttemptColumns) + "WHERE job_id = ?1 ORDER BY attempt").c_str());
   st.bind(1, job_id);
   std::vector<RunAttempt> out;
@@ -399,7 +404,7 @@ std::vector<RunAttempt> Database::attempts_of_job(std::int64_t job_id) {
   return out;
 }
 
-RunAttempt Database::run_attempt(std::int64_t run_id, std::int64_t* job_id) {
+RunAttempt ResultsReader::run_attempt(std::int64_t run_id, std::int64_t* job_id) {
   sql::Statement st(db_, path_, (std::string(kAttemptColumns) + "WHERE id = ?1").c_str());
   st.bind(1, run_id);
   if (!st.step()) throw StoreError(path_ + ": no run with id " + std::to_string(run_id));
@@ -407,7 +412,7 @@ RunAttempt Database::run_attempt(std::int64_t run_id, std::int64_t* job_id) {
   return read_attempt(st);
 }
 
-std::vector<std::int64_t> Database::cancel_jobs(const std::vector<std::int64_t>& ids) {
+std::vector<std::int64_t> Queue::cancel_jobs(const std::vector<std::int64_t>& ids) {
   sql::Transaction tx(db_, path_);
   std::vector<std::int64_t> changed;
   for (const std::int64_t id : ids) {
@@ -436,7 +441,7 @@ std::vector<std::int64_t> Database::cancel_jobs(const std::vector<std::int64_t>&
   return changed;
 }
 
-std::vector<std::int64_t> Database::retry_jobs(const std::vector<std::int64_t>& ids) {
+std::vector<std::int64_t> Queue::retry_jobs(const std::vector<std::int64_t>& ids) {
   // a submitted job's array task is gone (or never started): queued again as it was
   return update_each(db_, path_,
                      "UPDATE jobs SET state = 'queued', retry_after = NULL, "
@@ -447,7 +452,7 @@ std::vector<std::int64_t> Database::retry_jobs(const std::vector<std::int64_t>& 
                      ids);
 }
 
-std::vector<std::pair<JobState, std::int64_t>> Database::queue_counts() {
+std::vector<std::pair<JobState, std::int64_t>> ResultsReader::queue_counts() {
   std::vector<std::pair<JobState, std::int64_t>> counts;
   for (const JobState state : kJobStates) counts.emplace_back(state, 0);
   sql::Statement st(db_, path_, "SELECT state, count(*) FROM jobs GROUP BY state");
@@ -459,8 +464,29 @@ std::vector<std::pair<JobState, std::int64_t>> Database::queue_counts() {
   return counts;
 }
 
-std::vector<std::int64_t> Database::mark_submitted(const std::vector<std::int64_t>& ids) {
+std::vector<std::int64_t> Queue::mark_submitted(const std::vector<std::int64_t>& ids) {
   return update_each(db_, path_, "UPDATE jobs SET state = 'submitted' WHERE id = ?1 AND state = 'queued'", ids);
+}
+
+void Queue::requeue_job(std::int64_t job_id) {
+  sql::Transaction tx(db_, path_);
+  JobState state = JobState::queued;
+  {
+    sql::Statement st(db_, path_, "SELECT state FROM jobs WHERE id = ?1");
+    st.bind(1, job_id);
+    if (!st.step()) throw StoreError(path_ + ": no job with id " + std::to_string(job_id));
+    state = parse_job_state(st.column_text(0));
+  }
+  if (state == JobState::queued) return;  // nothing to do; the guard rolls the empty transaction back
+  // A running or submitted job belongs to its lease holder or its SLURM task: taking it back here
+  // would let two attempts write.
+  if (state == JobState::running || state == JobState::submitted)
+    throw StoreError(path_ + ": job " + std::to_string(job_id) + " is " + to_string(state) +
+                     "; cancel it first to run it again");
+  sql::Statement st(db_, path_, "UPDATE jobs SET state = 'queued', failures = 0, infra_failures = 0 WHERE id = ?1");
+  st.bind(1, job_id);
+  st.run();
+  tx.commit();
 }
 
 }  // namespace attnlab::store

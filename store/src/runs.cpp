@@ -5,7 +5,9 @@
 
 #include <sstream>
 
+#include "access.hpp"
 #include "attnlab/store.hpp"
+#include "attnlab/store/run_writer.hpp"
 #include "provenance.hpp"
 #include "sqlite.hpp"
 
@@ -33,7 +35,11 @@ void update_own_run(sqlite3* db, const std::string& path, std::int64_t run_id, c
 
 }  // namespace
 
-void Database::set_run_environment(std::int64_t run_id, const RunEnvironment& env) {
+RunWriter::RunWriter(Database& db, std::int64_t run_id)
+    : database_(db), db_(sqlite_handle(db)), path_(db.path()), run_id_(run_id) {}
+
+void RunWriter::set_environment(const RunEnvironment& env) {
+  const std::int64_t run_id = run_id_;
   sql::Transaction tx(db_, path_);
   attempts::require_lease(db_, path_, run_id);
   {
@@ -65,11 +71,13 @@ void Database::set_run_environment(std::int64_t run_id, const RunEnvironment& en
   tx.commit();
 }
 
-void Database::set_run_step_mode(std::int64_t run_id, const std::string& mode) {
+void RunWriter::set_step_mode(const std::string& mode) {
+  const std::int64_t run_id = run_id_;
   update_own_run(db_, path_, run_id, "UPDATE runs SET step_mode = ?1 WHERE id = ?2", mode);
 }
 
-void Database::set_run_phase(std::int64_t run_id, const RunPhase& phase) {
+void RunWriter::set_phase(const RunPhase& phase) {
+  const std::int64_t run_id = run_id_;
   sql::Transaction tx(db_, path_);
   attempts::require_lease(db_, path_, run_id);
   sql::Statement st(db_, path_,
@@ -79,14 +87,15 @@ void Database::set_run_phase(std::int64_t run_id, const RunPhase& phase) {
   tx.commit();
 }
 
-std::optional<RunPhase> Database::run_phase(std::int64_t run_id) {
+std::optional<RunPhase> ResultsReader::run_phase(std::int64_t run_id) {
   sql::Statement st(db_, path_, "SELECT phase, done, total, seconds FROM run_phases WHERE run_id = ?1");
   st.bind(1, run_id);
   if (!st.step()) return std::nullopt;
   return RunPhase{st.column_text(0), st.column_int64(1), st.column_int64(2), st.column_double(3)};
 }
 
-void Database::append_curve(std::int64_t run_id, const std::vector<CurvePoint>& points) {
+void RunWriter::append_curve(const std::vector<CurvePoint>& points) {
+  const std::int64_t run_id = run_id_;
   if (points.empty()) return;
   sql::Transaction tx(db_, path_);
   attempts::require_lease(db_, path_, run_id);
@@ -101,9 +110,10 @@ void Database::append_curve(std::int64_t run_id, const std::vector<CurvePoint>& 
   tx.commit();
 }
 
-void Database::finish_run(std::int64_t run_id, RunStatus status,
+void RunWriter::finish(RunStatus status,
                           const std::vector<std::pair<std::string, double>>& results, const std::string& error,
                           const std::string& checkpoint_path, const std::string& checkpoint_checksum, bool repeatable) {
+  const std::int64_t run_id = run_id_;
   check_final_status(path_, status, false);
   sql::Transaction tx(db_, path_);
   const std::int64_t job_id = attempts::require_lease(db_, path_, run_id);
@@ -120,57 +130,47 @@ void Database::finish_run(std::int64_t run_id, RunStatus status,
     st.bind_text_or_null(1, checkpoint_path).bind_text_or_null(2, checkpoint_checksum).bind(3, run_id);
     st.run();
   }
-  attempts::end_attempt(db_, path_, run_id, job_id, status, error, now(), repeatable);
+  attempts::end_attempt(db_, path_, run_id, job_id, status, error, database_.now(), repeatable);
   tx.commit();
 }
 
-bool Database::fail_run_if_unfinished(std::int64_t run_id, RunStatus status, const std::string& error) {
+bool RunWriter::fail_if_unfinished(RunStatus status, const std::string& error) {
+  const std::int64_t run_id = run_id_;
   check_final_status(path_, status, true);
   sql::Transaction tx(db_, path_);
   const std::int64_t job_id = attempts::job_if_holding_lease(db_, path_, run_id);
   if (job_id == 0) return false;  // finished already, or no longer ours: nothing written
-  attempts::end_attempt(db_, path_, run_id, job_id, status, error, now());
+  attempts::end_attempt(db_, path_, run_id, job_id, status, error, database_.now());
   tx.commit();
   return true;
 }
 
-std::pair<std::string, std::int64_t> Database::resume_point(std::int64_t job_id) {
+std::optional<ResumePoint> ResultsReader::resume_point(std::int64_t job_id) {
   sql::Statement st(db_, path_,
-                    "SELECT resume_checkpoint, id FROM runs WHERE job_id = ?1 AND resume_checkpoint IS NOT NULL "
+                    "SELECT resume_checkpoint, id, coalesce(resume_step, 0), coalesce(resume_checksum, '') FROM runs "
+                    "WHERE job_id = ?1 AND resume_checkpoint IS NOT NULL "
                     "AND attempt > (SELECT coalesce(max(attempt), 0) FROM runs "
                     "               WHERE job_id = ?1 AND status IN ('done', 'diverged', 'oom')) "
                     "ORDER BY attempt DESC LIMIT 1");
   st.bind(1, job_id);
-  if (!st.step()) return {"", 0};
-  return {st.column_text(0), st.column_int64(1)};
+  if (!st.step()) return std::nullopt;
+  return ResumePoint{st.column_text(0), st.column_int64(1), st.column_int64(2), st.column_text(3)};
 }
 
-std::int64_t Database::resume_step(std::int64_t run_id) {
-  sql::Statement st(db_, path_, "SELECT coalesce(resume_step, 0) FROM runs WHERE id = ?1");
-  st.bind(1, run_id);
-  if (!st.step()) throw StoreError(path_ + ": no run with id " + std::to_string(run_id));
-  return st.column_int64(0);
-}
-
-std::string Database::resume_checksum(std::int64_t run_id) {
-  sql::Statement st(db_, path_, "SELECT coalesce(resume_checksum, '') FROM runs WHERE id = ?1");
-  st.bind(1, run_id);
-  if (!st.step()) throw StoreError(path_ + ": no run with id " + std::to_string(run_id));
-  return st.column_text(0);
-}
-
-std::string Database::checkpoint_checksum(std::int64_t run_id) {
+std::string ResultsReader::checkpoint_checksum(std::int64_t run_id) {
   sql::Statement st(db_, path_, "SELECT coalesce(checkpoint_checksum, '') FROM runs WHERE id = ?1");
   st.bind(1, run_id);
   if (!st.step()) throw StoreError(path_ + ": no run with id " + std::to_string(run_id));
   return st.column_text(0);
 }
 
-void Database::set_run_pid(std::int64_t run_id, std::int64_t pid) {
+void RunWriter::set_pid(std::int64_t pid) {
+  const std::int64_t run_id = run_id_;
   update_own_run(db_, path_, run_id, "UPDATE runs SET pid = ?1 WHERE id = ?2", pid);
 }
 
-void Database::record_accuracy_marks(std::int64_t run_id, const std::vector<AccuracyMarkFile>& marks) {
+void RunWriter::record_accuracy_marks(const std::vector<AccuracyMarkFile>& marks) {
+  const std::int64_t run_id = run_id_;
   sql::Transaction tx(db_, path_);
   attempts::require_lease(db_, path_, run_id);
   sql::Statement st(db_, path_,
@@ -183,7 +183,7 @@ void Database::record_accuracy_marks(std::int64_t run_id, const std::vector<Accu
   tx.commit();
 }
 
-std::vector<AccuracyMarkFile> Database::accuracy_marks(std::int64_t run_id) {
+std::vector<AccuracyMarkFile> ResultsReader::accuracy_marks(std::int64_t run_id) {
   sql::Statement st(db_, path_, "SELECT mark, step, path, checksum FROM accuracy_marks WHERE run_id = ?1 ORDER BY mark");
   st.bind(1, run_id);
   std::vector<AccuracyMarkFile> marks;
@@ -191,8 +191,9 @@ std::vector<AccuracyMarkFile> Database::accuracy_marks(std::int64_t run_id) {
   return marks;
 }
 
-void Database::set_resume_checkpoint(std::int64_t run_id, const std::string& path, std::int64_t step,
+void RunWriter::set_resume_checkpoint(const std::string& path, std::int64_t step,
                                      const std::string& checksum) {
+  const std::int64_t run_id = run_id_;
   sql::Transaction tx(db_, path_);
   attempts::require_lease(db_, path_, run_id);
   sql::Statement st(db_, path_,
@@ -202,7 +203,8 @@ void Database::set_resume_checkpoint(std::int64_t run_id, const std::string& pat
   tx.commit();
 }
 
-void Database::discard_resume_point(std::int64_t holder, std::int64_t earlier) {
+void RunWriter::discard_resume_point(std::int64_t earlier) {
+  const std::int64_t holder = run_id_;
   sql::Transaction tx(db_, path_);
   const std::int64_t job_id = attempts::require_lease(db_, path_, holder);
   {
@@ -218,7 +220,8 @@ void Database::discard_resume_point(std::int64_t holder, std::int64_t earlier) {
   tx.commit();
 }
 
-void Database::copy_curve(std::int64_t from, std::int64_t to, std::int64_t max_step) {
+void RunWriter::copy_curve_from(std::int64_t from, std::int64_t max_step) {
+  const std::int64_t to = run_id_;
   sql::Transaction tx(db_, path_);
   const std::int64_t job_id = attempts::require_lease(db_, path_, to);
   {
@@ -278,24 +281,17 @@ void Database::set_variance_examples(std::int64_t run_id, const std::string& spl
   tx.commit();
 }
 
-std::optional<std::int64_t> Database::latest_run_of_job(std::int64_t job_id) {
-  sql::Statement st(db_, path_, "SELECT id FROM runs WHERE job_id = ?1 ORDER BY attempt DESC LIMIT 1");
-  st.bind(1, job_id);
-  if (!st.step()) return std::nullopt;
-  return st.column_int64(0);
-}
-
-std::vector<RunSummary> Database::run_summaries(std::optional<std::int64_t> experiment_id) {
+std::vector<RunSummary> ResultsReader::run_summaries(std::optional<std::int64_t> experiment_id) {
   return summaries(experiment_id, std::nullopt);
 }
 
-std::optional<RunSummary> Database::run_summary(std::int64_t run_id) {
+std::optional<RunSummary> ResultsReader::run_summary(std::int64_t run_id) {
   auto found = summaries(std::nullopt, run_id);
   if (found.empty()) return std::nullopt;
   return std::move(found.front());
 }
 
-std::vector<RunSummary> Database::summaries(std::optional<std::int64_t> experiment_id, std::optional<std::int64_t> run_id) {
+std::vector<RunSummary> ResultsReader::summaries(std::optional<std::int64_t> experiment_id, std::optional<std::int64_t> run_id) {
   // One statement (one consistent snapshot): a run's row repeats once per result, results in name order.
   // ?1 is NULL for "all experiments", ?2 for "all runs".
   sql::Statement st(db_, path_,
@@ -336,7 +332,7 @@ std::vector<RunSummary> Database::summaries(std::optional<std::int64_t> experime
   return out;
 }
 
-std::vector<CurvePoint> Database::curve(std::int64_t run_id) {
+std::vector<CurvePoint> ResultsReader::curve(std::int64_t run_id) {
   sql::Statement st(db_, path_,
                     "SELECT step, split, name, value, wall_seconds FROM curves WHERE run_id = ?1 "
                     "ORDER BY split, name, step");
@@ -354,7 +350,7 @@ std::vector<CurvePoint> Database::curve(std::int64_t run_id) {
   return points;
 }
 
-std::vector<CurvePoint> Database::curve(std::int64_t run_id, const std::string& split, const std::string& name,
+std::vector<CurvePoint> ResultsReader::curve(std::int64_t run_id, const std::string& split, const std::string& name,
                                         std::int64_t after_step) {
   sql::Statement st(db_, path_,
                     "SELECT step, value, wall_seconds FROM curves WHERE run_id = ?1 AND split = ?2 AND name = ?3 "
@@ -376,7 +372,7 @@ std::vector<CurvePoint> Database::curve(std::int64_t run_id, const std::string& 
   return points;
 }
 
-std::vector<PluginFile> Database::run_plugins(std::int64_t run_id) {
+std::vector<PluginFile> ResultsReader::run_plugins(std::int64_t run_id) {
   sql::Statement st(db_, path_,
                     "SELECT kind, name, version, path, sha256 FROM run_plugins WHERE run_id = ?1 ORDER BY kind, name");
   st.bind(1, run_id);
@@ -386,7 +382,7 @@ std::vector<PluginFile> Database::run_plugins(std::int64_t run_id) {
   return plugins;
 }
 
-RunEnvironment Database::run_environment(std::int64_t run_id) {
+RunEnvironment ResultsReader::run_environment(std::int64_t run_id) {
   const std::string select =
       std::string("SELECT ") + kProvenanceColumns + ", host, attnlab_version, pid, step_mode, warnings FROM runs WHERE id = ?1";
   sql::Statement st(db_, path_, select.c_str());
@@ -404,7 +400,7 @@ RunEnvironment Database::run_environment(std::int64_t run_id) {
   return env;
 }
 
-std::string Database::checkpoint_of_run(std::int64_t run_id) {
+std::string ResultsReader::checkpoint_of_run(std::int64_t run_id) {
   sql::Statement st(db_, path_, "SELECT checkpoint_path FROM runs WHERE id = ?1");
   st.bind(1, run_id);
   if (!st.step()) throw StoreError(path_ + ": no run with id " + std::to_string(run_id));

@@ -33,7 +33,7 @@ std::string json_array(const std::vector<std::string>& words) {
   return out + "]";
 }
 
-std::vector<std::string> column_values(Database& db, const char* sql) {
+std::vector<std::string> column_values(ResultsReader& db, const char* sql) {
   sql::Statement st(sqlite_handle(db), db.path(), sql);
   std::vector<std::string> out;
   while (st.step()) out.push_back(st.column_text(0));
@@ -57,11 +57,11 @@ std::vector<std::string> column_values(Database& db, const char* sql) {
 
 }  // namespace
 
-std::vector<std::string> config_keys(Database& db) {
+std::vector<std::string> config_keys(ResultsReader& db) {
   return column_values(db, "SELECT DISTINCT key FROM job_params ORDER BY key");
 }
 
-std::vector<std::string> keys_varying_within_groups(Database& db, const std::vector<std::int64_t>& job_ids) {
+std::vector<std::string> keys_varying_within_groups(ResultsReader& db, const std::vector<std::int64_t>& job_ids) {
   std::string ids = "[";
   for (std::size_t i = 0; i < job_ids.size(); ++i) ids += (i ? "," : "") + std::to_string(job_ids[i]);
   // Not the seed (what a group summarises over), nor what never changes a job's numbers.
@@ -76,7 +76,7 @@ std::vector<std::string> keys_varying_within_groups(Database& db, const std::vec
   return keys;
 }
 
-std::vector<std::string> config_values(Database& db, const std::vector<std::int64_t>& job_ids, const std::string& key) {
+std::vector<std::string> config_values(ResultsReader& db, const std::vector<std::int64_t>& job_ids, const std::string& key) {
   std::string ids = "[";
   for (std::size_t i = 0; i < job_ids.size(); ++i) ids += (i ? "," : "") + std::to_string(job_ids[i]);
   sql::Statement st(sqlite_handle(db), db.path(),
@@ -89,7 +89,7 @@ std::vector<std::string> config_values(Database& db, const std::vector<std::int6
   return values;
 }
 
-std::vector<ExperimentJobStates> job_states_by_experiment(Database& db) {
+std::vector<ExperimentJobStates> job_states_by_experiment(ResultsReader& db) {
   sql::Statement st(sqlite_handle(db), db.path(),
                     "SELECT e.name, j.state, COUNT(DISTINCT j.id) FROM experiment_jobs AS ej "
                     "JOIN experiments AS e ON e.id = ej.experiment_id JOIN jobs AS j ON j.id = ej.job_id "
@@ -102,11 +102,11 @@ std::vector<ExperimentJobStates> job_states_by_experiment(Database& db) {
   return out;
 }
 
-std::vector<std::string> result_names(Database& db) {
+std::vector<std::string> result_names(ResultsReader& db) {
   return column_values(db, "SELECT DISTINCT name FROM results ORDER BY name");
 }
 
-std::vector<std::string> run_environments(Database& db, const std::vector<std::int64_t>& run_ids) {
+std::vector<std::string> run_environments(ResultsReader& db, const std::vector<std::int64_t>& run_ids) {
   std::string ids = "[";
   for (std::size_t i = 0; i < run_ids.size(); ++i) ids += (i ? "," : "") + std::to_string(run_ids[i]);
   sql::Statement st(sqlite_handle(db), db.path(),
@@ -128,7 +128,7 @@ std::vector<std::string> run_environments(Database& db, const std::vector<std::i
 namespace {
 
 // Unknown names are refused before the query: they would silently select nothing.
-void refuse_unknown_names(Database& db, const Selection& selection, const std::vector<CompiledFilter>& filters) {
+void refuse_unknown_names(ResultsReader& db, const Selection& selection, const std::vector<CompiledFilter>& filters) {
   std::vector<std::string> keys_named;
   for (const auto& f : filters) keys_named.insert(keys_named.end(), f.config_keys.begin(), f.config_keys.end());
   for (const auto& g : selection.group_by)
@@ -146,7 +146,7 @@ void refuse_unknown_names(Database& db, const Selection& selection, const std::v
 }
 
 // The rows' jobs, group values and filters: one statement, every key and value bound.
-std::vector<JobRow> job_rows(Database& db, const Selection& selection, const std::vector<CompiledFilter>& filters) {
+std::vector<JobRow> job_rows(ResultsReader& db, const Selection& selection, const std::vector<CompiledFilter>& filters) {
   std::string sql = "SELECT o.job_id, o.run_id, o.experiment, o.method, o.dataset, o.seed, o.state";
   for (const auto& g : selection.group_by) {
     const char* column = builtin_column(g);
@@ -189,7 +189,7 @@ std::vector<JobRow> job_rows(Database& db, const Selection& selection, const std
 }
 
 // The metrics' values, read as REAL (not through JSON text): exact doubles, NULL as NaN.
-void read_metrics(Database& db, const std::vector<std::string>& metrics, std::vector<JobRow>& rows) {
+void read_metrics(ResultsReader& db, const std::vector<std::string>& metrics, std::vector<JobRow>& rows) {
   sql::Statement values(sqlite_handle(db), db.path(),
                         "SELECT o.job_id, r.name, r.value FROM job_outcomes AS o JOIN results AS r ON r.run_id = o.run_id "
                         "WHERE r.name IN (SELECT value FROM json_each(?)) "
@@ -209,7 +209,7 @@ void read_metrics(Database& db, const std::vector<std::string>& metrics, std::ve
 
 }  // namespace
 
-std::vector<JobRow> select_jobs(Database& db, const Selection& selection) {
+std::vector<JobRow> select_jobs(ResultsReader& db, const Selection& selection) {
   std::vector<CompiledFilter> filters;
   for (const auto& w : selection.where) filters.push_back(compile_filter(w));
   refuse_unknown_names(db, selection, filters);

@@ -75,7 +75,7 @@ std::int64_t add_bench_result(Database& db, const BenchResult& r) {
   return id;
 }
 
-std::vector<BenchResult> bench_results(Database& db) {
+std::vector<BenchResult> bench_results(ResultsReader& db) {
   const std::string select = kBenchSelect + " ORDER BY id";
   sql::Statement st(sqlite_handle(db), db.path(), select.c_str());
   std::vector<BenchResult> out;
@@ -83,7 +83,7 @@ std::vector<BenchResult> bench_results(Database& db) {
   return out;
 }
 
-std::optional<BenchResult> bench_result(Database& db, std::int64_t id) {
+std::optional<BenchResult> bench_result(ResultsReader& db, std::int64_t id) {
   const std::string select = kBenchSelect + " WHERE id = ?1";
   sql::Statement st(sqlite_handle(db), db.path(), select.c_str());
   st.bind(1, id);
@@ -111,7 +111,7 @@ std::int64_t add_approx_results(Database& db, const std::vector<ApproxResult>& r
   return static_cast<std::int64_t>(results.size());
 }
 
-std::vector<ApproxResult> approx_results(Database& db) {
+std::vector<ApproxResult> approx_results(ResultsReader& db) {
   const std::string select =
       with_provenance("SELECT method, reference, source, param, features, seq_len, samples, abs_error_mean, "
                       "abs_error_std, rel_error_mean, rel_error_std, created_at") +
@@ -175,7 +175,7 @@ void set_spectrum(Database& db, const SpectrumResult& r) {
   tx.commit();
 }
 
-std::vector<SpectrumResult> spectrum_results(Database& db, const std::vector<std::int64_t>& run_ids) {
+std::vector<SpectrumResult> spectrum_results(ResultsReader& db, const std::vector<std::int64_t>& run_ids) {
   sqlite3* handle = sqlite_handle(db);
   // all runs, or the bound JSON array of ids (?2); ?1 says which
   const std::string select =
@@ -239,7 +239,7 @@ void set_gradient_stats(Database& db, const std::vector<GradientStats>& stats) {
   tx.commit();
 }
 
-std::vector<GradientStats> gradient_stats(Database& db, const std::vector<std::int64_t>& run_ids) {
+std::vector<GradientStats> gradient_stats(ResultsReader& db, const std::vector<std::int64_t>& run_ids) {
   const std::string select =
       with_provenance("SELECT run_id, mark, parameter, step, split, examples, repeats, neurons, abs_mean, std, created_at") +
       " FROM gradient_stats WHERE ?1 = 0 OR run_id IN (SELECT value FROM json_each(?2)) ORDER BY run_id, mark, parameter";

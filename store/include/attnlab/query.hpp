@@ -75,7 +75,7 @@ struct ExperimentJobStates {
   std::string experiment;
   std::vector<std::pair<std::string, std::int64_t>> states;  // state name, jobs
 };
-std::vector<ExperimentJobStates> job_states_by_experiment(Database& db);
+std::vector<ExperimentJobStates> job_states_by_experiment(ResultsReader& db);
 
 struct JobRow {
   std::int64_t job_id = 0;
@@ -91,22 +91,22 @@ struct JobRow {
 
 // The jobs matching every filter, in job id order. Throws QueryError for a bad expression, a
 // config key no job has (a typo would otherwise silently match nothing), or a metric no run has.
-std::vector<JobRow> select_jobs(Database& db, const Selection& selection);
+std::vector<JobRow> select_jobs(ResultsReader& db, const Selection& selection);
 
 // Every config key some job has, sorted (for error messages and --help).
-std::vector<std::string> config_keys(Database& db);
+std::vector<std::string> config_keys(ResultsReader& db);
 // Where the given runs ran, one line per distinct environment, e.g. "cpu (AMD EPYC 7B13), 1
 // thread, LibTorch 1.13.1: 6 runs". Times and memory are only comparable within one line.
-std::vector<std::string> run_environments(Database& db, const std::vector<std::int64_t>& run_ids);
+std::vector<std::string> run_environments(ResultsReader& db, const std::vector<std::int64_t>& run_ids);
 // The config keys whose values differ among the given jobs of one (method, dataset), sorted: a
 // sweep's keys (datasets.sparse_sum.sparsity, train.lr), which a summary over seeds must group by
 // rather than average over. Never the seed, nor keys that do not change a job's numbers
 // (train.checkpoint_every, train.accuracy_checkpoints).
-std::vector<std::string> keys_varying_within_groups(Database& db, const std::vector<std::int64_t>& job_ids);
+std::vector<std::string> keys_varying_within_groups(ResultsReader& db, const std::vector<std::int64_t>& job_ids);
 // The distinct values of config `key` among the given jobs, sorted; a job stored before the key
 // existed has none and adds nothing.
-std::vector<std::string> config_values(Database& db, const std::vector<std::int64_t>& job_ids, const std::string& key);
+std::vector<std::string> config_values(ResultsReader& db, const std::vector<std::int64_t>& job_ids, const std::string& key);
 // Every result name some run has, sorted.
-std::vector<std::string> result_names(Database& db);
+std::vector<std::string> result_names(ResultsReader& db);
 
 }  // namespace attnlab::store

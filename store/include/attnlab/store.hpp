@@ -43,7 +43,7 @@ struct LeaseLost : std::runtime_error {
 //    interrupted: stopped by a signal and released, not counted)
 // A run is an attempt. The job's lease names the one run allowed to write (jobs.lease_run_id):
 // curve points and the final status of any other run are refused with LeaseLost. A lease past
-// its expiry time still holds until someone ends it (a claim, expire_leases): a late heartbeat
+// its expiry time still holds until someone ends it (a claim): a late heartbeat
 // that comes first keeps it. Lease times are unix seconds from the writer's clock.
 
 // In C++ they are enums; the database stores their names (to_string), and reading a row parses
@@ -154,7 +154,7 @@ struct Lease {
 };
 
 // What the claim records about the claimer on the new run row (the job process adds the rest
-// with set_run_environment).
+// with RunWriter::set_environment).
 struct Claimer {
   std::string worker;  // unique per worker process, e.g. "host:pid:cpu"
   std::string host;
@@ -199,7 +199,7 @@ struct RunEnvironment : Provenance {
   std::string attnlab_version;
   std::vector<PluginFile> plugins;
   std::int64_t pid = 0;  // the process that trains (0: keep the claimer's pid)
-  std::string step_mode;  // read back only (set_run_step_mode writes it): "cuda graph", "eager (…)"
+  std::string step_mode;  // read back only (RunWriter::set_step_mode writes it): "cuda graph", "eager (…)"
   std::vector<std::string> warnings;  // one line each, about its method file (schema 12)
 };
 
@@ -251,171 +251,66 @@ struct RunSummary {
   std::optional<double> result(const std::string& name) const;
 };
 
-class Database {
+// Where the resume checkpoint of a job's next attempt is: the newest one an earlier attempt left,
+// the run that wrote it, the step it holds and its checksum ("" if none was recorded).
+struct ResumePoint {
+  std::string path;
+  std::int64_t run_id = 0;
+  std::int64_t step = 0;
+  std::string checksum;
+};
+
+// The database as the commands that only read see it (results, curves, tables, serve, queue list):
+// opened SQLITE_OPEN_READONLY, and a type with no write. Database, a writer's connection, is one
+// too: a worker reads what it writes through the same methods.
+class ResultsReader {
  public:
   static constexpr int kSchemaVersion = 15;
   static constexpr std::uintmax_t kReadersCheckBytes = 64ull << 20;
+  enum class Check { at_open, none };  // none: `attnlab db check`, which runs the full check itself
 
-  enum class Open {
-    migrate,   // create the file if needed and apply forward migrations (run, queue add, db migrate)
-    existing,  // commands that write an existing file (queue cancel/retry, worker, slurm): it must
-               // exist at exactly kSchemaVersion, else a StoreError saying to run `attnlab db migrate
-               // --db FILE`; checked (quick_check) as `migrate` checks
-    supervised, // device workers and job processes: as `existing`, unchecked at open: their
-                // supervisor's open checked, and a device worker checks before each claim
-    read_only, // commands that only read (results, queue list, ...): as `existing`, but opened
-               // SQLITE_OPEN_READONLY and the journal mode left as the file has it (no WAL switch);
-               // in a folder it cannot write, a WAL file with no pending log is opened immutable
-    unchecked, // `attnlab db check`: as read_only, without the check at open (it runs the full one)
-  };
-
-  // Opens the file, sets WAL (writers only) and a busy timeout. A file that is not SQLite, or whose schema is
-  // newer than this build knows, is a StoreError naming the file. A damaged file (one that fails
-  // PRAGMA quick_check) is a StoreError in one line before anything is written or read: checked
-  // by `migrate` and `existing` (every writer, before it writes), and by `read_only` on files up
-  // to kReadersCheckBytes (a fraction of a second; past that, `attnlab db check` and the
-  // writers). `supervised` connections (device workers, job processes) belong to a supervisor whose
-  // own open checked.
-  explicit Database(const std::string& path, Open mode = Open::migrate);
-  ~Database();
-  Database(const Database&) = delete;
-  Database& operator=(const Database&) = delete;
+  // Opens an existing file read-only, at exactly kSchemaVersion (else a StoreError saying to run
+  // `attnlab db migrate --db FILE`), leaving its journal mode as the file has it; a file up to
+  // kReadersCheckBytes is checked (quick_check) at open unless `check` is none. In a folder it
+  // cannot write, a WAL file with no pending log is opened immutable.
+  explicit ResultsReader(const std::string& path, Check check = Check::at_open);
+  ~ResultsReader();
+  ResultsReader(const ResultsReader&) = delete;
+  ResultsReader& operator=(const ResultsReader&) = delete;
 
   const std::string& path() const { return path_; }
   int schema_version();
-  // The schema version the file had when this object opened it (0: new or empty file); equal to
-  // schema_version() unless this open migrated it.
-  int migrated_from() const { return migrated_from_; }
 
-  std::int64_t add_experiment(const std::string& name, const std::string& source_path,
-                              const std::string& config_text);
-  // The oldest experiment with this name and text (an experiment file enqueued again), if any.
-  std::optional<std::int64_t> find_experiment(const std::string& name, const std::string& config_text);
   // Every experiment as enqueued (name, file, text), by id: the same name enqueued with another
   // text is a row of its own.
   std::vector<ExperimentFile> experiments();
   // The experiments (as enqueued: name, file, text) that own any of these jobs, by id.
   std::vector<ExperimentFile> experiments_of_jobs(const std::vector<std::int64_t>& job_ids);
-  // Inserts the job, or finds the existing one with the same config_hash; either way the spec's
-  // experiment owns it from now on (experiment_jobs).
-  AddedJob add_job(const JobSpec& spec);
+  // The oldest experiment with this name and text (an experiment file enqueued again), if any.
+  std::optional<std::int64_t> find_experiment(const std::string& name, const std::string& config_text);
   Job job(std::int64_t job_id);
   // The job whose config_hash this is, if any.
   std::optional<Job> job_by_hash(const std::string& config_hash);
   // The run that counts for the job (job_outcomes: a done job's newest done run, ...), if any.
   std::optional<std::int64_t> counting_run(std::int64_t job_id);
-  // Every job the experiment's file names, those it reused from another experiment included.
-  std::vector<Job> jobs_of_experiment(std::int64_t experiment_id);
-  // Sets a finished job back to 'queued' with its failure count reset (to run it again).
-  void requeue_job(std::int64_t job_id);
 
-  // --- the queue (schema v4) ---
-  // One BEGIN IMMEDIATE transaction: first every expired lease is ended (its run 'lost', its job
-  // queued again, or failed once failures reach max_attempts), then the queued job with the
-  // lowest id (restricted to `only` when not empty) is taken: attempts + 1, a new run row
-  // (status running, the claimer's worker/host/device/pid), state running, lease to this run
-  // until now + lease_seconds. nullopt: nothing queued.
-  std::optional<Lease> claim_next_job(const Claimer& claimer, double lease_seconds,
-                                      const std::vector<std::int64_t>& only = {});
-  // Extends the lease to now + lease_seconds; false if the run no longer holds it (nothing written).
-  bool renew_lease(std::int64_t run_id, double lease_seconds);
-  // Ends every expired lease as claim_next_job does; returns how many.
-  std::int64_t expire_leases();
+  // --- the queue as it stands ---
   std::vector<QueuedJob> list_jobs(const JobFilter& filter);  // in id order
+  // Counts per job state (every state present, zero included).
+  std::vector<std::pair<JobState, std::int64_t>> queue_counts();  // in kJobStates order
   // Every attempt of the job, oldest first.
   std::vector<RunAttempt> attempts_of_job(std::int64_t job_id);
   // One attempt, with its job's id in `job_id`; StoreError if there is no such run.
   RunAttempt run_attempt(std::int64_t run_id, std::int64_t* job_id = nullptr);
-  // queued, running, submitted or blocked -> cancelled (a running attempt loses its lease: its run ends
-  // 'interrupted', "cancelled"); returns the ids changed.
-  std::vector<std::int64_t> cancel_jobs(const std::vector<std::int64_t>& ids);
-  // failed, cancelled, diverged, oom or blocked -> queued with both failure counts reset;
-  // submitted (its SLURM task died or never ran) -> queued as it was; returns the ids changed.
-  std::vector<std::int64_t> retry_jobs(const std::vector<std::int64_t>& ids);
-  // Counts per job state (every state present, zero included).
-  std::vector<std::pair<JobState, std::int64_t>> queue_counts();  // in kJobStates order
-  // Marks jobs handed to a SLURM array: queued -> submitted (other states are left alone);
-  // returns the ids changed.
-  std::vector<std::int64_t> mark_submitted(const std::vector<std::int64_t>& ids);
-  // Ends every 'running' run of this database as 'lost' with `why`, whatever its lease's expiry
-  // (counted as a failure, as an expired lease is): for a requeued SLURM array task reopening its
-  // own shard, whose previous incarnation is dead. Returns how many runs it ended.
-  std::int64_t abandon_leases(const std::string& why);
-
-  // Run-level writes. All of them require the run to hold its job's lease (LeaseLost otherwise,
-  // nothing written): they are the attempt's own writes.
-  void set_run_environment(std::int64_t run_id, const RunEnvironment& env);
-  // The process that runs the attempt (its job process), written by the device worker as it starts
-  // it: an attempt killed before it recorded its environment names that process, not the worker.
-  void set_run_pid(std::int64_t run_id, std::int64_t pid);
-  // How the run's training steps run: "cuda graph", or "eager" and why not a graph (schema 11).
-  void set_run_step_mode(std::int64_t run_id, const std::string& mode);
-  void append_curve(std::int64_t run_id, const std::vector<CurvePoint>& points);
-  // The phase the attempt is in after its training steps (the queue's ETA counts it); the row
-  // goes when the attempt ends. nullopt: none reported (training, testing, or ended).
-  void set_run_phase(std::int64_t run_id, const RunPhase& phase);
+  // The phase a running attempt reported after its training steps; nullopt: none (training,
+  // testing, or ended).
   std::optional<RunPhase> run_phase(std::int64_t run_id);
-  // Final status and results, in one transaction that also releases the lease and moves the job:
-  // done | diverged | oom -> the job takes that state; failed -> queued again, or failed once
-  // failures reach max_attempts; lost -> the same against max_infra_failures; rejected ->
-  // blocked; interrupted -> queued (not counted as a failure).
-  // `repeatable`: the error is one the job's same input raises again (a script's own exception),
-  // so that a failed attempt whose error is the job's previous attempt's, failed, fails the job
-  // now instead of trying a third time.
-  void finish_run(std::int64_t run_id, RunStatus status,
-                  const std::vector<std::pair<std::string, double>>& results,
-                  const std::string& error, const std::string& checkpoint_path,
-                  const std::string& checkpoint_checksum = "", bool repeatable = false);
-  // For the worker whose job process died: ends the run as `status` with `error` (as finish_run,
-  // or `lost` when a signal from outside killed the process) only if it is still 'running' and
-  // holds the lease; returns whether it changed anything.
-  bool fail_run_if_unfinished(std::int64_t run_id, RunStatus status, const std::string& error);
-  // The newest resume checkpoint an earlier attempt of the job left ("" if none), and the run
-  // that wrote it; set by the job process with set_resume_checkpoint after each save.
-  // Only attempts after the job's last done/diverged/oom run count: a job run again (--rerun,
-  // retry) starts afresh.
-  std::pair<std::string, std::int64_t> resume_point(std::int64_t job_id);
-  // The step at which the run's resume checkpoint was written (0 if it has none), and its
-  // checksum ("" if none was recorded).
-  std::int64_t resume_step(std::int64_t run_id);
-  std::string resume_checksum(std::int64_t run_id);
-  // Adopts the file `path`, holding `step` steps, with `checksum`, as the run's resume checkpoint.
-  void set_resume_checkpoint(std::int64_t run_id, const std::string& path, std::int64_t step,
-                             const std::string& checksum = "");
-  // Run `holder` (which holds the lease of run `earlier`'s job) stops anyone resuming from
-  // `earlier`'s checkpoint (damaged, or written by another build of a plugin), and drops the
-  // curve points it had copied from it: it starts afresh.
-  void discard_resume_point(std::int64_t holder, std::int64_t earlier);
-  // The checksum of the run's best-validation weights file as recorded ("" if none).
-  std::string checkpoint_checksum(std::int64_t run_id);
-  // The weights files the run kept at its accuracy marks ([train] accuracy_checkpoints), with their
-  // checksums (schema 13): recorded by the job process before it ends the run (lease-checked),
-  // read by `attnlab gradients`. By mark.
-  void record_accuracy_marks(std::int64_t run_id, const std::vector<AccuracyMarkFile>& marks);
-  std::vector<AccuracyMarkFile> accuracy_marks(std::int64_t run_id);
-  // Copies the curve points of run `from` up to `max_step` into run `to` (a resumed attempt
-  // continues its predecessor's curves), and its instability tau points, which are measured
-  // before training whatever their step numbers. Lease-checked on `to`.
-  void copy_curve(std::int64_t from, std::int64_t to, std::int64_t max_step);
+  // Where the job's next attempt resumes (RunWriter::set_resume_checkpoint wrote it): only attempts
+  // after the job's last done/diverged/oom run count (a job run again, --rerun or retry, starts
+  // afresh). nullopt: none.
+  std::optional<ResumePoint> resume_point(std::int64_t job_id);
 
-  // --- shards (SLURM): each array task writes its own database file ---
-  // Merges a shard into this database in one transaction: its experiments and jobs matched by
-  // config_hash (added if missing), its finished runs matched by runs.uid (added once: merging
-  // twice changes nothing) with their plugins, curves, results, variance and spectrum rows, and each
-  // job's state taken from the shard when the shard's is final. A shard that fails
-  // `PRAGMA integrity_check`, is not an attnlab database, or has another schema version is a
-  // StoreError naming it, with nothing merged.
-  MergeReport merge_shard(const std::string& shard_path);
-  // Adds or replaces named results of an existing run: measurements taken after it ended
-  // (`attnlab variance`). One transaction.
-  void set_results(std::int64_t run_id, const std::vector<std::pair<std::string, double>>& results);
-  // Replaces the run's per-example variance rows for `split` ("val" or "test"): example i has
-  // rsd[i], pi[i], vote[i] and label[i]. One transaction.
-  void set_variance_examples(std::int64_t run_id, const std::string& split, std::int64_t passes,
-                             const std::vector<double>& rsd, const std::vector<std::int64_t>& pi,
-                             const std::vector<std::int64_t>& vote, const std::vector<std::int64_t>& label);
-  std::optional<std::int64_t> latest_run_of_job(std::int64_t job_id);
-
+  // --- runs and their results ---
   // Every run, or the runs of the jobs an experiment owns; `experiment` is each job's first.
   std::vector<RunSummary> run_summaries(std::optional<std::int64_t> experiment_id = std::nullopt);
   std::optional<RunSummary> run_summary(std::int64_t run_id);  // std::nullopt: no such run
@@ -424,12 +319,17 @@ class Database {
   std::vector<CurvePoint> curve(std::int64_t run_id, const std::string& split, const std::string& name,
                                 std::int64_t after_step = std::numeric_limits<std::int64_t>::min());
   std::vector<PluginFile> run_plugins(std::int64_t run_id);
-  // What set_run_environment and the claim recorded, with the plugins; empty strings where nothing
-  // was (a run that never started its job process). Throws StoreError for an unknown run id.
+  // What RunWriter::set_environment and the claim recorded, with the plugins; empty strings where
+  // nothing was (a run that never started its job process). Throws StoreError for an unknown run id.
   RunEnvironment run_environment(std::int64_t run_id);
   // The run's best-validation checkpoint file ("" if none); StoreError if there is no such run.
   std::string checkpoint_of_run(std::int64_t run_id);
+  // The checksum of that file as recorded ("" if none).
+  std::string checkpoint_checksum(std::int64_t run_id);
+  // The weights files the run kept at its accuracy marks (schema 13), with their checksums, by mark.
+  std::vector<AccuracyMarkFile> accuracy_marks(std::int64_t run_id);
 
+  // --- the file's integrity ---
   // PRAGMA quick_check: a StoreError in one line naming the file and the first problem unless the
   // file is intact.
   void require_intact();
@@ -446,30 +346,85 @@ class Database {
   double now() const { return clock_ ? clock_() : system_unix_seconds(); }
   static double system_unix_seconds();
 
- private:
-  void open(Open mode, const std::string& uri_query);  // sqlite3_open_v2 + configure; db_ null on failure
-  void link_job(std::int64_t experiment_id, std::int64_t job_id);  // experiment_jobs, inside add_job's transaction
-  std::vector<RunSummary> summaries(std::optional<std::int64_t> experiment_id, std::optional<std::int64_t> run_id);
+ protected:
+  // How a connection opens: the reader's two ways and Database's three.
+  enum class Mode { read_only, unchecked, migrate, existing, supervised };
+  ResultsReader(const std::string& path, Mode mode);
 
   std::string path_;
   sqlite3* db_ = nullptr;
   int migrated_from_ = 0;
+
+ private:
+  void open(Mode mode, const std::string& uri_query);  // sqlite3_open_v2 + configure; db_ null on failure
+  std::vector<RunSummary> summaries(std::optional<std::int64_t> experiment_id, std::optional<std::int64_t> run_id);
+
   std::function<double()> clock_;
   friend struct DatabaseAccess;  // the store's own free functions (query.hpp, store/studies.hpp) and its tests
 };
 
-// One read transaction (BEGIN DEFERRED, ended at destruction): every query through `db` while it
-// lives reads one snapshot of the file, whatever writers commit meanwhile (attnlab serve: one per
-// request, so a page never mixes two moments of a running queue). Not for writing.
+// The file as a writer opens it: the connection and its migrations, and what is written outside a
+// job's attempt (experiments and jobs as enqueued, shards merged, studies' results of a run). The
+// queue's claims and leases are store::Queue's (store/queue.hpp); an attempt's own writes are
+// store::RunWriter's (store/run_writer.hpp). Reads are the ResultsReader's.
+class Database : public ResultsReader {
+ public:
+  enum class Open {
+    migrate,     // create the file if needed and apply forward migrations (run, queue add, db migrate)
+    existing,    // commands that write an existing file (queue cancel/retry, worker, slurm): it must
+                 // exist at exactly kSchemaVersion, else a StoreError saying to run `attnlab db migrate
+                 // --db FILE`; checked (quick_check) as `migrate` checks
+    supervised,  // device workers and job processes: as `existing`, unchecked at open: their
+                 // supervisor's open checked, and a device worker checks before each claim
+  };
+
+  // Opens the file, sets WAL and a busy timeout. A file that is not SQLite, or whose schema is
+  // newer than this build knows, is a StoreError naming the file. A damaged file (one that fails
+  // PRAGMA quick_check) is a StoreError in one line before anything is written: checked by
+  // `migrate` and `existing` (every writer, before it writes).
+  explicit Database(const std::string& path, Open mode = Open::migrate);
+
+  // The schema version the file had when this object opened it (0: new or empty file); equal to
+  // schema_version() unless this open migrated it.
+  int migrated_from() const { return migrated_from_; }
+
+  std::int64_t add_experiment(const std::string& name, const std::string& source_path,
+                              const std::string& config_text);
+  // Inserts the job, or finds the existing one with the same config_hash; either way the spec's
+  // experiment owns it from now on (experiment_jobs).
+  AddedJob add_job(const JobSpec& spec);
+
+  // --- shards (SLURM): each array task writes its own database file ---
+  // Merges a shard into this database in one transaction: its experiments and jobs matched by
+  // config_hash (added if missing), its finished runs matched by runs.uid (added once: merging
+  // twice changes nothing) with their plugins, curves, results, variance and spectrum rows, and each
+  // job's state taken from the shard when the shard's is final. A shard that fails
+  // `PRAGMA integrity_check`, is not an attnlab database, or has another schema version is a
+  // StoreError naming it, with nothing merged.
+  MergeReport merge_shard(const std::string& shard_path);
+
+  // --- measurements taken after a run ended (`attnlab variance`): one transaction each ---
+  // Adds or replaces named results of an existing run.
+  void set_results(std::int64_t run_id, const std::vector<std::pair<std::string, double>>& results);
+  // Replaces the run's per-example variance rows for `split` ("val" or "test"): example i has
+  // rsd[i], pi[i], vote[i] and label[i].
+  void set_variance_examples(std::int64_t run_id, const std::string& split, std::int64_t passes,
+                             const std::vector<double>& rsd, const std::vector<std::int64_t>& pi,
+                             const std::vector<std::int64_t>& vote, const std::vector<std::int64_t>& label);
+
+ private:
+  void link_job(std::int64_t experiment_id, std::int64_t job_id);  // experiment_jobs, inside add_job's transaction
+};
+
 class ReadTransaction {
  public:
-  explicit ReadTransaction(Database& db);
+  explicit ReadTransaction(ResultsReader& db);
   ~ReadTransaction();
   ReadTransaction(const ReadTransaction&) = delete;
   ReadTransaction& operator=(const ReadTransaction&) = delete;
 
  private:
-  Database& db_;
+  ResultsReader& db_;
 };
 
 }  // namespace attnlab::store

@@ -97,22 +97,22 @@ struct SpectrumResult : Provenance {
 
 // attnlab bench (schema version 2): the row's id; reads in insertion order.
 std::int64_t add_bench_result(Database& db, const BenchResult& result);
-std::vector<BenchResult> bench_results(Database& db);
-std::optional<BenchResult> bench_result(Database& db, std::int64_t id);  // the row add_bench_result returned the id of
+std::vector<BenchResult> bench_results(ResultsReader& db);
+std::optional<BenchResult> bench_result(ResultsReader& db, std::int64_t id);  // the row add_bench_result returned the id of
 
 // attnlab approx (schema version 2): returns how many were stored; reads in insertion order.
 std::int64_t add_approx_results(Database& db, const std::vector<ApproxResult>& results);
-std::vector<ApproxResult> approx_results(Database& db);
+std::vector<ApproxResult> approx_results(ResultsReader& db);
 
 // attnlab spectrum (schema version 7): stores a measurement, replacing one of the same (run,
 // layer, stage, batch). The run must exist (StoreError otherwise).
 void set_spectrum(Database& db, const SpectrumResult& result);
 // Every stored measurement with its values, or those of `run_ids` only; by run, layer, stage, batch.
-std::vector<SpectrumResult> spectrum_results(Database& db, const std::vector<std::int64_t>& run_ids = {});
+std::vector<SpectrumResult> spectrum_results(ResultsReader& db, const std::vector<std::int64_t>& run_ids = {});
 
 // attnlab gradients (schema version 8): stores the measurements, each replacing one of the same
 // run, mark and parameter; reads back those of `run_ids` (all when empty), by run then mark.
 void set_gradient_stats(Database& db, const std::vector<GradientStats>& stats);
-std::vector<GradientStats> gradient_stats(Database& db, const std::vector<std::int64_t>& run_ids = {});
+std::vector<GradientStats> gradient_stats(ResultsReader& db, const std::vector<std::int64_t>& run_ids = {});
 
 }  // namespace attnlab::store
