@@ -22,7 +22,18 @@ python3 scripts/check-layers.py  # no include climbs a layer (one line each, bef
 bash scripts/install-deps.sh --torch2 slurmctld slurmd slurm-client munge chromium python3-torch
 bash scripts/build.sh --torch2
 bash scripts/build.sh
-run_tests() { ctest --output-on-failure -j"$(nproc)" --timeout 900 "$@"; }
+build-cuda/runner/attnlab env  # the machine the figures below come from (CPU, its kernels, threads, BLAS)
+# A test that fails runs once more, alone; the suite fails if it fails again. One that passes alone
+# is named FLAKY, its failing output kept above: a flake of a machine we cannot see is reported,
+# never absorbed in silence. Every call names its tree first (--test-dir DIR).
+run_tests() {
+  ctest --output-on-failure -j"$(nproc)" --timeout 900 "$@" && return 0
+  local dir=$2 failed
+  failed=$(cut -d: -f2 "$dir/Testing/Temporary/LastTestsFailed.log" | paste -sd ' ')
+  echo "test.sh: failed in $dir: $failed; running them again, alone"
+  ctest --output-on-failure --timeout 900 --test-dir "$dir" --rerun-failed || return 1
+  echo "test.sh: FLAKY in $dir (failed, then passed alone): $failed"
+}
 run_tests --test-dir build-cuda --label-exclude slurm
 run_tests --test-dir build --label-regex '^(core|methods)$'
 run_tests --test-dir build --tests-regex '^(Cli\.EnvSaysWhatThisBuildAndMachineAre|Cli\.RunStoresEveryRowAndPrintsTheSummary|QueueCli\.WhatTheFirstStepWouldRefuseIsRefusedAtEnqueue|sdk_install)$'
