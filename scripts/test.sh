@@ -23,6 +23,7 @@ bash scripts/install-deps.sh --torch2 slurmctld slurmd slurm-client munge chromi
 bash scripts/build.sh --torch2
 bash scripts/build.sh
 build-cuda/runner/attnlab env  # the machine the figures below come from (CPU, its kernels, threads, BLAS)
+lscpu | grep -E '^(Vendor ID|CPU family|Model|Stepping|Hypervisor vendor|Flags):' || true  # which CPU, exactly
 # A test that fails runs once more, alone; the suite fails if it fails again. One that passes alone
 # is named FLAKY, its failing output kept above: a flake of a machine we cannot see is reported,
 # never absorbed in silence. Every call names its tree first (--test-dir DIR).
