@@ -534,6 +534,37 @@ TEST(Nystromformer, ConvolutionIsDepthwiseAlongTheSequence) {
     }
 }
 
+TEST(Nystromformer, ConvolutionIsLibTorchsDepthwiseConvolutionForwardAndBackward) {
+  // The banded products against at::conv1d (groups = H·p, each head's kernel on its p columns), in
+  // double: lengths around the block of 32 positions (k − 1 for 35 taps), kernels of 1 to 35 taps.
+  for (const std::int64_t kernel : {1, 3, 33, 35})
+    for (const std::int64_t n : {1, 31, 32, 33, 70}) {
+      const std::int64_t heads = 2, dim = 4;
+      const auto x = make_batch({n, n}, heads, n, dim, 23);
+      auto with_conv = make("nystromformer", {{"conv_kernel", kernel}, {"landmarks", std::int64_t{3}}});
+      auto without = make("nystromformer", {{"conv_kernel", std::int64_t{0}}, {"landmarks", std::int64_t{3}}});
+      with_conv->to(at::kDouble);
+      const auto weight = with_conv->parameters()[0];  // [H, 1, kernel, 1]
+      const auto g = at::randn(x.v.sizes(), testing::seeded_generator(29), at::kDouble);
+      // the convolution's share: the output and V's gradient with it less without it
+      auto v = x.v.clone().requires_grad_();
+      const auto out_with = with_conv->forward(x.q, x.k, v, x.valid);
+      const auto grads_with = torch::autograd::grad({(out_with * g).sum()}, {v, weight});
+      const auto out_without = without->forward(x.q, x.k, v, x.valid);
+      const auto grad_v_without = torch::autograd::grad({(out_without * g).sum()}, {v})[0];
+
+      const auto w = weight.detach().clone().requires_grad_();
+      const auto columns = v.transpose(2, 3).reshape({2, heads * dim, n});
+      const auto taps = w.view({heads, 1, 1, kernel}).expand({heads, dim, 1, kernel}).reshape({heads * dim, 1, kernel});
+      const auto want = at::conv1d(columns, taps, {}, 1, kernel / 2, 1, heads * dim).view({2, heads, dim, n}).transpose(2, 3);
+      const auto want_grads = torch::autograd::grad({(want * g).sum()}, {v, w});
+      const auto where = "kernel " + std::to_string(kernel) + ", n " + std::to_string(n);
+      EXPECT_LT(max_diff(out_with - out_without, want), 1e-12) << where;
+      EXPECT_LT(max_diff(grads_with[0] - grad_v_without, want_grads[0]), 1e-12) << where;
+      EXPECT_LT(max_diff(grads_with[1], want_grads[1]), 1e-12) << where;
+    }
+}
+
 TEST(Nystromformer, SequenceWithoutRealTokensStaysFinite) {
   auto x = make_batch({9, 0}, 2, 9, 8, 20);
   auto out = make("nystromformer", {{"landmarks", std::int64_t{4}}})->forward(x.q, x.k, x.v, x.valid);
