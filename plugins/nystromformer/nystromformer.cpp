@@ -58,13 +58,13 @@ struct SequenceConvolution : public torch::autograd::Function<SequenceConvolutio
   static at::Tensor windows_of(const at::Tensor& x, std::int64_t k, std::int64_t s) {
     const auto n = x.size(2), blocks = (n + s - 1) / s, width = s + k - 1;
     const auto padded = at::constant_pad_nd(x, {0, 0, k / 2, blocks * s - n + k / 2});
-    return padded.unfold(2, width, s).permute({1, 4, 0, 2, 3}).reshape({x.size(1), width, -1});
+    return padded.unfold(2, width, s).permute({1, 4, 0, 2, 3}).reshape({x.size(1), width, x.size(0) * blocks * x.size(3)});
   }
   // x [B, H, N, p] -> [H, s, B·blocks·p]: block b is x[b·s, b·s + s), zeros past N
   static at::Tensor blocks_of(const at::Tensor& x, std::int64_t s) {
     const auto batch = x.size(0), heads = x.size(1), n = x.size(2), p = x.size(3), blocks = (n + s - 1) / s;
     return at::constant_pad_nd(x, {0, 0, 0, blocks * s - n}).reshape({batch, heads, blocks, s, p}).permute({1, 3, 0, 2, 4})
-        .reshape({heads, s, -1});
+        .reshape({heads, s, batch * blocks * p});
   }
   static at::Tensor convolve(const at::Tensor& x, const at::Tensor& w) {
     const auto batch = x.size(0), heads = x.size(1), n = x.size(2), p = x.size(3), k = w.size(1), s = block(k);
