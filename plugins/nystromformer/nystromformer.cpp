@@ -42,9 +42,9 @@ using torch::autograd::variable_list;
 // batched product: the sequence in blocks of s positions, a block's outputs the band matrix
 // band[r, c] = w[c − r] [s, s + k − 1] times the block's window of V (its s positions and the k − 1
 // around them). The band's other entries are zeros, so the sums are the convolution's. On the CPU
-// LibTorch's depthwise conv1d took about twice as long in a training step at 64 positions and about
-// nine times at 1,024 (plugin README). The windows are a copy of (s + k − 1) / s times V, not kept
-// for the backward.
+// LibTorch's depthwise conv1d took about twice as long in a training step at 64 positions and three
+// times at 1,024 (plugin README). The windows are a copy of (s + k − 1) / s times V, not kept for
+// the backward.
 struct SequenceConvolution : public torch::autograd::Function<SequenceConvolution> {
   static std::int64_t block(std::int64_t k) { return std::max<std::int64_t>(k - 1, 32); }
 
