@@ -47,6 +47,7 @@ using torch::autograd::variable_list;
 // the backward.
 struct SequenceConvolution : public torch::autograd::Function<SequenceConvolution> {
   static std::int64_t block(std::int64_t k) { return std::max<std::int64_t>(k - 1, 32); }
+  static std::int64_t blocks_over(std::int64_t n, std::int64_t s) { return (n + s - 1) / s; }
 
   // [H, s, s + k − 1]: a Hankel matrix of the zero-padded kernel (row q of the unfold holds
   // z[q, q + width)), its rows reversed
@@ -56,19 +57,19 @@ struct SequenceConvolution : public torch::autograd::Function<SequenceConvolutio
   }
   // x [B, H, N, p] -> [H, width, B·blocks·p]: block b's window is x[b·s − k/2, b·s − k/2 + width)
   static at::Tensor windows_of(const at::Tensor& x, std::int64_t k, std::int64_t s) {
-    const auto n = x.size(2), blocks = (n + s - 1) / s, width = s + k - 1;
+    const auto n = x.size(2), blocks = blocks_over(n, s), width = s + k - 1;
     const auto padded = at::constant_pad_nd(x, {0, 0, k / 2, blocks * s - n + k / 2});
     return padded.unfold(2, width, s).permute({1, 4, 0, 2, 3}).reshape({x.size(1), width, x.size(0) * blocks * x.size(3)});
   }
   // x [B, H, N, p] -> [H, s, B·blocks·p]: block b is x[b·s, b·s + s), zeros past N
   static at::Tensor blocks_of(const at::Tensor& x, std::int64_t s) {
-    const auto batch = x.size(0), heads = x.size(1), n = x.size(2), p = x.size(3), blocks = (n + s - 1) / s;
+    const auto batch = x.size(0), heads = x.size(1), n = x.size(2), p = x.size(3), blocks = blocks_over(n, s);
     return at::constant_pad_nd(x, {0, 0, 0, blocks * s - n}).reshape({batch, heads, blocks, s, p}).permute({1, 3, 0, 2, 4})
         .reshape({heads, s, batch * blocks * p});
   }
   static at::Tensor convolve(const at::Tensor& x, const at::Tensor& w) {
     const auto batch = x.size(0), heads = x.size(1), n = x.size(2), p = x.size(3), k = w.size(1), s = block(k);
-    const auto blocks = (n + s - 1) / s;
+    const auto blocks = blocks_over(n, s);
     return at::bmm(band_of(w, s), windows_of(x, k, s))
         .view({heads, s, batch, blocks, p})
         .permute({2, 0, 3, 1, 4})
