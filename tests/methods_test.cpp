@@ -196,6 +196,9 @@ TEST(Pinv, InitialValueFollowsTheEquation) {
   const auto global = a.transpose(-2, -1) / (norm_1.max() * norm_inf.max());
   EXPECT_LT(max_diff(linalg::iterative_pinv(a, 0, linalg::NormScope::per_matrix), per_matrix), 1e-15);
   EXPECT_LT(max_diff(linalg::iterative_pinv(a, 0, linalg::NormScope::global), global), 1e-15);
+  // the Skyformer authors' "original": the largest column sum of the whole batch, no ‖A‖∞
+  const auto column_sum = a.transpose(-2, -1) / a.abs().sum(-2).max();
+  EXPECT_LT(max_diff(linalg::iterative_pinv(a, 0, linalg::NormScope::global_column_sum), column_sum), 1e-15);
 }
 
 // The iteration as autograd differentiates it, op by op: the reference of the written-out backward.
@@ -203,8 +206,9 @@ at::Tensor autograd_pinv(const at::Tensor& a, int iterations, linalg::NormScope 
   const auto m = a.size(-1);
   const auto abs = a.abs();
   const auto norm_1 = abs.sum(-2).amax(-1), norm_inf = abs.sum(-1).amax(-1);
-  const auto scale = scope == linalg::NormScope::global ? norm_1.amax() * norm_inf.amax()
-                                                        : (norm_1 * norm_inf).unsqueeze(-1).unsqueeze(-1);
+  const auto scale = scope == linalg::NormScope::global              ? norm_1.amax() * norm_inf.amax()
+                     : scope == linalg::NormScope::global_column_sum ? norm_1.amax()
+                                                                     : (norm_1 * norm_inf).unsqueeze(-1).unsqueeze(-1);
   auto z = a.transpose(-2, -1) / scale;
   const auto eye = at::eye(m, a.options());
   for (int j = 0; j < iterations; ++j) {
@@ -226,13 +230,16 @@ TEST(Pinv, WrittenOutBackwardIsAutogradsThroughTheIteration) {
   tied[3].copy_(tied[0]);  // two matrices with the batch's largest norms
   const auto weights = at::randn({6, 6}, g, at::kDouble);
   for (const auto& [name, a] : {std::pair<const char*, at::Tensor>{"general", general}, {"symmetric, tied", tied}})
-    for (const auto scope : {linalg::NormScope::per_matrix, linalg::NormScope::global})
+    for (const auto scope : {linalg::NormScope::per_matrix, linalg::NormScope::global, linalg::NormScope::global_column_sum})
       for (const int iterations : {0, 1, 6}) {
         const auto ours = a.clone().requires_grad_(true), theirs = a.clone().requires_grad_(true);
         const auto z = linalg::iterative_pinv(ours, iterations, scope);
         (z * weights).sum().backward();
         (autograd_pinv(theirs, iterations, scope) * weights).sum().backward();
-        const std::string what = std::string(name) + (scope == linalg::NormScope::global ? ", global" : ", per matrix") +
+        const std::string what = std::string(name) +
+                                 (scope == linalg::NormScope::global              ? ", global"
+                                  : scope == linalg::NormScope::global_column_sum ? ", global column sum"
+                                                                                  : ", per matrix") +
                                  ", " + std::to_string(iterations) + " iterations";
         EXPECT_TRUE(at::allclose(z, autograd_pinv(a, iterations, scope), 1e-12, 1e-13)) << what;
         EXPECT_TRUE(at::allclose(ours.grad(), theirs.grad(), 1e-9, 1e-11))
@@ -302,14 +309,14 @@ TEST(Skyformer, MatchesTheNystromFormulaWithRidgeAndNormalisation) {
 }
 
 // The fused node (the default) computes what the composed ops compute, and its written-out
-// gradient is autograd's of them: every sampling, either initial scope, a landmark drawn twice (m
+// gradient is autograd's of them: every sampling, each initial value, a landmark drawn twice (m
 // above the rows there are), and a sequence without a real token.
 TEST(Skyformer, FusedBackwardIsAutogradsOfTheComposedOps) {
   const auto x = make_batch({12, 7, 0}, 2, 12, 8, 31);
   auto g = generator(32);
   auto weights = at::randn({3, 2, 12, 8}, g, at::kDouble) * x.valid.unsqueeze(1).unsqueeze(-1).to(at::kDouble);
   for (const char* sampling : {"qk_halves", "union", "all"})
-    for (const char* init : {"per_head", "global"})
+    for (const char* init : {"per_head", "global", "global_column_sum"})
       for (const std::int64_t landmarks : {std::int64_t{5}, std::int64_t{40}}) {
         at::Tensor out[2], grads[2][3];
         for (int i = 0; i < 2; ++i) {
@@ -507,7 +514,7 @@ TEST(Nystromformer, GlobalInitCouplesTheBatch) {
   x.q[0] *= 6;
   x.k[0] *= 6;
   auto one = alone(x, 1, real);
-  for (const char* init : {"per_head", "global"}) {
+  for (const char* init : {"per_head", "global", "global_column_sum"}) {
     auto nys = make("nystromformer", {{"landmarks", std::int64_t{8}}, {"init", std::string(init)}, {"conv_kernel", std::int64_t{0}}});
     const auto in_batch = nys->forward(x.q, x.k, x.v, x.valid)[1].slice(1, 0, real);
     const auto single = nys->forward(one.q, one.k, one.v, one.valid)[0];

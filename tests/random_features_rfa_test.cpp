@@ -195,6 +195,23 @@ TEST(LinearElu, MatchesTheQuadraticFormulaOverRealKeys) {
   EXPECT_LT((with_eps[0] - out[0]).abs().max().item<double>(), 1e-5);
 }
 
+// form = "nystromformer_lra": the Nystromformer authors' "linear", φ(Q) (φ(K)ᵀ V) / √n over the real
+// keys, n the padded length, written out here per sequence.
+TEST(LinearElu, TheNystromformerAuthorsFormIsUnnormalisedOverThePaddedLength) {
+  const std::int64_t n = 12;
+  std::vector<std::int64_t> real = {12, 7};
+  auto x = make_batch(real, 2, n, 8, 4, 1.0);
+  auto m = make("linear_elu", {{"form", std::string("nystromformer_lra")}});
+  c10::InferenceMode guard;
+  const auto out = m->forward(x.q, x.k, x.v, x.valid);
+  const auto phi = [](const at::Tensor& t) { return at::elu(t) + 1; };
+  for (std::int64_t b = 0; b < 2; ++b) {
+    const auto k = phi(x.k[b].slice(1, 0, real[b])), v = x.v[b].slice(1, 0, real[b]);
+    const auto want = at::matmul(at::matmul(phi(x.q[b]), k.transpose(-2, -1)), v) / std::sqrt(12.0);
+    EXPECT_TRUE(at::allclose(out[b], want, 1e-12, 1e-12)) << "sequence " << b;
+  }
+}
+
 // ----------------------------------------------------------------------------------------------
 // performer
 

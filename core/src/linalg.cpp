@@ -17,7 +17,7 @@ namespace attnlab::linalg {
 
 namespace {
 
-// Z_0 = Aᵀ / s, s = ‖A‖₁ ‖A‖∞ ([b, 1, 1] per matrix, [] over the whole batch).
+// Z_0 = Aᵀ / s, s = ‖A‖₁ ‖A‖∞ ([b, 1, 1] per matrix, [] over the whole batch), or max ‖A‖₁ ([], global_column_sum).
 struct InitialValue {
   at::Tensor col, row;   // Σ_i |A_ij| and Σ_j |A_ij|: [b, m]
   at::Tensor n1, ni;     // ‖A‖₁ and ‖A‖∞ of each matrix: [b]
@@ -31,7 +31,9 @@ InitialValue initial_value(const at::Tensor& a3, NormScope scope) {
   init.row = abs.sum(2);
   init.n1 = init.col.amax(-1);
   init.ni = init.row.amax(-1);
-  init.scale = scope == NormScope::global ? init.n1.amax() * init.ni.amax() : (init.n1 * init.ni).view({-1, 1, 1});
+  init.scale = scope == NormScope::global     ? init.n1.amax() * init.ni.amax()
+               : scope == NormScope::global_column_sum ? init.n1.amax()
+                                              : (init.n1 * init.ni).view({-1, 1, 1});
   return init;
 }
 
@@ -47,6 +49,11 @@ at::Tensor initial_value_backward(const at::Tensor& a3, const at::Tensor& z0, co
   auto grad_a = grad_z0.transpose(1, 2) / init.scale;
   auto grad_scale = (grad_z0 * z0).sum({1, 2}).div_(init.scale.view({-1})).neg_();  // [b]: −⟨G, Z_0⟩ / s
   at::Tensor grad_n1, grad_ni;
+  if (scope == NormScope::global_column_sum) {  // s = max ‖A‖₁ alone: ‖A‖∞ takes no part
+    const auto total = grad_scale.sum().unsqueeze(0);
+    grad_n1 = amax_grad(total, init.n1.unsqueeze(0), init.n1.amax().unsqueeze(0)).squeeze(0);
+    return grad_a.add_(amax_grad(grad_n1, init.col, init.n1).unsqueeze(1) * a3.sign());
+  }
   if (scope == NormScope::global) {
     const auto s1 = init.n1.amax(), si = init.ni.amax(), total = grad_scale.sum();
     grad_n1 = amax_grad((total * si).unsqueeze(0), init.n1.unsqueeze(0), s1.unsqueeze(0)).squeeze(0);
@@ -162,7 +169,8 @@ at::Tensor pinv(const at::Tensor& a, const PinvOptions& options) {
 NormScope parse_norm_scope(const std::string& text) {
   if (text == "per_head") return NormScope::per_matrix;
   if (text == "global") return NormScope::global;
-  throw std::invalid_argument("init: expected per_head or global, got '" + text + "'");
+  if (text == "global_column_sum") return NormScope::global_column_sum;
+  throw std::invalid_argument("init: expected per_head, global or global_column_sum, got '" + text + "'");
 }
 
 PinvMethod parse_pinv_method(const std::string& text) {

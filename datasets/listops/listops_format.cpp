@@ -52,7 +52,7 @@ namespace {
 
 }  // namespace
 
-SplitTokens read_tsv(const std::string& path, std::int64_t max_len) {
+SplitTokens read_tsv(const std::string& path, std::int64_t max_len, CloseBracket close) {
   if (max_len < 1) throw std::invalid_argument("listops: max_len must be at least 1");
   std::ifstream in;
   std::vector<char> iobuf(1 << 20);
@@ -117,7 +117,7 @@ SplitTokens read_tsv(const std::string& path, std::int64_t max_len) {
       if (id == kUnknown)
         fail(path, lineno,
              "unknown token '" + excerpt(tok, 20) + "' in Source (expected ( ) ] [MIN [MAX [MED [SM or a digit)");
-      if (id != kParen) {
+      if (id != kParen && !(id == kEnd && close == CloseBracket::drop)) {
         if (n < max_len) dst[n] = static_cast<std::int16_t>(id);
         ++n;
       }

@@ -56,11 +56,17 @@ struct SplitTokens {
   std::size_t size() const { return labels.size(); }
 };
 
+// What the reader makes of `]`, which closes the innermost operator: a token (LRA's pipeline, which
+// rewrites it as X since 2021-03-04, and the KL authors', which reserves it), or nothing (LRA's pipeline
+// before that, which the Skyformer and Nystromformer authors' data came from: its tokenizer split on
+// every non-alphanumeric character, so an expression is its operators and digits alone).
+enum class CloseBracket { token, drop };
+
 // Reads one TSV file in the official format: the header line "Source<TAB>Target", then one row per
 // line, "\n" or "\r\n" terminated. Throws attnlab::DataError naming the file and line for a missing
 // or unreadable file, a missing header, a row without exactly two columns, an unknown token, an
 // empty Source (no tokens besides parentheses) and a Target that is not one digit 0..9.
-SplitTokens read_tsv(const std::string& path, std::int64_t max_len);
+SplitTokens read_tsv(const std::string& path, std::int64_t max_len, CloseBracket close = CloseBracket::token);
 
 // ---- Trees, evaluator, writer -------------------------------------------------------------------
 // A tree is its token ids in prefix order, exactly what the reader makes of its Source string:

@@ -23,6 +23,10 @@ const ParamSpec kParams[] = {
      "directory holding the official LRA files basic_train.tsv, basic_val.tsv, basic_test.tsv (source = files)"},
     {"max_len", ParamType::integer, "2000", 1, kMaxTokens, nullptr,
      "tokens per input: longer sources are truncated, shorter ones padded with id 0"},
+    {"close_bracket", ParamType::string, "token", 0, 0, "token|drop",
+     "`]`, which closes the innermost operator: a token (LRA's pipeline, the KL authors'), or dropped (LRA's pipeline "
+     "before 2021-03-04, which the Skyformer and Nystromformer authors' data came from: operators and digits only; id "
+     "15 then never occurs)"},
     {"train_size", ParamType::integer, "96000", 1, kMaxCount, nullptr, "generated training rows (LRA: 96000)"},
     {"val_size", ParamType::integer, "2000", 1, kMaxCount, nullptr, "generated validation rows (LRA: 2000)"},
     {"test_size", ParamType::integer, "2000", 1, kMaxCount, nullptr, "generated test rows (LRA: 2000)"},
@@ -45,6 +49,7 @@ class ListOpsDataset final : public Dataset {
   ListOpsDataset(const DatasetContext& ctx, const ParamValues& params) : cache_dir_(ctx.cache_dir) {
     const std::string& source = params.string("source");
     max_len_ = params.integer("max_len");
+    close_ = params.choice<CloseBracket>("close_bracket", {{"token", CloseBracket::token}, {"drop", CloseBracket::drop}});
     spec_.train_size = params.integer("train_size");
     spec_.val_size = params.integer("val_size");
     spec_.test_size = params.integer("test_size");
@@ -86,8 +91,9 @@ class ListOpsDataset final : public Dataset {
       generated_ = true;
     }
     const std::string file = split_file(dir_, kSplitFiles, split);
-    const TokenCacheKey key{"listops", split, "tokeniser=listops-1 max_len=" + std::to_string(max_len_), {file}};
-    return cached_split(cache_dir_, key, [&] { return padded_split(read_tsv(file, max_len_), 1, max_len_); });
+    const std::string dropped = close_ == CloseBracket::drop ? " close_bracket=drop" : "";
+    const TokenCacheKey key{"listops", split, "tokeniser=listops-1" + dropped + " max_len=" + std::to_string(max_len_), {file}};
+    return cached_split(cache_dir_, key, [&] { return padded_split(read_tsv(file, max_len_, close_), 1, max_len_); });
   }
 
  private:
@@ -96,6 +102,7 @@ class ListOpsDataset final : public Dataset {
   bool generated_ = false;
   std::string dir_;
   std::int64_t max_len_ = 0;
+  CloseBracket close_ = CloseBracket::token;
   GenerateSpec spec_;
 };
 

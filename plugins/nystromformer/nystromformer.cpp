@@ -21,9 +21,10 @@ const ParamSpec kParams[] = {
     {"landmarks", ParamType::integer, "64", 1, 65536, nullptr,
      "landmarks m: segment means of Q and K (a sequence with fewer positions to cover uses each as its own)"},
     {"iterations", ParamType::integer, "6", 1, 100, nullptr, "iterations of the pseudo-inverse (pinv = iterative)"},
-    {"init", ParamType::string, "per_head", 0, 0, "per_head|global",
-     "norms of the iteration's initial value: each (batch, head) matrix its own, or the largest over the batch (the "
-     "authors' code; couples the sequences of a batch)"},
+    {"init", ParamType::string, "per_head", 0, 0, "per_head|global|global_column_sum",
+     "the iteration's initial value Z0 = A^T / s: per_head, s = |A|_1 |A|_inf of each (batch, head) matrix; global, the "
+     "largest |A|_1 times the largest |A|_inf over the batch (the Nystromformer authors'); global_column_sum, the "
+     "largest |A|_1 over the batch alone (the Skyformer authors'); both couple the sequences of a batch"},
     {"pinv", ParamType::string, "iterative", 0, 0, "iterative|exact", "pseudo-inverse of A: the iteration, or exact (SVD)"},
     {"segments", ParamType::string, "real_tokens", 0, 0, "real_tokens|padded",
      "what the landmarks' segments cover: the real tokens, or every position of the padded sequence with padding "

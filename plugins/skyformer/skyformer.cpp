@@ -24,9 +24,10 @@ const ParamSpec kParams[] = {
      "landmark rows drawn (with replacement) from the valid rows of [Q; K] (sampling = all ignores it)"},
     {"gamma", ParamType::real, "0.1", 0, 1e6, nullptr, "ridge added to the landmark block: M = kappa(L, L) + gamma I"},
     {"iterations", ParamType::integer, "6", 1, 100, nullptr, "iterations of the pseudo-inverse (pinv = iterative)"},
-    {"init", ParamType::string, "per_head", 0, 0, "per_head|global",
-     "norms of the iteration's initial value: each (batch, head) matrix its own, or the largest over the batch (the "
-     "authors' code; couples the sequences of a batch)"},
+    {"init", ParamType::string, "per_head", 0, 0, "per_head|global|global_column_sum",
+     "the iteration's initial value Z0 = A^T / s: per_head, s = |A|_1 |A|_inf of each (batch, head) matrix; global, the "
+     "largest |A|_1 times the largest |A|_inf over the batch (the Nystromformer authors'); global_column_sum, the "
+     "largest |A|_1 over the batch alone (the Skyformer authors'); both couple the sequences of a batch"},
     {"sampling", ParamType::string, "qk_halves", 0, 0, "qk_halves|union|all",
      "qk_halves: half the landmarks from Q's valid rows, half from K's (authors); union: uniform over both; all: every "
      "valid row of [Q; K] once (deterministic, O(n^2): the exactness limit)"},

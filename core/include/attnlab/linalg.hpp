@@ -12,10 +12,12 @@
 
 namespace attnlab::linalg {
 
-// Which matrices the initial value's norms ‖A‖₁ ‖A‖∞ are taken over.
+// The initial value Z₀ = Aᵀ / s of the iteration: which norms make s, over which matrices.
 enum class NormScope {
-  per_matrix,  // each [m, m] matrix (each batch element and head) has its own: matrices stay independent
-  global,      // the largest over the whole batch, as the authors' code does: couples the batch
+  per_matrix,  // s = ‖A‖₁ ‖A‖∞ of each [m, m] matrix (Razavi's): the matrices stay independent
+  global,      // s = max ‖A‖₁ · max ‖A‖∞ over the whole batch and heads: couples the batch
+  global_column_sum,  // s = max ‖A‖₁ over the whole batch and heads (the largest column sum), no ‖A‖∞:
+                      // the Skyformer authors' iterative_inv (init_option = "original"); couples the batch
 };
 
 enum class PinvMethod {
@@ -32,7 +34,7 @@ struct PinvOptions {
 
 // Pseudo-inverse of every [m, m] matrix of `a` [..., m, m] by the iteration (Nyströmformer
 // supplement, eq. 10; Razavi et al. 2014)
-//   Z_{j+1} = ¼ Z_j (13 I − A Z_j (15 I − A Z_j (7 I − A Z_j))),   Z_0 = Aᵀ / (‖A‖₁ ‖A‖∞),
+//   Z_{j+1} = ¼ Z_j (13 I − A Z_j (15 I − A Z_j (7 I − A Z_j))),   Z_0 = Aᵀ / (‖A‖₁ ‖A‖∞) (NormScope),
 // run `iterations` times. Differentiable; no host synchronisation. On A's range the residual
 // R = I − A Z shrinks at third order, R_{j+1} = R_j³ (3I + R_j) / 4, so a start with small
 // singular values of A Z_0 (an ill-conditioned A) takes a few steps of ×≈3.25 before converging.
@@ -69,7 +71,7 @@ at::Tensor exact_pinv(const at::Tensor& a, bool hermitian = false, double rcond 
 
 at::Tensor pinv(const at::Tensor& a, const PinvOptions& options);
 
-// Parameter values: "per_head" | "global"; "iterative" | "exact". Throw std::invalid_argument.
+// Parameter values: "per_head" | "global" | "global_column_sum"; "iterative" | "exact". Throw std::invalid_argument.
 NormScope parse_norm_scope(const std::string& text);
 PinvMethod parse_pinv_method(const std::string& text);
 

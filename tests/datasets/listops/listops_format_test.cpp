@@ -202,6 +202,34 @@ TEST_F(ListOps, ReadsOfficialFormat) {
   EXPECT_EQ(read_tsv(write("empty_ok.tsv", "Source\tTarget\n"), 4).size(), 0u);
 }
 
+// close_bracket = "drop", the pipeline the Skyformer and Nystromformer authors' data came from: the
+// same rows as operators and digits alone, shorter by their `]`s, one per operator.
+TEST_F(ListOps, DroppedClosingBracketsLeaveOperatorsAndDigits) {
+  const std::string path = write("basic_val.tsv",
+                                 "Source\tTarget\n"
+                                 "( ( ( [MAX 2 ) ( ( ( [MIN 9 ) 4 ) ] ) ) ] )\t4\n"
+                                 "( ( ( ( [SM 2 ) 6 ) 5 ) ] )\t3\n"
+                                 "7\t7\n");
+  const SplitTokens s = read_tsv(path, 5, CloseBracket::drop);
+  EXPECT_EQ(s.tokens, (std::vector<std::int16_t>{12, 3, 11, 10, 5,  // [MAX 2 [MIN 9 4: no ] ]
+                                                 14, 3, 7, 6, 0,    // [SM 2 6 5
+                                                 8, 0, 0, 0, 0}));  // 7
+  EXPECT_EQ(s.full_lengths, (std::vector<std::int64_t>{5, 4, 1}));
+  EXPECT_EQ(read_tsv(path, 5, CloseBracket::token).full_lengths, (std::vector<std::int64_t>{7, 5, 1}));
+  // a generated tree of 219 tokens: as many `]` as operators, all gone
+  GeneratorParams p;
+  p.min_length = 200;
+  p.max_length = 260;
+  TreeGenerator generator(p);
+  std::vector<std::int16_t> tree;
+  while (tree.size() != 219) tree = generator.next();
+  const auto brackets = std::count(tree.begin(), tree.end(), kEnd);
+  EXPECT_EQ(brackets, std::count_if(tree.begin(), tree.end(), [](std::int16_t id) { return is_operator_id(id); }));
+  const std::string one = write("one.tsv", std::string("Source\tTarget\n") + to_lra_string(tree) + "\t" +
+                                               std::to_string(evaluate(tree)) + "\n");
+  EXPECT_EQ(read_tsv(one, 300, CloseBracket::drop).full_lengths.front(), 219 - brackets);
+}
+
 TEST_F(ListOps, MalformedFilesNameFileAndLine) {
   const std::string good = "( ( ( [MAX 2 ) 9 ) ] )\t9\r\n";
   expect_data_error((dir_ / "missing.tsv").string(), "missing.tsv", "cannot open");
