@@ -60,6 +60,8 @@ const Command kCommands[] = {
      [](const Args& a, const std::string&) { return attnlab::cmd_gradients(a); }},
     {"spectrum", "singular values of a stored run's attention output over one test batch (decay per task)",
      [](const Args& a, const std::string&) { return attnlab::cmd_spectrum(a); }},
+    {"export", "a stored run's weights (best, last or initial) as a safetensors file named as the authors' PyTorch model names them",
+     [](const Args& a, const std::string&) { return attnlab::cmd_export(a); }},
     {"data", "load and check an experiment's datasets: sizes, lengths, classes, load time, cache",
      [](const Args& a, const std::string&) { return attnlab::cmd_data(a); }},
     {"queue", "the job queue: add an experiment's jobs, list, show, cancel, retry",

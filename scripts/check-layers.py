@@ -40,10 +40,10 @@ LAYERS = {
         ["slurm"],
     ],
     "train": [
-        ["config", "measurements", "loss_scaler"],
+        ["config", "measurements", "loss_scaler", "safetensors"],
         ["optimizer", "schedule", "data_loader", "model", "dropout", "linear", "variance", "attention_draws"],
         ["job", "step_runner"],
-        ["checkpoint_file", "resume", "instability"],
+        ["checkpoint_file", "resume", "instability", "weights"],
         ["trainer"],
     ],
 }

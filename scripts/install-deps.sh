@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs everything attnlab needs from Debian 12's packages, plus any packages named as
 # arguments (scripts/test.sh adds the SLURM test's). Runs apt-get as root (or via sudo).
-#   --torch2  also installs PyPI's LibTorch 2.11 with CUDA into .deps/torch2 (see install_torch2)
+#   --torch2  also installs PyPI's LibTorch 2.11 with CUDA into .deps/torch2 (see install_torch2),
+#             and the Python packages the tests' PyTorch scripts import into .deps/python
+#             (see install_test_python)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 torch2=""
@@ -44,4 +46,16 @@ install_torch2() {
     torch==2.11.0 nvidia-cusparselt-cu13==0.8.0 nvidia-nvshmem-cu13==3.4.5 nvidia-cufile==1.15.1.6
   echo "attnlab: LibTorch 2.11.0 (CUDA 13.0) in $target"
 }
-[ -z "$torch2" ] || install_torch2
+# The tests' PyTorch scripts (tests/reference/lra_authors_model.py) read and write safetensors files
+# with the format's own library: PyPI's safetensors (no Debian package) and its one import,
+# packaging, pinned, with pip --target into .deps/python, which the tests put on PYTHONPATH beside
+# either build's torch (Debian's python3-torch 1.13, the 2.11 wheel).
+install_test_python() {
+  local target=.deps/python
+  if [ -d "$target/safetensors-0.7.0.dist-info" ]; then echo "attnlab: the tests' Python packages already in $target"; return; fi
+  rm -rf "$target"
+  python3 -m pip install --quiet --disable-pip-version-check --no-deps --no-compile --target "$target" \
+    safetensors==0.7.0 packaging==25.0
+  echo "attnlab: safetensors 0.7.0 (the tests' Python) in $target"
+}
+[ -z "$torch2" ] || { install_torch2; install_test_python; }

@@ -457,3 +457,67 @@ TEST_F(Cli, InspectListsTheLearnedCovariancesOfAGmmRun) {
 }
 
 }  // namespace
+
+namespace {
+
+std::string file_text(const std::string& file) {
+  std::ifstream in(file);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// `attnlab export` writes a run's initial, best and last weights; a run started from its own initial
+// weights (`[model] init_from`) is the run again, point for point; a file of another model is refused
+// when queued, and one whose bytes changed after it was queued blocks its job when it starts.
+TEST_F(Cli, ExportedInitialWeightsStartARunThatRepeatsTheOriginal) {
+  const std::string file = experiment(20, 1);
+  std::string out;
+  ASSERT_EQ(attnlab("run " + file + " " + common(), out), 0) << out;
+  const std::string db = path("r.db"), where = " --db " + db + " --cache-dir " + path("cache");
+  for (const char* which : {"initial", "best", "last"}) {
+    ASSERT_EQ(attnlab("export 1 --weights " + std::string(which) + " -o " + path(std::string(which) + ".safetensors") + where, out), 0)
+        << out;
+    EXPECT_NE(out.find("run 1 (softmax/listops seed 1): " + std::string(which) + " weights, 24 tensors, "), std::string::npos) << out;
+    EXPECT_NE(out.find(" lra_authors names -> " + path(std::string(which) + ".safetensors")), std::string::npos) << out;
+  }
+  EXPECT_NE(file_text(path("initial.safetensors")), file_text(path("last.safetensors")));
+  EXPECT_EQ(attnlab("export 1 --weights middle" + where, out), 2);
+  EXPECT_NE(out.find("--weights middle: expected best, last or initial"), std::string::npos) << out;
+
+  std::string restart = file_text(file);
+  restart.replace(restart.find("name = \"tiny\""), 13, "name = \"restart\"");
+  restart.replace(restart.find("heads = 2\n"), 10, "heads = 2\ninit_from = \"initial.safetensors\"\n");
+  std::ofstream(path("restart.toml")) << restart;
+  ASSERT_EQ(attnlab("run " + path("restart.toml") + " " + common(), out), 0) << out;
+  const std::string curve = "SELECT group_concat(step || split || name || '=' || printf('%.17g', value), ' ') FROM "
+                            "(SELECT * FROM curves WHERE run_id = ";
+  EXPECT_EQ(query_one(db, curve + "2 ORDER BY step, split, name)"), query_one(db, curve + "1 ORDER BY step, split, name)"));
+  EXPECT_NE(query_one(db, "SELECT count(*) FROM curves WHERE run_id = 2"), "0");
+  EXPECT_NE(query_one(db, "SELECT value FROM job_params WHERE key = 'model.init_from_sha256' AND job_id = 2"), "(none)");
+
+  // a file of another model: one line, nothing queued
+  std::string wider = restart;
+  wider.replace(wider.find("dim = 16"), 8, "dim = 32");
+  std::ofstream(path("wider.toml")) << wider;
+  EXPECT_EQ(attnlab("run " + path("wider.toml") + " " + common(), out), 2);
+  EXPECT_NE(out.find(path("wider.toml") + ": [model] init_from (softmax on listops): " + path("initial.safetensors") +
+                     ": model.embeddings.word_embeddings.weight is [16, 16] there, [16, 32] in this model (and 19 more); "
+                     "nothing queued"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(query_one(db, "SELECT count(*) FROM jobs"), "2");
+
+  // queued, then the file's bytes changed: the job is blocked when it starts, saying why
+  const std::string queued = " --db " + path("q.db") + " --cache-dir " + path("cache");
+  ASSERT_EQ(attnlab("queue add " + path("restart.toml") + queued, out), 0) << out;
+  fs::copy_file(path("last.safetensors"), path("initial.safetensors"), fs::copy_options::overwrite_existing);
+  attnlab("worker --idle-exit --threads 1" + queued, out);
+  EXPECT_EQ(query_one(path("q.db"), "SELECT state FROM jobs"), "blocked");
+  EXPECT_NE(query_one(path("q.db"), "SELECT error FROM runs").find("[model] init_from " + path("initial.safetensors") +
+                                                                    " changed since the job was queued (sha256 "),
+            std::string::npos)
+      << query_one(path("q.db"), "SELECT error FROM runs");
+}
+
+}  // namespace

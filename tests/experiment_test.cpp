@@ -147,15 +147,18 @@ std::string without_later_train_keys(const std::string& config_toml) {
     bool later = false;
     for (const char* key : {"precision = ", "tf32 = ", "deterministic = ", "checkpoint_every = ", "accuracy_checkpoints = ",
                             "cuda_graphs = ", "clip_value = ", "keep_best_after = ", "attention_precision = ",
-                            "eval_draw = ", "test_drop_last = ", "mask = ", "attention_bias = ", "init = ", "pair_head = "})
+                            "eval_draw = ", "test_drop_last = ", "mask = ", "attention_bias = ", "init = ", "pair_head = ",
+                            "init_from = ", "init_from_sha256 = "})
       later |= (section == "[model]" || section == "[train]") && line.rfind(key, 0) == 0;
+    later |= section == "[datasets.listops]" && line.rfind("close_bracket = ", 0) == 0;
     if (!later) before += line + "\n";
   }
   return before;
 }
 
-// [train] precision, tf32, deterministic, clip_value, keep_best_after, eval_draw, test_drop_last and
-// [model] attention_precision, mask, attention_bias, init and pair_head came after jobs were stored: at their
+// [train] precision, tf32, deterministic, clip_value, keep_best_after, eval_draw, test_drop_last,
+// [model] attention_precision, mask, attention_bias, init, pair_head, init_from and init_from_sha256, and
+// listops' close_bracket came after jobs were stored: at their
 // defaults they stay out of the identity, which is then the hash of the configuration without them
 // (and without the cadence keys and cuda_graphs), as before they existed; away from their defaults
 // each makes another job.
@@ -194,6 +197,9 @@ TEST(Experiment, PrecisionKeysAtTheirDefaultsKeepTheIdentityJobsHadBeforeThem) {
   EXPECT_NE(with("no-bias.toml", "attention_bias = false", "layers = 1").config_hash, job.config_hash);
   EXPECT_NE(with("kl-init.toml", "init = \"kl_authors\"", "layers = 1").config_hash, job.config_hash);
   EXPECT_NE(with("concat.toml", "pair_head = \"concat\"", "layers = 1").config_hash, job.config_hash);
+  EXPECT_EQ(with("no-init-file.toml", "init_from = \"\"", "layers = 1").config_hash, job.config_hash);
+  EXPECT_EQ(with("brackets.toml", "close_bracket = \"token\"", "max_len = 64").config_hash, job.config_hash);
+  EXPECT_NE(with("no-brackets.toml", "close_bracket = \"drop\"", "max_len = 64").config_hash, job.config_hash);
   const auto fp32 = with("attention32.toml", "attention_precision = \"fp32\"", "layers = 1");
   EXPECT_NE(fp32.config_hash, job.config_hash);
   EXPECT_EQ(model_config_from(fp32.model).attention_precision, AttentionPrecision::fp32);
@@ -204,14 +210,49 @@ TEST(Experiment, PrecisionKeysAtTheirDefaultsKeepTheIdentityJobsHadBeforeThem) {
   EXPECT_EQ(refused.substr(refused.find(":2:")), ":2: [train] precision: 'fp8' is not one of fp32|bf16|fp16");
 }
 
+// [model] init_from: the file relative to the experiment file, made absolute, its SHA-256 recorded
+// (part of the identity: other bytes, another job); a missing file, a SHA-256 the file does not
+// have, or a SHA-256 without a file, one line at the line that set it.
+TEST(Experiment, InitFromIsResolvedNextToTheFileAndItsBytesAreTheIdentity) {
+  const std::string weights = write_file("start.safetensors", "some bytes");
+  std::string text = kGood;
+  text.replace(text.find("layers = 1"), 10, "layers = 1\ninit_from = \"start.safetensors\"");
+  const auto job = load_experiment(write_file("init.toml", text), registry()).jobs[0];
+  EXPECT_EQ(job.model.string("init_from"), weights);
+  EXPECT_EQ(job.model.string("init_from_sha256"), sha256_of_text("some bytes"));
+  const auto plain = load_experiment(write_file("plain.toml", kGood), registry()).jobs[0];
+  EXPECT_NE(job.config_hash, plain.config_hash);
+  write_file("start.safetensors", "other bytes");
+  EXPECT_NE(load_experiment(write_file("init.toml", text), registry()).jobs[0].config_hash, job.config_hash);
+  // the stored job's configuration reads back as itself, the path and its SHA-256 as recorded
+  EXPECT_EQ(parse_job_config(job.config_toml, "job 1", registry()).config_hash, job.config_hash);
+
+  std::string missing = kGood;
+  missing.replace(missing.find("layers = 1"), 10, "layers = 1\ninit_from = \"nowhere.safetensors\"");
+  const std::string gone = error_of(missing);
+  EXPECT_NE(gone.find(":8: [model] init_from: "), std::string::npos) << gone;
+  EXPECT_NE(gone.find("nowhere.safetensors: no such file"), std::string::npos) << gone;
+  std::string pinned = text;
+  pinned.replace(pinned.find("layers = 1"), 10, "layers = 1\ninit_from_sha256 = \"" + std::string(64, '0') + "\"");
+  const std::string wrong = error_of(pinned);
+  EXPECT_NE(wrong.find(":8: [model] init_from_sha256: 0000"), std::string::npos) << wrong;
+  EXPECT_NE(wrong.find("is not the SHA-256 of " + weights + " (" + sha256_of_text("other bytes") + ")"), std::string::npos)
+      << wrong;
+  std::string alone = kGood;
+  alone.replace(alone.find("layers = 1"), 10, "layers = 1\ninit_from_sha256 = \"abc\"");
+  EXPECT_NE(error_of(alone).find(":8: [model] init_from_sha256: is set without init_from"), std::string::npos)
+      << error_of(alone);
+}
+
 // Methods' parameters that came after their jobs were stored (kernelized attention's dropout,
-// Nystromformer's segments, Performer's form, Linformer's share_e): at their defaults they stay out
+// Nystromformer's segments, Performer's form, Linformer's share_e, linear_elu's form): at their defaults they stay out
 // of the identity (the hash of the configuration without them); away from them, another job.
 TEST(Experiment, LaterMethodParametersAtTheirDefaultsKeepTheIdentityJobsHadBeforeThem) {
   for (const auto& [method, key, away] : {std::tuple<std::string, std::string, std::string>{"kernelized", "dropout", "0.1"},
                                           {"nystromformer", "segments", "\"padded\""},
                                           {"performer", "form", "\"performer_pytorch\""},
-                                          {"linformer", "share_e", "true"}}) {
+                                          {"linformer", "share_e", "true"},
+                                          {"linear_elu", "form", "\"nystromformer_lra\""}}) {
     SCOPED_TRACE(method);
     std::string base = kGood;
     base.replace(base.find("[methods.softmax]"), std::string::npos, "[methods." + method + "]\n");

@@ -70,6 +70,7 @@ class Merge : public StoreTest {
     store::RunWriter(db, lease->run_id).append_curve({{10, "train", "loss", 1.25, 1.0}, {20, "val", "acc", 0.5, 2.0}});
     if (end == RunStatus::done) {
       db.set_variance_examples(lease->run_id, "test", 10, {0.5, 0.25}, {1, 0}, {2, 3}, {2, 3});
+      store::RunWriter(db, lease->run_id).record_last_weights("/shared/run.pt.last", "0123abcd");
       store::RunWriter(db, lease->run_id).finish(RunStatus::done, {{"test_acc", test_acc}, {"steps_done", 20}}, "", "/shared/run.pt");
       SpectrumResult spectrum;  // measured in the shard after training (attnlab spectrum --db SHARD)
       spectrum.run_id = lease->run_id;
@@ -120,6 +121,8 @@ TEST_F(Merge, AddsFinishedRunsOnceWithEverythingTheyWrote) {
   EXPECT_EQ(main_one("SELECT group_concat(normalised_mean) FROM spectrum_results WHERE run_id = " + done_run), "1.0,0.25");
   EXPECT_EQ(main_one("SELECT device_name || '|' || checkpoint_path FROM runs WHERE id = " + done_run),
             "NVIDIA H100 80GB HBM3|/shared/run.pt");
+  const auto last = main_->last_weights_of_run(std::stoll(done_run));  // schema 16
+  EXPECT_EQ(last.path + "|" + last.checksum, "/shared/run.pt.last|0123abcd");
   // the job takes the shard's outcome and bookkeeping
   const auto merged = main_->list_jobs({{}, {}, {}, {main_jobs_[0]}}).at(0);
   EXPECT_EQ(merged.job.state, JobState::done);

@@ -46,5 +46,6 @@ int cmd_variance(const Args& args);                           // cmd_variance.cp
 int cmd_inspect(const Args& args);                            // cmd_inspect.cpp
 int cmd_gradients(const Args& args);                          // cmd_gradients.cpp
 int cmd_spectrum(const Args& args);                           // cmd_spectrum.cpp
+int cmd_export(const Args& args);                             // cmd_export.cpp
 
 }  // namespace attnlab

@@ -11,7 +11,10 @@
 #include "attnlab/precision.hpp"
 #include "attnlab/store/queue.hpp"
 #include "attnlab/train/config.hpp"
+#include "attnlab/train/trainer.hpp"
+#include "attnlab/train/weights.hpp"
 #include "experiment/data_budget.hpp"
+#include "experiment/train_job.hpp"
 #include "plugin_host/scripted_method.hpp"
 
 namespace attnlab {
@@ -90,6 +93,29 @@ void check_scripts(const std::string& path, Experiment& experiment, const Plugin
   }
 }
 
+// Each [model] init_from file once per model it starts (its [model] settings, the method and its
+// parameters, the task): built as the job will build it and the file loaded into it, so that a
+// file of another model (a name missing or extra, a shape) is one line here, not a blocked job.
+void check_init_weights(const std::string& path, const Experiment& experiment, const PluginRegistry& registry,
+                        const std::string& cache_dir) {
+  std::set<std::string> checked;
+  for (const auto& job : experiment.jobs) {
+    if (job.model.string("init_from").empty()) continue;
+    std::string model_key = dataset_key(job);
+    for (const auto& [key, value] : job.flat)
+      if (key.rfind("train.", 0) != 0 && key != "seed") model_key += "\n" + key + "=" + value;
+    if (!checked.insert(model_key).second) continue;
+    try {
+      const TaskInfo task =
+          registry.find(PluginKind::dataset, job.dataset)->make_dataset({dataset_cache_dir(cache_dir)}, job.dataset_params)->info();
+      initial_model(make_train_job(job, registry, task, c10::Device(c10::kCPU)));
+    } catch (const WeightsFileError& e) {
+      throw ConfigError(path + ": [model] init_from (" + job.method + " on " + job.dataset + "): " + e.what() +
+                        "; nothing queued");
+    }
+  }
+}
+
 std::string count(std::int64_t n, const char* what) { return std::to_string(n) + " " + what; }
 
 std::string short_hash(const std::string& sha256) { return sha256.substr(0, 16); }
@@ -148,6 +174,7 @@ Experiment check_experiment(const std::string& toml_path, const PluginRegistry& 
   for (const auto& warning : experiment.warnings) std::cerr << "attnlab: warning: " << warning << "\n";
   check_scripts(toml_path, experiment, registry);
   check_datasets(toml_path, experiment, registry, cache_dir, check);
+  check_init_weights(toml_path, experiment, registry, cache_dir);
   return experiment;
 }
 

@@ -173,17 +173,23 @@ void finish_plan(JobPlan& job) {
       train.erase(key);
   for (const auto& [key, old_default] : {std::pair<const char*, const char*>{"attention_precision", "autocast"}, {"mask", "lengths"},
                                                                      {"attention_bias", "true"}, {"init", "default"},
-                                                                     {"pair_head", "nli"}})
+                                                                     {"pair_head", "nli"}, {"init_from", ""},
+                                                                     {"init_from_sha256", ""}})
     if (const auto it = job.model.all().find(key); it != job.model.all().end() && to_text(it->second) == old_default)
       identity.get_as<toml::table>("model")->erase(key);
-  // Methods' parameters added after their jobs were stored, likewise.
+  // Plugins' parameters added after their jobs were stored, likewise.
   for (const auto& [method, key, old_default] : {std::tuple<const char*, const char*, const char*>{"kernelized", "dropout", "0.0"},
                                                  {"nystromformer", "segments", "real_tokens"},
                                                  {"performer", "form", "favor"},
-                                                 {"linformer", "share_e", "false"}})
+                                                 {"linformer", "share_e", "false"},
+                                                 {"linear_elu", "form", "katharopoulos"}})
     if (const auto it = job.method_params.all().find(key);
         job.method == method && it != job.method_params.all().end() && to_text(it->second) == old_default)
       identity.get_as<toml::table>("methods")->get_as<toml::table>(job.method)->erase(key);
+  for (const auto& [dataset, key, old_default] : {std::tuple<const char*, const char*, const char*>{"listops", "close_bracket", "token"}})
+    if (const auto it = job.dataset_params.all().find(key);
+        job.dataset == dataset && it != job.dataset_params.all().end() && to_text(it->second) == old_default)
+      identity.get_as<toml::table>("datasets")->get_as<toml::table>(job.dataset)->erase(key);
   std::ostringstream identity_text;
   identity_text << identity << "\n";
   job.config_hash = sha256_of_text(identity_text.str());
@@ -263,6 +269,32 @@ void check_model(const JobPlan& job, const toml::table& root, const Place& pair)
       fail(pair, 0, "", what);
     }
   }
+}
+
+// [model] init_from: the weights file, relative to the experiment file's folder, made absolute, and
+// the SHA-256 of its bytes recorded in init_from_sha256 (part of the job's identity, checked again
+// when the job starts); a SHA-256 the file writes itself is checked instead of recorded.
+void resolve_init_from(JobPlan& job, const toml::table& root, const std::string& path) {
+  const std::string given = job.model.string("init_from"), pinned = job.model.string("init_from_sha256");
+  const Origin from = origin_of(root, "model", job.method, job.dataset, "init_from");
+  if (given.empty()) {
+    if (pinned.empty()) return;
+    const Origin o = origin_of(root, "model", job.method, job.dataset, "init_from_sha256");
+    fail({path, o.section}, o.line, "init_from_sha256", "is set without init_from");
+  }
+  namespace fs = std::filesystem;
+  const fs::path file = fs::absolute(fs::path(path).parent_path() / given).lexically_normal();
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec)) fail({path, from.section}, from.line, "init_from", file.string() + ": no such file");
+  const std::string sha256 = sha256_of_file(file.string());
+  if (sha256.empty()) fail({path, from.section}, from.line, "init_from", file.string() + ": cannot be read");
+  if (!pinned.empty() && pinned != sha256) {
+    const Origin o = origin_of(root, "model", job.method, job.dataset, "init_from_sha256");
+    fail({path, o.section}, o.line, "init_from_sha256",
+         pinned + " is not the SHA-256 of " + file.string() + " (" + sha256 + ")");
+  }
+  job.model.set("init_from", file.string());
+  job.model.set("init_from_sha256", sha256);
 }
 
 // A warm-up longer than the run: the learning rate never reaches lr. Allowed (a smoke test may
@@ -442,6 +474,7 @@ void add_jobs(const PluginEntry& method, const PluginEntry& dataset, const Setti
       job.model = values[2];
       job.train = values[3];
       check_model(job, root, {path, "methods." + method.name + " x datasets." + dataset.name});
+      resolve_init_from(job, root, path);
       warn_long_warmup(job, root, path, experiment.warnings);
       finish_plan(job);
       experiment.jobs.push_back(std::move(job));

@@ -10,9 +10,10 @@ namespace attnlab {
 namespace fs = std::filesystem;
 namespace {
 
-// run-R.pt[.accNN][.partial[.PID]] (the best weights, and those kept at accuracy mark NN/100),
+// run-R.pt[.accNN|.last][.partial[.PID]] (the best weights, those kept at accuracy mark NN/100 and
+// those of the last step),
 // job-J.run-R[.step-S].resume.pt[.partial.PID] (without a step: older builds)
-const std::regex kBestFile(R"(run-(\d+)\.pt(\.acc\d+)?(\.partial(\.\d+)?)?)");
+const std::regex kBestFile(R"(run-(\d+)\.pt(\.acc\d+|\.last)?(\.partial(\.\d+)?)?)");
 const std::regex kResumeFile(R"(job-(\d+)\.run-(\d+)(\.step-\d+)?\.resume\.pt(\.partial\.\d+)?)");
 
 bool ended_with_result(store::RunStatus status) {

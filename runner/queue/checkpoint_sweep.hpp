@@ -1,11 +1,11 @@
 #pragma once
 // Checkpoint files nothing can use any more. A queue's checkpoint folder (<db>.ckpt/) holds, per
 // run R of job J, `run-R.pt` (best-validation weights), `run-R.pt.accNN` (the weights at accuracy
-// mark NN/100) and `job-J.run-R.step-S.resume.pt` (the resume checkpoints R wrote; the one the
+// mark NN/100), `run-R.pt.last` (the weights of its last step) and `job-J.run-R.step-S.resume.pt` (the resume checkpoints R wrote; the one the
 // database adopted last is where the next attempt resumes), plus `.partial.PID` files of writes a
 // kill cut short. What can still be used:
-//   - the best checkpoint and the marks' files of a run that ended done, diverged or oom
-//     (variance, approx, gradients, inspect and resumed studies read them);
+//   - the best checkpoint, the marks' files and the last weights of a run that ended done,
+//     diverged or oom (variance, approx, gradients, inspect, export and resumed studies read them);
 //   - the job's resume point (ResultsReader::resume_point), and the marks' files of the run that
 //     wrote it (a resumed run takes them over), while the job has not ended done, diverged or
 //     oom: a queued, failed, blocked or cancelled job may run again and resume;

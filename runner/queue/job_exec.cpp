@@ -15,11 +15,13 @@
 #include "attnlab/store/run_writer.hpp"
 #include "attnlab/torch_compat.hpp"
 #include "attnlab/train/trainer.hpp"
+#include "attnlab/train/weights.hpp"
 #include "build_info.hpp"
 #include "base/child_process.hpp"
 #include "cli/provenance.hpp"
 #include "experiment/experiment.hpp"
 #include "experiment/train_job.hpp"
+#include "plugin_host/hashing.hpp"
 #include "plugin_host/scripted_method.hpp"
 #include "queue/progress.hpp"
 
@@ -140,7 +142,7 @@ store::RunStatus run_status(TrainStatus status) {
 // 'blocked' for `attnlab queue retry`, instead of using up attempts meant for crashes.
 bool is_deterministic_refusal(const std::exception& e) {
   return dynamic_cast<const ConfigError*>(&e) || dynamic_cast<const ParamError*>(&e) ||
-         dynamic_cast<const DataError*>(&e);
+         dynamic_cast<const DataError*>(&e) || dynamic_cast<const WeightsFileError*>(&e);
 }
 
 // The plugins the job was queued with come first: a worker started without the --plugins folder
@@ -161,6 +163,14 @@ void refuse_what_cannot_run(const TrainJob& job, std::int64_t train_examples) {
                       std::to_string(train_examples) + " training examples");
   if (std::string why; !autocast_supported(job.device, parse_precision(job.train.precision), &why))
     throw ConfigError("[train] precision = \"" + job.train.precision + "\": " + why);
+  // the weights file the job was queued with, byte for byte (a changed file is another job)
+  if (const std::string& file = job.model.init_from; !file.empty()) {
+    const std::string now = sha256_of_file(file);
+    if (now.empty()) throw ConfigError("[model] init_from " + file + " is gone or unreadable");
+    if (now != job.model.init_from_sha256)
+      throw ConfigError("[model] init_from " + file + " changed since the job was queued (sha256 " +
+                        job.model.init_from_sha256.substr(0, 16) + ", now " + now.substr(0, 16) + ")");
+  }
 }
 
 // Why the attempt cannot continue from `point` ("" if it can): the file is gone, or a plugin
@@ -295,6 +305,7 @@ class Attempt {
       std::vector<store::AccuracyMarkFile> marks;
       for (const AccuracyMark& m : outcome.accuracy_marks) marks.push_back({m.mark, m.step, m.path, m.checksum});
       if (!marks.empty()) run_.record_accuracy_marks(marks);
+      if (!outcome.last_checkpoint.empty()) run_.record_last_weights(outcome.last_checkpoint, outcome.last_checksum);
       run_.finish(status, outcome.results, outcome.error, saved ? job_.checkpoint_path : "",
                   saved ? outcome.checkpoint_checksum : "", script_raised(plugins_, outcome.error));
     } catch (const store::LeaseLost& e) {

@@ -67,6 +67,14 @@ std::string locate_accuracy_mark(store::ResultsReader& db, std::int64_t run_id, 
                        where + ": accuracy mark " + mark_text(mark));
 }
 
+std::string locate_last_weights(store::ResultsReader& db, std::int64_t run_id) {
+  const std::string where = "run " + std::to_string(run_id);
+  const store::WeightsFile last = db.last_weights_of_run(run_id);
+  if (last.path.empty())
+    throw std::runtime_error(where + " kept no last weights (it did not finish its steps, or ran before attnlab kept them)");
+  return verified_file(db, last.path, last.checksum, where + ": last weights");
+}
+
 JobPlan stored_plan(const PluginRegistry& registry, store::ResultsReader& db, std::int64_t run_id) {
   std::optional<store::RunSummary> run;
   for (auto& r : db.run_summaries(std::nullopt))

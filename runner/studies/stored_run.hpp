@@ -25,6 +25,11 @@ std::string locate_checkpoint(store::ResultsReader& db, std::int64_t run_id);
 // naming the run and the mark when the file is missing or damaged.
 std::string locate_accuracy_mark(store::ResultsReader& db, std::int64_t run_id, double mark);
 
+// The weights file the run's last training step left (schema 16), its checksum checked. Throws
+// std::runtime_error naming the run when it kept none (it did not finish its steps) or the file is
+// missing or damaged.
+std::string locate_last_weights(store::ResultsReader& db, std::int64_t run_id);
+
 // The run's job, parsed against the plugins loaded now. Throws std::runtime_error (no such run,
 // or a config that no longer parses).
 JobPlan stored_plan(const PluginRegistry& registry, store::ResultsReader& db, std::int64_t run_id);

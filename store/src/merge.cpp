@@ -172,11 +172,11 @@ class Merge {
                         "INSERT INTO main.runs (job_id, attempt, status, host, device, device_name, torch_version, "
                         "attnlab_version, git_revision, threads, pid, started_at, finished_at, error, checkpoint_path, "
                         "worker, uid, heartbeat_at, resume_checkpoint, resume_step, resume_checksum, checkpoint_checksum, "
-                        "step_mode, warnings) "
+                        "step_mode, warnings, last_checkpoint, last_checksum) "
                         "SELECT ?1, (SELECT coalesce(max(attempt), 0) + 1 FROM main.runs WHERE job_id = ?1), status, host, "
                         "device, device_name, torch_version, attnlab_version, git_revision, threads, pid, started_at, "
                         "finished_at, error, checkpoint_path, worker, uid, heartbeat_at, resume_checkpoint, resume_step, "
-                        "resume_checksum, checkpoint_checksum, step_mode, warnings "
+                        "resume_checksum, checkpoint_checksum, step_mode, warnings, last_checkpoint, last_checksum "
                         "FROM shard.runs WHERE id = ?2");
       st.bind(1, main_job).bind(2, shard_run);
       st.run();

@@ -15,6 +15,7 @@
 #include "schema_v13.hpp"
 #include "schema_v14.hpp"
 #include "schema_v15.hpp"
+#include "schema_v16.hpp"
 #include "sqlite.hpp"
 
 namespace attnlab::store {
@@ -42,6 +43,7 @@ constexpr Migration kMigrations[] = {
     {13, kSchemaV13},
     {14, kSchemaV14},
     {15, kSchemaV15},
+    {16, kSchemaV16},
 };
 
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == Database::kSchemaVersion,

@@ -183,6 +183,23 @@ void RunWriter::record_accuracy_marks(const std::vector<AccuracyMarkFile>& marks
   tx.commit();
 }
 
+void RunWriter::record_last_weights(const std::string& path, const std::string& checksum) {
+  const std::int64_t run_id = run_id_;
+  sql::Transaction tx(db_, path_);
+  attempts::require_lease(db_, path_, run_id);
+  sql::Statement st(db_, path_, "UPDATE runs SET last_checkpoint = ?1, last_checksum = ?2 WHERE id = ?3");
+  st.bind(1, path).bind(2, checksum).bind(3, run_id);
+  st.run();
+  tx.commit();
+}
+
+WeightsFile ResultsReader::last_weights_of_run(std::int64_t run_id) {
+  sql::Statement st(db_, path_, "SELECT coalesce(last_checkpoint, ''), coalesce(last_checksum, '') FROM runs WHERE id = ?1");
+  st.bind(1, run_id);
+  if (!st.step()) throw StoreError(path_ + ": no run with id " + std::to_string(run_id));
+  return {st.column_text(0), st.column_text(1)};
+}
+
 std::vector<AccuracyMarkFile> ResultsReader::accuracy_marks(std::int64_t run_id) {
   sql::Statement st(db_, path_, "SELECT mark, step, path, checksum FROM accuracy_marks WHERE run_id = ?1 ORDER BY mark");
   st.bind(1, run_id);

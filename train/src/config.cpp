@@ -80,6 +80,13 @@ Setting<Config> flag(const char* name, bool Config::*member, const char* doc) {
           [name, member](Config& c, const ParamValues& v) { c.*member = v.boolean(name); }};
 }
 
+// A string setting of any text (a path).
+template <class Config>
+Setting<Config> text(const char* name, std::string Config::*member, const char* doc) {
+  return {{name, ParamType::string, nullptr, 0, 0, nullptr, doc}, Config{}.*member, "",
+          [name, member](Config& c, const ParamValues& v) { c.*member = v.string(name); }};
+}
+
 // A string setting of fixed words, held as the member's type (an enum, a bool, or the text).
 template <class Config, class Member, class Value, std::size_t N>
 Setting<Config> choice(const char* name, Member Config::*member, const Word<Value> (&words)[N], const char* doc) {
@@ -164,6 +171,13 @@ const Section<M>& model_section() {
              "the classifier of two-input tasks (Retrieval) on the encodings u, v: nli: [u, v, u*v, u-v] -> ffn_dim -> "
              "classes (LRA's); concat: [u, v] -> ffn_dim -> ffn_dim/2 -> classes, ReLU between (the KL authors' "
              "DualClassificationHead)"),
+      text("init_from", &M::init_from,
+           "a safetensors file of weights to start from instead of the seed's (relative to the experiment file; "
+           "named as the authors' PyTorch modules name them, train/include/attnlab/train/weights.hpp; `attnlab export` "
+           "writes one); \"\": the seed's"),
+      text("init_from_sha256", &M::init_from_sha256,
+           "the SHA-256 of init_from's file: recorded when the job is queued (or, written here, checked then); a job "
+           "whose file changed since is refused when it starts"),
   };
   return section;
 }

@@ -8,6 +8,7 @@
 #include <torch/utils.h>
 
 #include "attnlab/train/data_loader.hpp"
+#include "attnlab/train/weights.hpp"
 
 namespace attnlab {
 namespace {
@@ -66,6 +67,10 @@ InstabilityScore instability_score(const TrainJob& job, const AttentionMaker& re
   EncoderClassifier reference_model(job.model, job.task, reference);
   torch::manual_seed(job.seed);
   EncoderClassifier model(job.model, job.task, job.make_attention);
+  if (!job.model.init_from.empty()) {  // the method's file: its own weights too, the reference's all but those
+    load_weights(reference_model, job.model.init_from, WeightsScope::without_attention);
+    load_weights(model, job.model.init_from);
+  }
 
   InstabilityScore score;
   {

@@ -18,6 +18,7 @@
 #include "attnlab/train/instability.hpp"
 #include "attnlab/train/loss_scaler.hpp"
 #include "attnlab/train/step_runner.hpp"
+#include "attnlab/train/weights.hpp"
 #include "attnlab/precision.hpp"
 #include "attnlab/torch_compat.hpp"
 #include "checkpoint_file.hpp"
@@ -175,6 +176,14 @@ void offer_resume_checkpoint(const TrainJob& job, const resume::JobKey& key, con
 
 }  // namespace
 
+EncoderClassifier initial_model(const TrainJob& job) {
+  torch::manual_seed(job.seed);  // the weights, then dropout's stream
+  EncoderClassifier model(job.model, job.task, job.make_attention);
+  if (!job.model.init_from.empty()) load_weights(model, job.model.init_from);
+  model->to(job.device);
+  return model;
+}
+
 std::string resume_file(const std::string& stem, std::int64_t steps_done) {
   return stem + ".step-" + std::to_string(steps_done) + ".resume.pt";
 }
@@ -182,6 +191,8 @@ std::string resume_file(const std::string& stem, std::int64_t steps_done) {
 std::string accuracy_checkpoint_path(const std::string& checkpoint_path, double mark) {
   return checkpoint_path + ".acc" + std::to_string(std::lround(mark * 100));
 }
+
+std::string last_checkpoint_path(const std::string& checkpoint_path) { return checkpoint_path + ".last"; }
 
 std::vector<double> accuracy_marks(double every) {
   std::vector<double> marks;
@@ -215,14 +226,6 @@ std::optional<double> instability_first(const TrainJob& job, const TrainSplits& 
   return score.ratio;
 }
 
-// The model as the job's seed makes it (weights, and dropout's stream), on the job's device.
-EncoderClassifier seeded_model(const TrainJob& job) {
-  torch::manual_seed(job.seed);
-  EncoderClassifier model(job.model, job.task, job.make_attention);
-  model->to(job.device);
-  return model;
-}
-
 // One run, read top to bottom as train_and_evaluate drives it: built (fresh, or from a resume
 // checkpoint), then per step: step, log, validate, checkpoint or stop; then finish. Every member
 // is built in the order a fresh run needs (the seeds make the order part of the result).
@@ -233,7 +236,7 @@ class TrainLoop {
         job_key_(resume::job_key(job, data.train.size())),
         precision_(apply_precision_settings(job.train, job.device)),
         instability_ratio_(instability_first(job, data, observer)),
-        model_(seeded_model(job)),
+        model_(initial_model(job)),
         draws_(model_->attention_methods(), job.seed ^ kAttentionStream),
         optimizer_(model_->unique_parameters(), adamw_options(job.train), cycles_beta1(job.train)),
         train_batches_(data.train, job.train.batch_size, job.device, /*shuffle=*/true, job.seed ^ kDataStream),
@@ -399,6 +402,7 @@ class TrainLoop {
   // with the best weights and (stochastic methods) the variance passes. Every point delivered.
   RunOutcome finish() {
     const double train_seconds = seconds_since(start_) - loop_.eval_seconds;
+    keep_last();
     add_result("steps_done", static_cast<double>(loop_.steps_done));
     add_result("train_seconds", train_seconds);
     add_result("steps_per_second", loop_.steps_done / std::max(train_seconds, 1e-9));
@@ -501,6 +505,13 @@ class TrainLoop {
       m.checksum = save_checkpoint(model_, path);
     }
     restore(model_, current);
+  }
+
+  // The weights the last step left, once every step has run (not after a stop, a divergence or a failure).
+  void keep_last() {
+    if (outcome_.status != TrainStatus::done || loop_.steps_done != tc_.steps || job_.checkpoint_path.empty()) return;
+    outcome_.last_checkpoint = last_checkpoint_path(job_.checkpoint_path);
+    outcome_.last_checksum = save_checkpoint(model_, outcome_.last_checkpoint);
   }
 
   // The weights tested at the end (in memory, and in the best file).

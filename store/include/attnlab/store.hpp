@@ -227,6 +227,12 @@ struct AccuracyMarkFile {
   std::string checksum;
 };
 
+// A weights file a run kept, and the checksum of its bytes as written ("" and "" for none).
+struct WeightsFile {
+  std::string path;
+  std::string checksum;
+};
+
 // An experiment file as it was enqueued.
 struct ExperimentFile {
   std::int64_t id = 0;
@@ -265,7 +271,7 @@ struct ResumePoint {
 // too: a worker reads what it writes through the same methods.
 class ResultsReader {
  public:
-  static constexpr int kSchemaVersion = 15;
+  static constexpr int kSchemaVersion = 16;
   static constexpr std::uintmax_t kReadersCheckBytes = 64ull << 20;
   enum class Check { at_open, none };  // none: `attnlab db check`, which runs the full check itself
 
@@ -326,6 +332,9 @@ class ResultsReader {
   std::string checkpoint_of_run(std::int64_t run_id);
   // The checksum of that file as recorded ("" if none).
   std::string checkpoint_checksum(std::int64_t run_id);
+  // The weights the run ended its training steps with, and their checksum (schema 16); both ""
+  // when it kept none (it never finished its steps). StoreError if there is no such run.
+  WeightsFile last_weights_of_run(std::int64_t run_id);
   // The weights files the run kept at its accuracy marks (schema 13), with their checksums, by mark.
   std::vector<AccuracyMarkFile> accuracy_marks(std::int64_t run_id);
 

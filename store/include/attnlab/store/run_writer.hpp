@@ -42,6 +42,9 @@ class RunWriter {
   // The weights files the run kept at its accuracy marks ([train] accuracy_checkpoints), with their
   // checksums (schema 13), recorded before the run ends; read by `attnlab gradients`.
   void record_accuracy_marks(const std::vector<AccuracyMarkFile>& marks);
+  // The weights file the run's last training step left (`run-R.pt.last`) and its checksum (schema
+  // 16), recorded before the run ends; read by `attnlab export --weights last`.
+  void record_last_weights(const std::string& path, const std::string& checksum);
 
   // Final status and results, in one transaction that also releases the lease and moves the job:
   // done | diverged | oom -> the job takes that state; failed -> queued again, or failed once

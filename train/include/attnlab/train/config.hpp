@@ -54,6 +54,8 @@ struct ModelConfig {
   bool attention_bias = true;  // biases in the q, k, v and output projections
   Init init = Init::standard;
   PairHead pair_head = PairHead::nli;  // the head of two-input tasks
+  std::string init_from;         // a safetensors file of initial weights (weights.hpp); "": the seed's
+  std::string init_from_sha256;  // its bytes' SHA-256, recorded at enqueue (the runner checks it)
 };
 
 struct TrainConfig {

@@ -96,6 +96,7 @@ struct RunOutcome {
   std::string step_mode;            // how the steps ran (StepRunner::mode()), as it was at the end
   std::string checkpoint_checksum;  // of the best-validation weights file as last written ("" if none)
   std::vector<AccuracyMark> accuracy_marks;  // the marks reached, with their files (a resumed run's included)
+  std::string last_checkpoint, last_checksum;  // the weights its last step left, once every step ran ("" if not)
 };
 
 // The file of the resume checkpoint at `steps_done` of a run whose stem is `stem`.

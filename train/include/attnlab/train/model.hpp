@@ -75,6 +75,8 @@ class EncoderClassifierImpl : public torch::nn::Module {
   // One input: tokens [B, L], lengths [B] -> pooled embedding [B, dim] (f in the instability score).
   at::Tensor encode(const at::Tensor& tokens, const at::Tensor& lengths);
   std::int64_t layers() const { return static_cast<std::int64_t>(blocks_.size()); }
+  const ModelConfig& config() const { return config_; }
+  const TaskInfo& task() const { return task_; }
   std::vector<std::shared_ptr<AttentionMethod>> attention_methods() const;
   // What layer `layer`'s attention sees for one input (tokens [B, L], lengths [B]): q, k, v
   // [B, H, N, Dh] and key_valid [B, N]. For studies of attention itself (attnlab approx).

@@ -68,10 +68,18 @@ class TrainObserver {
 // while training ends up in the outcome.
 RunOutcome train_and_evaluate(const TrainJob& job, const TrainSplits& data, TrainObserver& observer);
 
+// The model a run starts from, on the job's device: the seed's weights, with [model] init_from's
+// file (weights.hpp) loaded over them when it names one; the global generator then stands where a
+// run from the seed's weights would have it. WeightsFileError when the file does not fit the model.
+EncoderClassifier initial_model(const TrainJob& job);
+
 // Where a run whose best checkpoint is `checkpoint_path` keeps its weights from the validation
 // at which accuracy first reached `mark` ([train] accuracy_checkpoints): "<path>.acc40" for 0.4.
 // The trainer also stores the curve point (step, "val", "accuracy_mark", mark) then.
 std::string accuracy_checkpoint_path(const std::string& checkpoint_path, double mark);
+// Where such a run keeps the weights its last training step left: "<path>.last" (written once
+// every step has run, before the test evaluation; `attnlab export --weights last`).
+std::string last_checkpoint_path(const std::string& checkpoint_path);
 // The marks of `every` (0.2: 0.2, 0.4, ..., 1.0), computed as k·every, k = 1, 2, ...
 std::vector<double> accuracy_marks(double every);
 
