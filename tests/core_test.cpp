@@ -519,6 +519,37 @@ TEST(Training, AccuracyCheckpointsAreKeptWhereEachMarkIsFirstReached) {
   std::filesystem::remove_all(dir);
 }
 
+// The weights the last step left: a file of their own beside the best one (here the first
+// validation's, lr 0 leaving every later one equal, never better), the same weights as the final
+// model's; the best file itself when the last validation kept them; none after a divergence.
+TEST(Training, TheLastStepsWeightsAreKeptBesideTheBest) {
+  const auto dir = std::filesystem::temp_directory_path() / ("attnlab-last-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  TrainJob job = short_job(7);
+  job.train.lr = 0;  // every validation as the first: the best stays at step 20
+  job.checkpoint_path = (dir / "best.pt").string();
+  Recorder r;
+  const auto outcome = short_run(job, r);
+  ASSERT_EQ(outcome.status, TrainStatus::done) << outcome.error;
+  EXPECT_EQ(result(outcome, "best_step"), 20);
+  EXPECT_EQ(outcome.last_checkpoint, last_checkpoint_path(job.checkpoint_path));
+  EXPECT_EQ(outcome.last_checkpoint, (dir / "best.pt.last").string());
+  ASSERT_TRUE(std::filesystem::exists(outcome.last_checkpoint));
+  EXPECT_EQ(outcome.last_checksum.size(), 16u);
+  EXPECT_EQ(outcome.last_checksum, outcome.checkpoint_checksum) << "lr 0: the last step's weights are the first validation's";
+
+  job.train.lr = 3e-3;
+  job.train.eval_every = 40;  // one validation, at the last step: it keeps the last weights as the best
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const auto kept = short_run(job, r);
+  ASSERT_EQ(kept.status, TrainStatus::done) << kept.error;
+  EXPECT_EQ(kept.last_checkpoint, job.checkpoint_path);
+  EXPECT_EQ(kept.last_checksum, kept.checkpoint_checksum);
+  EXPECT_FALSE(std::filesystem::exists(last_checkpoint_path(job.checkpoint_path)));
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Training, DivergenceEndsTheRunWithWhatWasMeasured) {
   Recorder r;
   TrainJob job;

@@ -457,10 +457,12 @@ TEST_F(Resume, CrashAfterAPeriodicCheckpointResumesFromIt) {
     for (std::size_t i = periodic.log.points_before_checkpoint[c]; i < periodic.log.points.size(); ++i)
       EXPECT_TRUE(periodic.log.points[i].step > periodic.log.checkpoint_steps[c] || periodic.log.points[i].split == "test");
   // written through temporary files, each checkpoint a file of its own that replaced the one
-  // before once adopted: nothing else is left in the folder
+  // before once adopted: nothing else is left in the folder (the last validation kept the best
+  // weights, which are then the last step's too)
   std::set<std::string> files;
   for (const auto& entry : fs::directory_iterator(dir)) files.insert(entry.path().filename().string());
   EXPECT_EQ(files, (std::set<std::string>{"best.pt", "job.step-50.resume.pt"}));
+  EXPECT_EQ(periodic.outcome.last_checkpoint, path("best.pt"));
 
   auto from_50 = periodic_job;
   from_50.resume_from = periodic.outcome.resume_checkpoint;

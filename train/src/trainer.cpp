@@ -507,9 +507,15 @@ class TrainLoop {
     restore(model_, current);
   }
 
-  // The weights the last step left, once every step has run (not after a stop, a divergence or a failure).
+  // The weights the last step left, once every step has run (not after a stop, a divergence or a
+  // failure): the best file itself when the last validation kept them, else a file of their own.
   void keep_last() {
     if (outcome_.status != TrainStatus::done || loop_.steps_done != tc_.steps || job_.checkpoint_path.empty()) return;
+    if (loop_.best_step == loop_.steps_done && !outcome_.checkpoint_checksum.empty()) {
+      outcome_.last_checkpoint = job_.checkpoint_path;
+      outcome_.last_checksum = outcome_.checkpoint_checksum;
+      return;
+    }
     outcome_.last_checkpoint = last_checkpoint_path(job_.checkpoint_path);
     outcome_.last_checksum = save_checkpoint(model_, outcome_.last_checkpoint);
   }

@@ -78,7 +78,8 @@ EncoderClassifier initial_model(const TrainJob& job);
 // The trainer also stores the curve point (step, "val", "accuracy_mark", mark) then.
 std::string accuracy_checkpoint_path(const std::string& checkpoint_path, double mark);
 // Where such a run keeps the weights its last training step left: "<path>.last" (written once
-// every step has run, before the test evaluation; `attnlab export --weights last`).
+// every step has run, before the test evaluation, unless the last validation kept them as the best;
+// RunOutcome::last_checkpoint names the file; `attnlab export --weights last`).
 std::string last_checkpoint_path(const std::string& checkpoint_path);
 // The marks of `every` (0.2: 0.2, 0.4, ..., 1.0), computed as k·every, k = 1, 2, ...
 std::vector<double> accuracy_marks(double every);
