@@ -249,6 +249,8 @@ struct Case {
   std::size_t weights;  // the tensors with a gradient in their state_dict
 };
 
+void PrintTo(const Case& c, std::ostream* out) { *out << (c.authors == Authors::lra ? "LRA model, " : "KL model, ") << c.method; }
+
 class AuthorsModel : public ::testing::TestWithParam<Case> {};
 
 TEST_P(AuthorsModel, SameWeightsGiveTheSameLossGradientsAndSteps) {

@@ -723,9 +723,13 @@ class WorkerResume : public attnlab::testing::CliTest {
     return query_one(db, "SELECT group_concat(printf('%g', mark) || '@' || step || '=' || checksum, ' ') FROM (SELECT * "
                          "FROM accuracy_marks WHERE run_id = " + run + " ORDER BY mark)");
   }
-  // The files a finished job leaves in the checkpoint folder: its best weights and its marks'.
+  // The files a finished job leaves in the checkpoint folder: its best weights, its marks' and its
+  // last step's (where the last validation did not keep them as the best).
   static std::vector<std::string> final_files(const std::string& db, const std::string& run) {
     std::vector<std::string> names = {"run-" + run + ".pt"};
+    const std::string last = query_one(db, "SELECT last_checkpoint FROM runs WHERE id = " + run);
+    EXPECT_NE(last, "NULL") << "a finished run records its last weights";
+    if (last != "NULL" && fs::path(last).filename() != names.front()) names.push_back(fs::path(last).filename().string());
     std::stringstream paths(query_one(db, "SELECT group_concat(path, ' ') FROM accuracy_marks WHERE run_id = " + run));
     for (std::string p; paths >> p;) names.push_back(fs::path(p).filename().string());
     std::sort(names.begin(), names.end());

@@ -485,12 +485,12 @@ TEST_F(Query, Version4FilesGetTheViewsByMigration) {
   }
   const auto refused = attnlab({"results", "--db", file("old.db")});
   EXPECT_EQ(refused.status, 2);
-  EXPECT_NE(refused.err.find("database schema version 4 is older than this attnlab needs (15): run `attnlab db migrate"),
+  EXPECT_NE(refused.err.find("database schema version 4 is older than this attnlab needs (16): run `attnlab db migrate"),
             std::string::npos)
       << refused.err;
   const auto migrated = attnlab({"db", "migrate", "--db", file("old.db")});
   ASSERT_EQ(migrated.status, 0) << migrated.err;
-  EXPECT_EQ(migrated.out, file("old.db") + ": schema version 4 -> 15\n");
+  EXPECT_EQ(migrated.out, file("old.db") + ": schema version 4 -> 16\n");
   Database db(file("old.db"), Database::Open::existing);
   EXPECT_EQ(column(db, "SELECT config || ' ' || n || ' ' || failed FROM seed_stats WHERE method = 'softmax' "
                        "AND dataset = 'listops' AND metric = 'test_acc' ORDER BY config"),
