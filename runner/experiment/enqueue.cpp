@@ -106,9 +106,7 @@ void check_init_weights(const std::string& path, const Experiment& experiment, c
       if (key.rfind("train.", 0) != 0 && key != "seed") model_key += "\n" + key + "=" + value;
     if (!checked.insert(model_key).second) continue;
     try {
-      const TaskInfo task =
-          registry.find(PluginKind::dataset, job.dataset)->make_dataset({dataset_cache_dir(cache_dir)}, job.dataset_params)->info();
-      initial_model(make_train_job(job, registry, task, c10::Device(c10::kCPU)));
+      initial_model(make_train_job(job, registry, job_task(job, registry, cache_dir), c10::Device(c10::kCPU)));
     } catch (const WeightsFileError& e) {
       throw ConfigError(path + ": [model] init_from (" + job.method + " on " + job.dataset + "): " + e.what() +
                         "; nothing queued");

@@ -1,6 +1,7 @@
 #include "experiment/train_job.hpp"
 
 #include "attnlab/attention.hpp"
+#include "experiment/cache_dir.hpp"
 
 namespace attnlab {
 
@@ -15,6 +16,12 @@ TrainJob make_train_job(const JobPlan& plan, const PluginRegistry& registry, con
   job.device = device;
   job.make_attention = attention_maker(*method, plan.method_params);
   return job;
+}
+
+TaskInfo job_task(const JobPlan& plan, const PluginRegistry& registry, const std::string& cache_dir) {
+  const auto* dataset = registry.find(PluginKind::dataset, plan.dataset);
+  if (!dataset) throw ConfigError("no dataset plugin named '" + plan.dataset + "'");
+  return dataset->make_dataset({dataset_cache_dir(cache_dir), /*describe_only=*/true}, plan.dataset_params)->info();
 }
 
 }  // namespace attnlab

@@ -10,7 +10,6 @@
 #include "attnlab/train/weights.hpp"
 #include "cli/cli_options.hpp"
 #include "cli/commands.hpp"
-#include "experiment/cache_dir.hpp"
 #include "experiment/train_job.hpp"
 #include "plugin_host/hashing.hpp"
 #include "plugin_host/plugin_host.hpp"
@@ -60,9 +59,7 @@ int cmd_export(const Args& args) {
   const PluginRegistry registry = load_plugins(plugin_folders(vm));
   store::ResultsReader db(db_path);
   const JobPlan plan = stored_plan(registry, db, run_id);
-  const std::string cache = dataset_cache_dir(vm["cache-dir"].as<std::string>());
-  // the task only (vocabulary, classes, length): nothing is loaded
-  const TaskInfo task = registry.find(PluginKind::dataset, plan.dataset)->make_dataset({cache}, plan.dataset_params)->info();
+  const TaskInfo task = job_task(plan, registry, vm["cache-dir"].as<std::string>());
   EncoderClassifier model = which == "initial"
                                 ? initial_weights(registry, plan, task)
                                 : load_trained_model(registry, plan, task,

@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <iostream>
 
-#include "experiment/cache_dir.hpp"
+#include "experiment/train_job.hpp"
 #include "cli/cli_options.hpp"
 #include "plugin_host/plugin_host.hpp"
 
@@ -41,9 +41,7 @@ int cmd_inspect(const Args& args) {
   const PluginRegistry registry = load_plugins(plugin_folders(vm));
   store::ResultsReader db(db_path);
   const JobPlan plan = stored_plan(registry, db, run_id);
-  const std::string cache = dataset_cache_dir(vm["cache-dir"].as<std::string>());
-  // the task only (vocabulary, classes, length): nothing is loaded
-  const TaskInfo task = registry.find(PluginKind::dataset, plan.dataset)->make_dataset({cache}, plan.dataset_params)->info();
+  const TaskInfo task = job_task(plan, registry, vm["cache-dir"].as<std::string>());
   EncoderClassifier model = load_trained_model(registry, plan, task, locate_checkpoint(db, run_id), c10::Device(c10::kCPU));
 
   TextTable table({"parameter", "head", "component", "eigenvalue max", "mean", "min"});

@@ -5,7 +5,6 @@
 
 #include "attnlab/store.hpp"
 #include "attnlab/torch_compat.hpp"
-#include "experiment/cache_dir.hpp"
 #include "experiment/train_job.hpp"
 #include "plugin_host/plugin_host.hpp"
 #include "results/bench_measured.hpp"
@@ -16,20 +15,12 @@ namespace {
 
 std::int64_t batches(std::int64_t examples, std::int64_t batch) { return (examples + batch - 1) / batch; }
 
-// The task the dataset's plugin describes, its data here or not (an estimate is often made before
-// the data is fetched).
-TaskInfo task_of(const JobPlan& plan, const PluginRegistry& registry, const std::string& cache_dir) {
-  const auto* dataset = registry.find(PluginKind::dataset, plan.dataset);
-  if (!dataset) throw std::invalid_argument("estimate: no dataset plugin named '" + plan.dataset + "'");
-  return dataset->make_dataset({dataset_cache_dir(cache_dir), /*describe_only=*/true}, plan.dataset_params)->info();
-}
-
 }  // namespace
 
 JobWork job_work(const JobPlan& plan, const PluginRegistry& registry, const std::string& cache_dir) {
   const auto* method = registry.find(PluginKind::attention, plan.method);
   if (!method) throw std::invalid_argument("estimate: no attention method named '" + plan.method + "'");
-  const TaskInfo task = task_of(plan, registry, cache_dir);
+  const TaskInfo task = job_task(plan, registry, cache_dir);
   const ModelConfig model = model_config_from(plan.model);
   const TrainConfig train = train_config_from(plan.train);
 

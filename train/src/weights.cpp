@@ -27,7 +27,7 @@ struct Naming {
   const char* single_head[2];        // head_in, head_out of a one-input task
   const char* pair_head[3];          // head_in, head_mid, head_out of a two-input task
   const char* attention;             // a method's own parameters, after the block's prefix
-  bool positions_batched;            // positions as [1, L, dim] (their buffer's shape)
+  bool positions_batched;            // positions and CLS as [1, L, dim] and [1, 1, dim] (their modules' shapes)
   const char* final_norm_alias;      // the final norm's second name in their state_dict, if any
 };
 
@@ -94,16 +94,16 @@ std::vector<NamedWeight> authors_names(const Naming& n, const std::string& name,
     for (const Rename& r : n.block_parts)
       if (starts_with(rest, r.ours)) return {{prefix + r.theirs + rest.substr(std::string(r.ours).size()), t}};
   }
-  for (const auto* head : {"head_in.", "head_mid.", "head_out."}) {
+  // the classifier's layers in order: in, (mid,) out
+  const std::pair<const char*, int> heads[] = {{"head_in.", 0}, {"head_mid.", 1}, {"head_out.", mid_layer ? 2 : 1}};
+  for (const auto& [head, index] : heads) {
     if (!starts_with(name, head)) continue;
     const std::string layer = name.substr(std::string(head).size());
-    const int index = head[5] == 'i' ? 0 : head[5] == 'm' ? 1 : mid_layer ? 2 : 1;
     return {{(pair_task ? n.pair_head[index] : n.single_head[index]) + layer, t}};
   }
   for (const Rename& r : n.top) {
     if (!starts_with(name, r.ours)) continue;
-    const bool table = name == "positions.weight" || name == "sinusoid";
-    const bool batched = (table && n.positions_batched) || (name == "cls" && n.positions_batched);
+    const bool batched = n.positions_batched && (name == "positions.weight" || name == "sinusoid" || name == "cls");
     const std::string leaf = name.substr(std::string(r.ours).size());
     std::vector<NamedWeight> named{{r.theirs + leaf, batched ? t.unsqueeze(0).view({1, -1, t.size(-1)}) : t}};
     if (n.final_norm_alias && std::string(r.ours) == "final_norm.") named.push_back({n.final_norm_alias + leaf, t, true});
@@ -165,8 +165,7 @@ const char* word(WeightNaming naming) { return naming == WeightNaming::kl_author
 std::vector<NamedWeight> named_weights(EncoderClassifier& model) {
   const Naming& n = naming_of(weight_naming(model->config()));
   const bool pair_task = model->task().inputs == 2;
-  bool mid_layer = false;  // pair_head = concat's second hidden layer
-  for (const auto& p : model->named_parameters()) mid_layer |= starts_with(p.key(), "head_mid.");
+  const bool mid_layer = pair_task && model->config().pair_head == PairHead::concat;  // its second hidden layer
   std::vector<NamedWeight> weights;
   std::unordered_set<const c10::TensorImpl*> seen;  // a weight layers share: once, under its first name
   for (const auto& p : model->named_parameters()) {
