@@ -47,9 +47,12 @@ void redraw(AttentionMethod& m, std::uint64_t seed) {
   m.redraw(g);
 }
 
+// (The dictionaries held in locals: find() points into them, and a temporary's would be freed
+// before the pointer is read: this test segfaulted where the heap happened to reuse it.)
 at::Tensor tensor_named(AttentionMethod& m, const std::string& name) {
-  if (const auto* b = m.named_buffers().find(name)) return b->detach().to(at::kDouble);
-  if (const auto* p = m.named_parameters().find(name)) return p->detach().to(at::kDouble);
+  const auto buffers = m.named_buffers(), parameters = m.named_parameters();
+  if (const auto* b = buffers.find(name)) return b->detach().to(at::kDouble);
+  if (const auto* p = parameters.find(name)) return p->detach().to(at::kDouble);
   throw std::runtime_error("no buffer or parameter '" + name + "'");
 }
 

@@ -48,9 +48,12 @@ std::shared_ptr<AttentionMethod> make_rf(const std::string& name, const Override
 
 at::Generator gen(std::uint64_t seed) { return at::make_generator<at::CPUGeneratorImpl>(seed); }
 
+// (The dictionaries held in locals: find() points into them, and a temporary's would be freed
+// before the pointer is read.)
 at::Tensor named(const torch::nn::Module& m, const std::string& name) {
-  if (const auto* p = m.named_parameters().find(name)) return *p;
-  if (const auto* b = m.named_buffers().find(name)) return *b;
+  const auto parameters = m.named_parameters(), buffers = m.named_buffers();
+  if (const auto* p = parameters.find(name)) return *p;
+  if (const auto* b = buffers.find(name)) return *b;
   throw std::runtime_error("no parameter or buffer '" + name + "'");
 }
 
@@ -501,7 +504,8 @@ TEST(RandomFeatures, GenerativeBaseComputesTheFrequenciesOncePerCall) {
   const auto q = at::randn({1, 2, 3, 4}), valid = at::ones({1, 3}, at::kBool);
   m.forward(q, q, q, valid);
   EXPECT_EQ(m.seen.sizes().vec(), (std::vector<std::int64_t>{4, 2}));  // ω as columns [d, M]
-  auto* generator = m.named_children().find("generator");
+  const auto children = m.named_children();  // held: find() points into it
+  const auto* generator = children.find("generator");
   ASSERT_NE(generator, nullptr);
   const auto omega = (*generator)->as<rf::FrequencyGenerator>()->forward(named(m, "noise"));
   EXPECT_TRUE(at::equal(m.seen, omega.transpose(0, 1)));
