@@ -53,3 +53,35 @@ function(attnlab_torch_test target)
   add_executable(${target} $<TARGET_OBJECTS:${target}_objects>)
   target_link_libraries(${target} PRIVATE attnlab_runner_lib GTest::gtest)
 endfunction()
+
+# attnlab_test_groups(T [LABELS l...] [TIMEOUT s] [FILTER f] [SIZE n]): T's GoogleTest tests as CTest
+# tests in groups: each run of at most n (default 10) consecutive tests of one suite is one CTest
+# test, named after the suite (`Suite[2]` for its second run where it has several), its tests run in
+# one process. A LibTorch program takes 0.3-0.4 s to start, as long as most of its tests take to
+# run: one process a test was a third of the suite's time. Listed after each build of T, as
+# gtest_discover_tests lists them (cmake/attnlab_test_groups.cmake); FILTER keeps only the tests
+# its --gtest_filter names. One failing test fails its group; GoogleTest's output names the test.
+set(ATTNLAB_TEST_GROUPS_SCRIPT ${CMAKE_CURRENT_LIST_DIR}/attnlab_test_groups.cmake)
+function(attnlab_test_groups target)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "TIMEOUT;FILTER;SIZE" "LABELS")
+  if(NOT arg_TIMEOUT)
+    set(arg_TIMEOUT 1500)
+  endif()
+  if(NOT arg_SIZE)
+    set(arg_SIZE 10)
+  endif()
+  set(filter "")
+  if(arg_FILTER)
+    set(filter "--gtest_filter=${arg_FILTER}")
+  endif()
+  string(REPLACE ";" "," labels "${arg_LABELS}")  # passed as one word; the script splits them again
+  set(tests_file "${CMAKE_CURRENT_BINARY_DIR}/${target}_groups.cmake")
+  add_custom_command(TARGET ${target} POST_BUILD
+    COMMAND ${CMAKE_COMMAND} -D "program=$<TARGET_FILE:${target}>" -D "output=${tests_file}" -D "labels=${labels}"
+            -D "timeout=${arg_TIMEOUT}" -D "filter=${filter}" -D "size=${arg_SIZE}" -P ${ATTNLAB_TEST_GROUPS_SCRIPT}
+    BYPRODUCTS ${tests_file} VERBATIM)
+  set(include_file "${CMAKE_CURRENT_BINARY_DIR}/${target}_groups_include.cmake")
+  file(WRITE ${include_file}
+       "if(EXISTS \"${tests_file}\")\n  include(\"${tests_file}\")\nelse()\n  add_test(${target}_NOT_BUILT ${target}_NOT_BUILT)\nendif()\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${include_file})
+endfunction()

@@ -18,6 +18,16 @@ if [ "${1:-}" = "--torch2" ]; then
   # CUDA sources of its own, and naming Hopper spares LibTorch's config its architecture list
   prefix=("-DCMAKE_PREFIX_PATH=$torch;$torch/share/cmake" "-DTORCH_CUDA_ARCH_LIST=9.0")
 fi
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${prefix[@]}" "$@" >/dev/null
+# ccache, where installed (scripts/install-deps.sh installs it): a rebuild of unchanged sources,
+# in this checkout or a fresh clone of it anywhere, is read back instead of compiled. base_dir
+# makes the clone's own paths relative in what is hashed; the sloppiness lets it cache the
+# translation units that include the shared precompiled header (ccache's manual, "Precompiled
+# headers"). A build without it compiles everything, as before.
+launcher=()
+if command -v ccache >/dev/null; then
+  export CCACHE_BASEDIR=$PWD CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${prefix[@]}" "${launcher[@]}" "$@" >/dev/null
 # shellcheck disable=SC2086  # the targets are words
 cmake --build "$build" -j"$(nproc)" ${ATTNLAB_BUILD_TARGETS:+--target $ATTNLAB_BUILD_TARGETS}

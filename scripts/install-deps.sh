@@ -10,6 +10,7 @@ torch2=""
 if [ "${1:-}" = "--torch2" ]; then torch2=1; shift; fi
 packages=(
   build-essential cmake ninja-build pkg-config git
+  ccache                  # scripts/build.sh compiles through it: a rebuild of unchanged sources is read back
   libtorch-dev            # LibTorch 1.13 (CPU)
   libopenblas0-openmp     # without it LibTorch runs on the reference BLAS, ~3x slower per step
   libboost-dev libboost-program-options-dev

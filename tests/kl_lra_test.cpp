@@ -114,7 +114,7 @@ TEST_F(KlLra, TheShippedFileRunsShortOnStandInData) {
 
   const std::string db = path("kl.db");
   std::string out;
-  ASSERT_EQ(attnlab("run " + path("kl-lra.toml") + " --db " + db + " --threads 2 --cache-dir " + path("cache"), out), 0)
+  ASSERT_EQ(attnlab("run " + path("kl-lra.toml") + " --db " + db + " --threads 1 --cache-dir " + path("cache"), out), 0)
       << out;
   EXPECT_EQ(testing::query_one(db, "SELECT count(*) FROM jobs WHERE state = 'done'"), "28");  // 7 methods x 4 tasks
   ASSERT_EQ(attnlab("table accuracy --paper kl --db " + db, out), 0) << out;
