@@ -212,7 +212,7 @@ Reference run_reference(Authors authors, const std::string& name, EncoderClassif
   const std::string script = authors == Authors::lra ? "lra_authors_model.py " + name + " " + files + " " +
                                                             (r.folder / "authors_init.safetensors").string()
                                                       : "kl_authors_model.py " + files;
-  const std::string command = std::string(ATTNLAB_TORCH_PYTHON) + " " ATTNLAB_SOURCE_DIR "/tests/reference/" + script +
+  const std::string command = std::string(ATTNLAB_TORCH_PYTHON) + " " + ATTNLAB_SOURCE_DIR + "/tests/reference/" + script +
                               " > " + (r.folder / "log").string() + " 2>&1";
   if (std::system(command.c_str()) != 0) {
     std::ifstream log(r.folder / "log");

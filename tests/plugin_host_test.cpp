@@ -8,6 +8,7 @@
 
 #include "attnlab/attention.hpp"
 #include "plugin_host/plugin_host.hpp"
+#include "test_paths.hpp"
 
 namespace attnlab {
 namespace {

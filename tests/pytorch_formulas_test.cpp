@@ -24,6 +24,7 @@
 #include "attnlab/train/model.hpp"
 #include "attnlab/train/optimizer.hpp"
 #include "attnlab/train/trainer.hpp"
+#include "test_paths.hpp"
 
 namespace attnlab {
 namespace {
@@ -31,7 +32,7 @@ namespace {
 // The script's output, made once per build folder (ctest runs each test in a process of its own):
 // kept beside the test binary while newer than the script, written under a temporary name first.
 std::filesystem::path pytorch_values_file() {
-  const std::filesystem::path script = ATTNLAB_SOURCE_DIR "/tests/reference/training_formulas.py";
+  const std::filesystem::path script = std::string(ATTNLAB_SOURCE_DIR) + "/tests/reference/training_formulas.py";
   const auto file = std::filesystem::canonical("/proc/self/exe").parent_path() / "pytorch_formulas.txt";
   std::error_code ec;
   if (std::filesystem::exists(file, ec) && std::filesystem::last_write_time(file) > std::filesystem::last_write_time(script))

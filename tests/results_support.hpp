@@ -21,6 +21,7 @@
 #include "attnlab/store.hpp"
 #include "attnlab/store/queue.hpp"
 #include "attnlab/store/run_writer.hpp"
+#include "test_paths.hpp"
 
 namespace attnlab::results::testing {
 

@@ -18,6 +18,7 @@
 #include "attnlab/dataset.hpp"
 #include "attnlab/train/config.hpp"
 #include "plugin_host/plugin_host.hpp"
+#include "test_paths.hpp"
 
 namespace attnlab::testing {
 
@@ -42,7 +43,6 @@ inline SplitData first_token_split(std::int64_t n, std::int64_t len, std::uint64
   return d;
 }
 
-#ifdef ATTNLAB_TORCH_PYTHON
 // FILE of tests/scripted/methods.py's methods, scripted by the Python torch that matches this
 // build (tests/CMakeLists.txt) into a folder of this test binary's own at the first call; removed
 // when the binary ends.
@@ -51,7 +51,7 @@ inline std::string scripted_method(const std::string& name) {
     std::filesystem::path path = std::filesystem::temp_directory_path() / ("attnlab-scripted-" + std::to_string(getpid()));
     Folder() {
       const std::string log = path.string() + ".log";
-      const std::string command = std::string(ATTNLAB_TORCH_PYTHON) + " " ATTNLAB_SOURCE_DIR "/tests/scripted/methods.py " +
+      const std::string command = std::string(ATTNLAB_TORCH_PYTHON) + " " + ATTNLAB_SOURCE_DIR + "/tests/scripted/methods.py " +
                                   path.string() + " > " + log + " 2>&1";
       if (std::system(command.c_str()) != 0)
         throw std::runtime_error("`" + command + "` failed (" + log + "): these tests need the Python torch of this "
@@ -66,7 +66,6 @@ inline std::string scripted_method(const std::string& name) {
   static const Folder folder;
   return (folder.path / (name + ".pt")).string();
 }
-#endif
 
 // A one-layer model small enough for training tests (dim 16, 2 heads of 8).
 inline ModelConfig tiny_model(std::int64_t ffn_dim = 32) {
