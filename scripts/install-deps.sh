@@ -40,12 +40,28 @@ echo "attnlab: dependencies installed"
 # cuFile. LibTorch's libraries find those three beside themselves (their RPATH: ../../nvidia/*/lib).
 install_torch2() {
   local target=.deps/torch2
-  if [ -d "$target/torch-2.11.0.dist-info" ]; then echo "attnlab: LibTorch 2.11.0 already in $target"; return; fi
+  if [ -d "$target/torch-2.11.0.dist-info" ]; then
+    echo "attnlab: LibTorch 2.11.0 already in $target"
+    install_wheel_numpy "$target"
+    return
+  fi
   command -v nvcc >/dev/null || { echo "attnlab: --torch2 needs the CUDA 13.0 toolkit (nvcc on PATH)" >&2; exit 1; }
   rm -rf "$target"
   python3 -m pip install --quiet --disable-pip-version-check --no-deps --no-compile --target "$target" \
     torch==2.11.0 nvidia-cusparselt-cu13==0.8.0 nvidia-nvshmem-cu13==3.4.5 nvidia-cufile==1.15.1.6
   echo "attnlab: LibTorch 2.11.0 (CUDA 13.0) in $target"
+  install_wheel_numpy "$target"
+}
+# NumPy beside the wheel, for the Python that runs it (the 2.11 tree's tests put this folder on
+# python3's path): safetensors' torch.save_file converts through NumPy, and torch warns without
+# it. A machine's own python3 may have none (a fresh one here had none, and the authors-model test
+# failed there). Not in .deps/python, which Debian's python3 reads too: its torch 1.13 is built
+# against its own NumPy 1.24 (python3-numpy, a dependency of python3-torch).
+install_wheel_numpy() {
+  local target=$1
+  [ -d "$target/numpy-2.3.5.dist-info" ] && return
+  python3 -m pip install --quiet --disable-pip-version-check --no-deps --no-compile --target "$target" numpy==2.3.5
+  echo "attnlab: NumPy 2.3.5 (the wheel's Python) in $target"
 }
 # The tests' PyTorch scripts (tests/reference/lra_authors_model.py) read and write safetensors files
 # with the format's own library: PyPI's safetensors (no Debian package) and its one import,
