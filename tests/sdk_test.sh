@@ -44,9 +44,16 @@ for h in prefix/include/attnlab/*.hpp; do echo "#include <attnlab/$(basename "$h
 [ "$(wc -l < mine/every_header.hpp)" -ge 10 ] || fail "too few installed headers: $(cat mine/every_header.hpp)"
 sed -i '1i #include "every_header.hpp"' mine/mine.cpp
 
-# Built with find_package(attnlab) and nothing else
+# Built with find_package(attnlab) and nothing else. Through ccache where installed, as
+# scripts/build.sh builds (base_dir the scratch folder, whose name changes every run): the two
+# LibTorch translation units are read back rather than compiled again in a second run.
+launcher=()
+if command -v ccache > /dev/null; then
+  export CCACHE_BASEDIR=$scratch
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
 for p in mine bits; do
-  cmake -S $p -B $p/build -DCMAKE_PREFIX_PATH="$scratch/prefix" -DCMAKE_BUILD_TYPE=Release > $p.configure.log 2>&1 ||
+  cmake -S $p -B $p/build -DCMAKE_PREFIX_PATH="$scratch/prefix" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" > $p.configure.log 2>&1 ||
     { cat $p.configure.log; fail "$p: configure failed"; }
   cmake --build $p/build > $p.build.log 2>&1 || { cat $p.build.log; fail "$p: build failed"; }
   ! grep -i "warning" $p.build.log || fail "$p: the template builds with warnings"
