@@ -643,8 +643,8 @@ TEST_F(Queue, AnAttemptKilledBeforeItsFirstWriteNamesItsJobProcess) {
 // passes until a second signal).
 TEST_F(Queue, SigtermStopsTheVariancePassesWithinASecondAndTheNextAttemptEndsTheSame) {
   std::string text = read_file(write_experiment(path("e.toml"), "[methods.performer]\nfeatures = 8", 60));
-  text.replace(text.find("test_size = 32"), 14, "test_size = 1000");
-  text.replace(text.find("checkpoint_every = 35\n"), 22, "checkpoint_every = 35\nvariance_passes = 150\n");
+  text.replace(text.find("test_size = 32"), 14, "test_size = 400");
+  text.replace(text.find("checkpoint_every = 35\n"), 22, "checkpoint_every = 35\nvariance_passes = 80\n");
   std::ofstream(path("e.toml")) << text;
   const std::string common = " --cache-dir " + path("cache") + " --threads 1";
   std::string out;
@@ -662,14 +662,14 @@ TEST_F(Queue, SigtermStopsTheVariancePassesWithinASecondAndTheNextAttemptEndsThe
                             "FROM run_phases WHERE run_id = 1), '')");
     if (phase.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  ASSERT_EQ(phase, "variance passes 150 1") << read_file(path("run.log"));
+  ASSERT_EQ(phase, "variance passes 80 1") << read_file(path("run.log"));
   const auto signalled = Clock::now();
   ASSERT_EQ(kill(parent, SIGTERM), 0);
   EXPECT_EQ(wait_exit(parent, 60), 128 + SIGTERM) << read_file(path("run.log"));
   const double took = std::chrono::duration<double>(Clock::now() - signalled).count();
   std::cout << "[ stopped  ] " << took << " s after SIGTERM, in the variance passes\n";
   EXPECT_LT(took, 5.0) << read_file(path("run.log"));  // the passes stop within a second; the rest is exiting
-  EXPECT_EQ(read_file(path("run.log")).find("variance pass 150/150"), std::string::npos) << read_file(path("run.log"));
+  EXPECT_EQ(read_file(path("run.log")).find("variance pass 80/80"), std::string::npos) << read_file(path("run.log"));
   EXPECT_EQ(query_one(db, "SELECT status || ' ' || resume_step FROM runs WHERE id = 1"), "interrupted 60");
   EXPECT_EQ(query_one(db, "SELECT count(*) FROM curves WHERE run_id = 1 AND split = 'test'"), "0");
   EXPECT_EQ(query_one(db, "SELECT count(*) FROM run_phases"), "0");  // the attempt is in none now
