@@ -1,6 +1,8 @@
 // Confidence intervals for a difference of means (results/stats.hpp) against bounds computed by
 // hand from tabled or closed-form t quantiles, the bootstrap's determinism and agreement with
-// Welch, and `attnlab compare` end to end on a database the test fills.
+// Welch, and `attnlab compare` end to end on a database the test fills: a sweep's values kept
+// apart, each side's best-validation configuration per task (or the one its expression names, or
+// every pair), each said in one line.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -408,6 +410,197 @@ TEST_F(ResultsTest, CompareKeepsASweepsValuesApart) {
   EXPECT_NEAR(std::stod(rows[2][diff]), 0.40 - 0.50, 1e-12);
 }
 
+// A real mixed database: softmax in one configuration (two seeds), Performer with its features
+// swept (64, 128, 256; two seeds each), both on listops and text. On listops features=256 has the
+// best test accuracy but 128 the best validation; on text 256 has both.
+class CompareSweepTest : public ResultsTest {
+ protected:
+  struct Seeds {
+    double test[2], val[2];
+  };
+  const std::map<std::string, std::map<std::string, Seeds>> performer = {
+      {"listops", {{"64", {{0.30, 0.32}, {0.31, 0.33}}}, {"128", {{0.36, 0.38}, {0.40, 0.42}}}, {"256", {{0.40, 0.42}, {0.35, 0.37}}}}},
+      {"text", {{"64", {{0.50, 0.52}, {0.50, 0.52}}}, {"128", {{0.54, 0.56}, {0.55, 0.57}}}, {"256", {{0.60, 0.64}, {0.61, 0.63}}}}}};
+  const std::map<std::string, Seeds> softmax = {{"listops", {{0.38, 0.40}, {0.39, 0.41}}}, {"text", {{0.58, 0.60}, {0.59, 0.61}}}};
+
+  void SetUp() override {
+    ResultsTest::SetUp();
+    store::Database db(file("mixed.db"));
+    auto add = [&](const std::string& method, const std::string& dataset, const Seeds& s,
+                   std::vector<std::pair<std::string, std::string>> params) {
+      params.emplace_back("train.lr", "0.001");  // the same everywhere: no configuration key
+      for (int seed = 0; seed < 2; ++seed) {
+        FakeJob job;
+        job.method = method, job.dataset = dataset, job.seed = seed + 1, job.params = params;
+        job.results = {{"test_acc", s.test[seed]}, {"best_val_acc", s.val[seed]}};
+        add_job(db, job);
+      }
+    };
+    for (const std::string dataset : {"listops", "text"}) {
+      add("softmax", dataset, softmax.at(dataset), {});
+      for (const std::string features : {"64", "128", "256"})
+        add("performer", dataset, performer.at(dataset).at(features),
+            {{"methods.performer.features", features}, {"methods.performer.kernel", "relu"}});
+    }
+  }
+  testing::Output compare(std::vector<std::string> args) {
+    args.insert(args.begin(), "compare");
+    args.insert(args.end(), {"--db", file("mixed.db")});
+    return attnlab(args);
+  }
+};
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::stringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+std::vector<std::string> lines_with(const std::string& text, const std::string& part) {
+  std::vector<std::string> out;
+  for (const auto& line : lines_of(text))
+    if (line.find(part) != std::string::npos) out.push_back(line);
+  return out;
+}
+
+TEST_F(CompareSweepTest, EachSideTakesItsBestValidationConfigurationPerTaskAndSaysWhichInOneLine) {
+  const auto out = compare({"softmax", "performer", "--format", "csv"});
+  ASSERT_EQ(out.status, 0) << out.err;
+  const auto rows = csv_by_first_column(out.out);
+  ASSERT_EQ(rows.size(), 2u) << out.out;
+  const auto& listops = rows.at("listops");
+  EXPECT_EQ(listops.at("A config"), "");
+  EXPECT_EQ(listops.at("B config"), "features=128");  // the best validation, not the best test (256)
+  EXPECT_EQ(number(listops, "B n"), 2);
+  EXPECT_NEAR(number(listops, "B mean"), 0.37, 1e-12);
+  EXPECT_NEAR(number(listops, "A mean"), 0.39, 1e-12);
+  EXPECT_NEAR(number(listops, "diff"), 0.02, 1e-12);
+  EXPECT_FALSE(listops.at("low").empty());  // two seeds a side: an interval
+  EXPECT_EQ(rows.at("text").at("B config"), "features=256");
+  EXPECT_NEAR(number(rows.at("text"), "B mean"), 0.62, 1e-12);
+
+  // One line per side and task with a choice (softmax had none), and the whole of stderr is short.
+  const auto picks = lines_with(out.err, " takes ");
+  ASSERT_EQ(picks.size(), 2u) << out.err;
+  EXPECT_EQ(picks[0], "listops: B takes performer features=128 of 3 configurations: best mean best_val_acc 0.4100 (2 seeds)");
+  EXPECT_EQ(picks[1], "text: B takes performer features=256 of 3 configurations: best mean best_val_acc 0.6200 (2 seeds)");
+  EXPECT_LT(out.err.size(), 1000u) << out.err;
+  for (const auto& line : lines_of(out.err)) EXPECT_LT(line.size(), 200u) << line;
+  EXPECT_EQ(lines_with(out.err, "differ in methods.performer.features: per task, each side's with the best mean best_val_acc").size(), 1u) << out.err;
+
+  // The terminal table and JSON say the same: the lines under the table, the configuration in each row.
+  const auto table = compare({"softmax", "performer"});
+  ASSERT_EQ(table.status, 0) << table.err;
+  EXPECT_EQ(lines_with(table.out, " takes "), picks) << table.out;
+  const auto json = compare({"softmax", "performer", "--format", "json"});
+  ASSERT_EQ(json.status, 0) << json.err;
+  EXPECT_NE(json.out.find("\"B config\": \"features=128\""), std::string::npos) << json.out;
+  EXPECT_EQ(lines_with(json.err, " takes "), picks) << json.err;
+
+  // The sides swapped: the same configurations, now A's.
+  const auto swapped = compare({"performer", "softmax", "--format", "csv"});
+  EXPECT_EQ(csv_by_first_column(swapped.out).at("listops").at("A config"), "features=128") << swapped.out;
+  EXPECT_EQ(lines_with(swapped.err, "listops: A takes performer features=128").size(), 1u) << swapped.err;
+}
+
+TEST_F(CompareSweepTest, AnExpressionNamesTheConfigurationInstead) {
+  const auto out = compare({"softmax", "method = performer AND methods.performer.features = 256", "--format", "csv"});
+  ASSERT_EQ(out.status, 0) << out.err;
+  const auto rows = csv_by_first_column(out.out);
+  ASSERT_EQ(rows.size(), 2u) << out.out;
+  EXPECT_NEAR(number(rows.at("listops"), "B mean"), 0.41, 1e-12);  // 256's, which best-val would not take
+  EXPECT_NEAR(number(rows.at("text"), "B mean"), 0.62, 1e-12);
+  EXPECT_EQ(rows.at("listops").count("B config"), 0u);  // one configuration a side: nothing to say
+  EXPECT_TRUE(lines_with(out.err, " takes ").empty()) << out.err;
+  EXPECT_NE(out.err.find("B = method = performer AND methods.performer.features = 256 (4 jobs)"), std::string::npos) << out.err;
+}
+
+TEST_F(CompareSweepTest, ByDatasetAndByMoreKeys) {
+  const auto by_default = compare({"softmax", "performer", "--format", "csv"});
+  const auto by_dataset = compare({"softmax", "performer", "--by", "dataset", "--format", "csv"});
+  ASSERT_EQ(by_dataset.status, 0) << by_dataset.err;
+  EXPECT_EQ(by_dataset.out, by_default.out);
+  EXPECT_EQ(by_dataset.err, by_default.err);
+
+  // By seed too: each (dataset, seed) takes its own best; seed 2 of listops still 128.
+  const auto by_seed = compare({"softmax", "performer", "--by", "dataset,seed", "--format", "csv"});
+  ASSERT_EQ(by_seed.status, 0) << by_seed.err;
+  EXPECT_EQ(parse_csv(by_seed.out).size(), 5u) << by_seed.out;
+  EXPECT_EQ(lines_with(by_seed.err, "listops / 2: B takes performer features=128").size(), 1u) << by_seed.err;
+}
+
+TEST_F(CompareSweepTest, PickAllGivesARowPerPairOfConfigurations) {
+  const auto out = compare({"softmax", "performer", "--pick", "all", "--format", "csv"});
+  ASSERT_EQ(out.status, 0) << out.err;
+  const auto rows = parse_csv(out.out);
+  ASSERT_EQ(rows.size(), 7u) << out.out;  // header + 2 tasks x 3 configurations
+  ASSERT_EQ(rows[0][1], "A config");
+  ASSERT_EQ(rows[0][2], "B config");
+  const std::vector<std::string> features = {"features=64", "features=128", "features=256"};
+  for (std::size_t r = 0; r < 6; ++r) {
+    EXPECT_EQ(rows[r + 1][0], r < 3 ? "listops" : "text");
+    EXPECT_EQ(rows[r + 1][2], features[r % 3]);  // numbers by value
+  }
+  EXPECT_TRUE(lines_with(out.err, " takes ").empty()) << out.err;
+  EXPECT_EQ(lines_with(out.err, "a row for each pair of A's and B's (--pick all)").size(), 1u) << out.err;
+}
+
+TEST_F(CompareSweepTest, NoSharedTaskIsOneShortLineOfCounts) {
+  // The rows told apart by features as well: softmax has none, so nothing is shared.
+  const auto out = compare({"softmax", "performer", "--by", "dataset,methods.performer.features"});
+  EXPECT_EQ(out.status, 2);
+  EXPECT_TRUE(out.out.empty()) << out.out;
+  ASSERT_EQ(lines_of(out.err).size(), 1u) << out.err;
+  EXPECT_LT(out.err.size(), 200u) << out.err;
+  EXPECT_NE(out.err.find("compare: A and B share no dataset / features: A has 2 (listops / (none), text / (none)), "
+                         "B has 6 (listops / 64, listops / 128, listops / 256 and 3 more)"),
+            std::string::npos)
+      << out.err;
+
+  const auto apart = compare({"method = softmax AND dataset = listops", "method = performer AND dataset = text"});
+  EXPECT_EQ(apart.status, 2);
+  ASSERT_EQ(lines_of(apart.err).size(), 1u) << apart.err;
+  EXPECT_NE(apart.err.find("share no dataset: A has 1 (listops), B has 1 (text)"), std::string::npos) << apart.err;
+}
+
+// A tie on the validation goes to more seeds, then to the configuration listed first; without any
+// validation result the same rule picks, and the line says so.
+TEST_F(ResultsTest, ComparePicksDeterministicallyOnATieOrWithoutValidation) {
+  // performer features=64 one seed, 128 two, 256 `seeds_256`; each configuration's validation 0.5.
+  auto fill = [&](const std::string& name, bool validation, std::int64_t seeds_256) {
+    store::Database db(file(name));
+    auto add = [&](const std::string& method, const std::string& features, std::int64_t seed, double test) {
+      FakeJob job;
+      job.method = method, job.dataset = "listops", job.seed = seed;
+      if (!features.empty()) job.params = {{"methods.performer.features", features}};
+      job.results = {{"test_acc", test}};
+      if (validation) job.results.emplace_back("best_val_acc", 0.5);
+      add_job(db, job);
+    };
+    add("softmax", "", 1, 0.40), add("softmax", "", 2, 0.42);
+    add("performer", "64", 1, 0.30);
+    add("performer", "128", 1, 0.36), add("performer", "128", 2, 0.38);
+    for (std::int64_t seed = 1; seed <= seeds_256; ++seed) add("performer", "256", seed, 0.45);
+  };
+  auto picked = [&](const std::string& name, const std::string& line) {
+    const auto out = attnlab({"compare", "softmax", "performer", "--db", file(name), "--format", "csv"});
+    ASSERT_EQ(out.status, 0) << out.err;
+    EXPECT_EQ(csv_by_first_column(out.out).at("listops").at("B config"), "features=128") << out.out;
+    EXPECT_EQ(lines_with(out.err, " takes "), std::vector<std::string>{"listops: B takes performer features=128 of 3 configurations: " + line})
+        << out.err;
+    EXPECT_EQ(attnlab({"compare", "softmax", "performer", "--db", file(name), "--format", "csv"}).out, out.out);  // every time
+  };
+  fill("more-seeds.db", true, 1);
+  picked("more-seeds.db", "best mean best_val_acc 0.5000 (2 seeds), tied with features=64, taken for more test_acc seeds");
+  fill("listed-first.db", true, 2);
+  picked("listed-first.db", "best mean best_val_acc 0.5000 (2 seeds), tied with features=256, taken as listed first");
+  fill("none.db", false, 2);
+  picked("none.db", "none has best_val_acc, taken as listed first");
+  fill("none-more-seeds.db", false, 1);
+  picked("none-more-seeds.db", "none has best_val_acc, taken for more test_acc seeds");
+}
+
 TEST_F(CompareCommand, ErrorsAreOneLine) {
   auto one_line_error = [](const testing::Output& o, const std::string& part) {
     EXPECT_EQ(o.status, 2);
@@ -417,11 +610,12 @@ TEST_F(CompareCommand, ErrorsAreOneLine) {
   };
   one_line_error(compare({"skyformer", "method = skyformer"}), "select the same 9 job(s)");
   one_line_error(compare({"method = softmax AND dataset = text", "method = skyformer AND dataset = image"}),
-                 "share no dataset (A: text; B: image)");
+                 "share no dataset: A has 1 (text), B has 1 (image)");
   one_line_error(compare({"skyformer", "softmax", "--metric", "test_accuracy"}), "unknown metric 'test_accuracy'");
   one_line_error(compare({"performer", "softmax"}), "A ('performer') selects no job");
   one_line_error(compare({"skyformer", "softmax", "--ci", "wald"}), "unknown interval method 'wald'");
   one_line_error(compare({"skyformer"}), "name the two groups");
+  one_line_error(compare({"skyformer", "softmax", "--pick", "best"}), "unknown pick rule 'best' (best-val or all)");
 }
 
 }  // namespace

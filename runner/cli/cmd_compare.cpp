@@ -17,7 +17,10 @@ constexpr const char* kUsage =
     "attnlab compare A B [options]\n"
     "  A and B: a method name, or a --where expression (anything with an operator, a space or a\n"
     "  parenthesis: \"method = skyformer AND methods.skyformer.landmarks = 64\"). Per task both share,\n"
-    "  the difference of mean metric A - B over seeds (jobs that ended done) with its interval";
+    "  the difference of mean metric A - B over seeds (jobs that ended done) with its interval.\n"
+    "  A side with several configurations on a task (a sweep's features, learning rates) takes the\n"
+    "  one with the best mean best_val_acc, and a note says which; name one in the side's expression\n"
+    "  (\"method = performer AND methods.performer.features = 256\") to take it instead";
 
 }  // namespace
 
@@ -31,6 +34,8 @@ int cmd_compare(const Args& args) {
       ("metric", po::value<std::string>()->default_value("test_acc"), "the result compared")
       ("where", po::value<std::vector<std::string>>()->composing(), "filter applied to both sides (repeatable, all must hold)")
       ("by", po::value<std::string>()->default_value("dataset"), "what a row is: a key, or keys separated by commas")
+      ("pick", po::value<std::string>()->default_value("best-val"),
+       "a side with several configurations on a task: best-val (the best mean best_val_acc) or all (a row per pair)")
       ("ci", po::value<std::string>()->default_value("welch"), "welch (t interval) or bootstrap (percentile)")
       ("level", po::value<double>()->default_value(0.95, "0.95"), "confidence level, in (0, 1)")
       ("resamples", po::value<int>()->default_value(10000), "bootstrap resamples")
@@ -54,6 +59,7 @@ int cmd_compare(const Args& args) {
   try {
     o.by = split_list(vm["by"].as<std::string>(), "compare: --by");
     o.interval = results::parse_interval_method(vm["ci"].as<std::string>());
+    o.pick = results::parse_pick(vm["pick"].as<std::string>());
     format = results::parse_format(vm["format"].as<std::string>());
   } catch (const std::invalid_argument& e) {
     throw std::runtime_error(std::string("compare: ") + e.what());

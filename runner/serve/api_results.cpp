@@ -68,7 +68,7 @@ Reply table_json(store::ResultsReader& db, const Params& params) {
 }
 
 Reply compare_json(store::ResultsReader& db, const Params& params) {
-  return answer_with(db, params, {"a", "b", "metric", "where", "by", "ci", "level"}, [&] {
+  return answer_with(db, params, {"a", "b", "metric", "where", "by", "pick", "ci", "level"}, [&] {
     results::CompareOptions options;
     options.a = text(params, "a", "");
     options.b = text(params, "b", "");
@@ -76,6 +76,7 @@ Reply compare_json(store::ResultsReader& db, const Params& params) {
     options.metric = text(params, "metric", options.metric);
     options.where = values(params, "where");
     if (params.count("by")) options.by = words(params, "by");
+    options.pick = results::parse_pick(text(params, "pick", "best-val"));
     options.interval = results::parse_interval_method(text(params, "ci", "welch"));
     const std::string level = text(params, "level", "0.95");
     try {
