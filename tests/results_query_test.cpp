@@ -282,6 +282,47 @@ TEST_F(Query, TheDefaultGroupingAddsTheKeysASweepVaries) {
 
 // A precision other than fp32 is always shown, even when every job shares it; fp32 (and jobs stored
 // before the key existed) is not, unless it varies.
+// The keys a sweep varies and the distinct (key, value) pairs of some jobs are read as rows and told
+// apart in C++ (issue 58: SQL's GROUP BY and DISTINCT sorted every row); they are what the SQL
+// that used to compute them gives, for a few jobs (read by their primary key) as for most of them
+// (one scan of the table), a key only some jobs have and an empty value included.
+TEST_F(Query, ConfigKeysReadTheSameForAFewJobsAsForMost) {
+  Database db(file("k.db"));
+  for (const std::string method : {"softmax", "performer"})
+    for (const std::string dataset : {"listops", "image"})
+      for (std::int64_t seed = 1; seed <= 6; ++seed) {
+        FakeJob f;
+        f.method = method, f.dataset = dataset, f.seed = seed;
+        f.params = {{"train.steps", "100"}, {"train.lr", method == "performer" && dataset == "image" && seed % 2 ? "0.001" : "0.0001"},
+                    {"train.checkpoint_every", std::to_string(seed)}};
+        if (method == "performer") f.params.push_back({"methods.performer.features", seed <= 3 ? "" : "64"});
+        add_job(db, f);
+      }
+  std::vector<std::int64_t> all;
+  for (const auto& row : store::select_jobs(db, Selection{})) all.push_back(row.job_id);
+  ASSERT_EQ(all.size(), 24u);
+  const auto listed = [](const std::vector<std::int64_t>& ids) {
+    std::string text = "'[";
+    for (std::size_t i = 0; i < ids.size(); ++i) text += (i ? "," : "") + std::to_string(ids[i]);
+    return text + "]'";
+  };
+  for (const std::vector<std::int64_t>& ids : std::vector<std::vector<std::int64_t>>{
+           all, {all[18], all[19]}, {all[20], all[22]}, {all[12], all[13], all[15], all[18], all[19], all[20], all[23]}, {}}) {
+    const auto varying = column(db, "SELECT DISTINCT key FROM (SELECT p.key AS key FROM job_params AS p JOIN jobs AS j "
+                                    "ON j.id = p.job_id WHERE p.job_id IN (SELECT value FROM json_each(" + listed(ids) + ")) "
+                                    "AND p.key NOT IN ('method', 'dataset', 'seed', 'train.checkpoint_every', "
+                                    "'train.accuracy_checkpoints') GROUP BY j.method, j.dataset, p.key "
+                                    "HAVING count(DISTINCT p.value) > 1) ORDER BY key");
+    EXPECT_EQ(store::keys_varying_within_groups(db, ids), varying) << listed(ids);
+    std::vector<std::string> pairs;
+    for (const auto& [key, value] : store::config_key_values(db, ids)) pairs.push_back(key + "=" + value);
+    EXPECT_EQ(pairs, column(db, "SELECT DISTINCT key || '=' || value FROM job_params WHERE job_id IN (SELECT value FROM "
+                                "json_each(" + listed(ids) + ")) ORDER BY key, value")) << listed(ids);
+  }
+  EXPECT_EQ(store::keys_varying_within_groups(db, all), (std::vector<std::string>{"methods.performer.features", "train.lr"}));
+  EXPECT_EQ(store::keys_varying_within_groups(db, {all[20], all[22]}), std::vector<std::string>{"methods.performer.features"});
+}
+
 TEST_F(Query, ANonFp32PrecisionIsShownEvenWhenEveryJobSharesIt) {
   {
     Database db(file("p.db"));

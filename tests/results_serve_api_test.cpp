@@ -88,6 +88,46 @@ TEST_F(ServeApi, TablesAndTheComparisonAreWhatTheCommandsPrint) {
   get(serve::table_json, {{"table", "speed"}}, 400);
 }
 
+// Performer with its features swept beside softmax's one configuration: /api/compare takes each
+// task's best-validation configuration, as the command does, and its notes say which in one line.
+TEST_F(ServeApi, TheComparisonTakesTheBestValidationConfigurationOfASweep) {
+  {
+    store::Database db(file("s.db"));
+    for (const std::string dataset : {"listops", "image"})
+      for (const std::string features : {"64", "128", "256"})
+        for (std::int64_t seed = 1; seed <= 2; ++seed) {
+          FakeJob f;
+          f.method = "performer", f.dataset = dataset, f.seed = seed;
+          f.params = {{"methods.performer.features", features}};
+          const double skill = 0.3 + (features == "128" ? 0.05 : 0.0) + 0.01 * static_cast<double>(seed);
+          f.results = {{"test_acc", skill}, {"best_val_acc", skill + 0.01}};
+          add_job(db, f);
+        }
+  }
+  const auto comparison = get(serve::compare_json, {{"a", "softmax"}, {"b", "performer"}, {"by", "dataset"}});
+  EXPECT_EQ(comparison["rows"], printed({"compare", "softmax", "performer", "--by", "dataset"}));
+  ASSERT_EQ(comparison["rows"].size(), 2u) << comparison;
+  for (const auto& row : comparison["rows"]) EXPECT_EQ(row["B config"], "features=128") << row;
+  std::vector<std::string> picks;
+  for (const auto& note : comparison["notes"]) {
+    const std::string line = note.get<std::string>();
+    EXPECT_LT(line.size(), 200u) << line;
+    if (line.find(" takes ") != std::string::npos) picks.push_back(line);
+  }
+  EXPECT_EQ(picks, (std::vector<std::string>{
+                       "listops: B takes performer features=128 of 3 configurations: best mean best_val_acc 0.3750 (2 seeds)",
+                       "image: B takes performer features=128 of 3 configurations: best mean best_val_acc 0.3750 (2 seeds)"}))
+      << comparison["notes"];
+
+  const auto all = get(serve::compare_json, {{"a", "softmax"}, {"b", "performer"}, {"pick", "all"}});
+  EXPECT_EQ(all["rows"], printed({"compare", "softmax", "performer", "--pick", "all"}));
+  EXPECT_EQ(all["rows"].size(), 6u);
+  EXPECT_NE(get(serve::compare_json, {{"a", "softmax"}, {"b", "performer"}, {"pick", "best"}}, 400)["error"]
+                .get<std::string>()
+                .find("unknown pick rule 'best'"),
+            std::string::npos);
+}
+
 TEST_F(ServeApi, CurvesAreWhatTheCurvesCommandPrintsRunByRunAndAsMeans) {
   const serve::Params where = {{"where", "method = softmax AND dataset = listops"}, {"split", "val"}, {"metric", "acc"}};
   const auto curves = get(serve::curves_json, where);
@@ -128,6 +168,23 @@ TEST_F(ServeApi, CurvesAreWhatTheCurvesCommandPrintsRunByRunAndAsMeans) {
   get(serve::curves_json, {{"run", "999"}}, 400);
   get(serve::curves_json, {}, 400);                                       // no runs named
   get(serve::curves_json, {{"where", "method = softmax"}, {"metric", "nope"}}, 400);  // no such curve
+}
+
+// Jobs selected that have no run with points (failed before the first, or never ended): an answer
+// that says so (`jobs_without_run`, `left_out`), never a 400 (the page draws no empty chart).
+TEST_F(ServeApi, CurvesOfJobsWithoutPointsAreLeftOutNotRefused) {
+  {
+    store::Database db(file("s.db"));
+    FakeJob failed;
+    failed.method = "boom", failed.outcome = "failed";
+    add_job(db, failed);
+    FakeJob diverged;
+    diverged.method = "boom", diverged.seed = 2, diverged.outcome = "diverged";
+    add_job(db, diverged);
+  }
+  const auto answer = get(serve::curves_json, {{"where", "method = boom"}, {"metric", "acc"}});
+  EXPECT_EQ(answer["runs"].size(), 0u) << answer;
+  EXPECT_EQ(answer["jobs_without_run"].get<std::size_t>() + answer["left_out"].size(), 2u) << answer;
 }
 
 TEST_F(ServeApi, ARunHasItsConfigurationEnvironmentPluginsAttemptsAndEveryCurve) {

@@ -12,8 +12,10 @@
 #include <sqlite3.h>
 
 #include "results_support.hpp"
+#include "week_fixture.hpp"
 #include "attnlab/store/run_writer.hpp"
 #include "serve/api.hpp"
+#include "serve/params.hpp"
 #include "../store/src/access.hpp"
 
 namespace attnlab::results::testing {
@@ -112,6 +114,24 @@ TEST_F(Serve, TheQueueHasEveryStateTheRunningJobsAndEachFailedAttemptsError) {
   EXPECT_EQ(serve::queue_json(db, {{"x", "1"}}).status, 400);
 }
 
+// Every job that ended without a result is listed with its state, not the failed ones alone.
+TEST_F(Serve, TheQueueListsEveryJobThatEndedWithoutAResult) {
+  {
+    store::Database db(file("s.db"));
+    for (const std::string outcome : {"failed", "diverged", "oom", "done"}) {
+      FakeJob f;
+      f.method = outcome + "_method", f.outcome = outcome;
+      add_job(db, f);
+    }
+  }
+  store::ResultsReader db(file("s.db"));
+  const auto queue = nlohmann::ordered_json::parse(serve::queue_json(db, {}).body);
+  std::vector<std::pair<std::string, std::string>> listed;
+  for (const auto& job : queue["failed"]) listed.emplace_back(job["method"], job["state"]);
+  EXPECT_EQ(listed, (std::vector<std::pair<std::string, std::string>>{
+                        {"failed_method", "failed"}, {"diverged_method", "diverged"}, {"oom_method", "oom"}}));
+}
+
 // After the last training step the ETA is the variance passes', at the rate of those done (schema
 // 14's run_phases, which the job process writes as they go); while the test split is evaluated
 // (no pass reported yet) it is unknown, not 0. The phase goes when the attempt ends.
@@ -148,6 +168,91 @@ TEST_F(Serve, TheQueuesEtaCountsTheVariancePasses) {
   // the lease is gone: a late write from the attempt is refused, nothing written
   EXPECT_THROW(store::RunWriter(db, run).set_phase({"variance passes", 6, 100, 48.0}), store::LeaseLost);
   EXPECT_FALSE(db.run_phase(run).has_value());
+}
+
+// /api/runs' default columns are the config keys whose values differ among the runs returned, with
+// each run's values exactly as columns=THOSE gives them (the older path, a statement per key, took
+// ten times the rest of the answer on a week's 500 runs with their whole configurations): a swept
+// key, a method's own setting across methods, a key some jobs lack, an empty value; the ones every
+// job shares (most of a real configuration) are no column; a filter that leaves one value, none.
+TEST_F(Serve, DefaultRunColumnsAreTheKeysThatDifferWithTheirValues) {
+  using json = nlohmann::ordered_json;
+  {
+    store::Database db(file("s.db"));
+    int seed = 0;
+    for (const std::string method : {"softmax", "skyformer", "nystromformer"})
+      for (const std::string lr : {"0.001", "0.0001"}) {
+        FakeJob f;
+        f.experiment = "columns", f.method = method, f.seed = ++seed, f.results = {{"test_acc", 0.3}};
+        f.params = {{"train.lr", lr}};
+        if (method != "softmax") f.params.push_back({"methods." + method + ".landmarks", method == "skyformer" ? "32" : "64"});
+        if (method == "skyformer") f.params.push_back({"train.note", seed == 3 ? "" : "x"});
+        add_full_config(f);  // ~60 keys a job, all the same
+        add_job(db, f);
+      }
+  }
+  store::ResultsReader db(file("s.db"));
+  const auto params_of = [&](const serve::Params& params) {
+    const auto reply = serve::runs_json(db, params);
+    EXPECT_EQ(reply.status, 200) << reply.body;
+    std::vector<json> out;
+    for (const auto& run : json::parse(reply.body)) out.push_back(run["params"]);
+    return out;
+  };
+  const auto shown = params_of({});
+  ASSERT_EQ(shown.size(), 6u);
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : shown[0].items()) keys.push_back(key);
+  EXPECT_EQ(keys, (std::vector<std::string>{"methods.*.landmarks", "train.lr", "train.note"}));
+  EXPECT_EQ(shown, params_of({{"columns", "methods.*.landmarks,train.lr,train.note"}}));
+  EXPECT_EQ(shown[0], json({{"methods.*.landmarks", ""}, {"train.lr", "0.001"}, {"train.note", ""}}));  // softmax: none
+  EXPECT_EQ(shown[2], json({{"methods.*.landmarks", "32"}, {"train.lr", "0.001"}, {"train.note", ""}}));  // "" as stored
+  EXPECT_EQ(shown[3], json({{"methods.*.landmarks", "32"}, {"train.lr", "0.0001"}, {"train.note", "x"}}));
+  EXPECT_EQ(shown[5], json({{"methods.*.landmarks", "64"}, {"train.lr", "0.0001"}, {"train.note", ""}}));
+  const auto skyformer = params_of({{"where", "method = skyformer"}});
+  ASSERT_EQ(skyformer.size(), 2u);
+  EXPECT_EQ(skyformer[0], json({{"train.lr", "0.001"}, {"train.note", ""}}));
+  EXPECT_EQ(skyformer, params_of({{"where", "method = skyformer"}, {"columns", "train.lr,train.note"}}));
+  EXPECT_EQ(params_of({{"where", "method = softmax and train.lr = 0.001"}}), std::vector<json>{json::object()});
+}
+
+// A curves answer is written piece by piece (its points never a tree of JSON values: issue 58's
+// memory), and reads exactly as one dump() of it would: the same bytes again after a parse; a NaN
+// (a diverged loss) is null; runs held whole or up to a step, and means, keep their fields.
+TEST_F(Serve, CurvesAreTheJsonOneDumpWouldWrite) {
+  using json = nlohmann::ordered_json;
+  {
+    store::Database db(file("s.db"));
+    for (std::int64_t seed = 1; seed <= 3; ++seed) {
+      FakeJob f;
+      f.seed = seed, f.results = {{"test_acc", 0.3}};
+      f.curve = make_curve("val", "loss", 6, 100, [&](std::int64_t s) {
+        return s == 300 && seed == 2 ? std::nan("") : 1.0 / double(s + seed) + 1e-300 * double(s);
+      });
+      add_job(db, f);
+    }
+  }
+  store::ResultsReader db(file("s.db"));
+  for (const serve::Params& params : std::vector<serve::Params>{
+           {{"where", "seed > 0"}, {"metric", "loss"}},
+           {{"where", "seed > 0"}, {"metric", "loss"}, {"mean", "1"}},
+           {{"run", "1,2,3"}, {"metric", "loss"}, {"held", "1,2:200"}}}) {
+    const auto reply = serve::curves_json(db, params);
+    ASSERT_EQ(reply.status, 200) << reply.body;
+    const json answer = json::parse(reply.body);
+    EXPECT_EQ(reply.body, serve::dump(answer));
+    EXPECT_EQ(answer["runs"].size(), 3u);
+  }
+  const json whole = json::parse(serve::curves_json(db, {{"where", "seed > 0"}, {"metric", "loss"}, {"mean", "1"}}).body);
+  EXPECT_TRUE(whole["runs"][1]["points"][3][2].is_null()) << whole["runs"][1]["points"][3];
+  EXPECT_EQ(whole["runs"][0]["points"][1], json({100, 50.0, 1.0 / 101.0 + 1e-300 * 100.0}));  // every digit
+  EXPECT_TRUE(whole["means"][0]["points"][3][2].is_null());  // a NaN seed: the mean there is NaN too
+  EXPECT_EQ(whole["means"][0]["points"][0].size(), 7u);
+  const json held = json::parse(serve::curves_json(db, {{"run", "1,2,3"}, {"metric", "loss"}, {"held", "1,2:200"}}).body);
+  EXPECT_EQ(held["runs"][0]["unchanged"], true);
+  EXPECT_EQ(held["runs"][1]["after_step"], 200);
+  EXPECT_EQ(held["runs"][1]["points"].size(), 3u);
+  EXPECT_FALSE(held["runs"][2].contains("after_step"));
 }
 
 // `attnlab serve --port 0` as a child process: the port it printed, killed at the end.
@@ -193,6 +298,10 @@ TEST_F(Serve, OverHttpThePageTheEndpointsAndNothingElse) {
   EXPECT_EQ(results->status, 200);
   EXPECT_EQ(results->body, attnlab({"results", "--db", file("s.db"), "--format", "json", "--where", "dataset = listops"}).out);
   EXPECT_EQ(client.Get("/api/results?where=dataset%20%3D")->status, 400);
+  // a where typed into the address bar as written: the pair splits at its first '=', not its last
+  const auto typed = client.Get("/api/results?where=dataset=listops");
+  ASSERT_TRUE(typed);
+  EXPECT_EQ(typed->body, results->body);
   const auto page = client.Get("/");
   ASSERT_TRUE(page);
   EXPECT_EQ(page->status, 200);

@@ -183,8 +183,9 @@ Grid results_grid(const store::Selection& selection, const std::vector<store::Jo
     }
     grid.rows.push_back(std::move(row));
   }
-  grid.notes.push_back("over the seeds of the jobs that ended done (std: sample, n - 1); failed = failed, diverged or oom "
-                       "(never averaged in); unfinished = queued, running, submitted or cancelled");
+  grid.notes.push_back("over the seeds of the jobs that ended done (std: sample, n - 1); failed = failed, diverged, oom "
+                       "or blocked (refused before training: never averaged in); unfinished = queued, running, submitted "
+                       "or cancelled");
   return grid;
 }
 

@@ -7,10 +7,11 @@
 namespace attnlab::results {
 namespace {
 
-// The runs that count for the jobs every expression selects; jobs without one yet (queued,
-// running, cancelled) are counted in `without`.
-std::vector<std::int64_t> counting_runs(store::ResultsReader& db, const std::vector<std::string>& where,
-                                        std::size_t& without) {
+// The runs that count for the jobs `query.where` selects, and with `query.running_too` a running
+// job's attempt; jobs without either (queued, cancelled, failed before a run ended) are counted in
+// `without`. None at all is an error unless `leave_out_empty` (serve's page says so, no chart).
+std::vector<std::int64_t> selected_runs(store::ResultsReader& db, const CurvesQuery& query, std::size_t& without) {
+  const auto& where = query.where;
   store::Selection selection;
   selection.where = where;
   const auto jobs = store::select_jobs(db, selection);
@@ -19,10 +20,14 @@ std::vector<std::int64_t> counting_runs(store::ResultsReader& db, const std::vec
   if (jobs.empty()) throw std::runtime_error("no job in " + db.path() + " matches --where " + expressions);
   std::vector<std::int64_t> ids;
   for (const auto& job : jobs) {
+    const auto attempts = !job.run_id && query.running_too && job.state == store::JobState::running
+                              ? db.attempts_of_job(job.job_id)
+                              : std::vector<store::RunAttempt>{};
     if (job.run_id) ids.push_back(job.run_id);
+    else if (!attempts.empty()) ids.push_back(attempts.back().run_id);
     else ++without;
   }
-  if (ids.empty())
+  if (ids.empty() && !query.leave_out_empty)
     throw std::runtime_error("the " + std::to_string(jobs.size()) + " job(s) matching --where " + expressions +
                              " have no run that counts yet (none ended)");
   return ids;
@@ -35,7 +40,7 @@ CurvesAnswer curves_for(store::ResultsReader& db, const CurvesQuery& query) {
   std::vector<std::int64_t> ids = query.run_ids;
   if (ids.empty() && query.where.empty()) throw std::runtime_error("name the runs (RUN... or --where EXPR)");
   if (!query.where.empty())
-    for (const auto id : counting_runs(db, query.where, answer.jobs_without_run)) ids.push_back(id);
+    for (const auto id : selected_runs(db, query, answer.jobs_without_run)) ids.push_back(id);
   answer.runs = read_run_curves(db, ids, query.split, query.name, query.leave_out_empty ? &answer.left_out : nullptr,
                                 query.mean ? std::map<std::int64_t, std::int64_t>{} : query.held);
   if (!query.group_by.empty()) {

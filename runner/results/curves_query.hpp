@@ -19,6 +19,7 @@ struct CurvesQuery {
   std::vector<std::string> group_by;  // empty: by method and dataset, plus a sweep's varying keys
   bool mean = false;                  // also the mean over seeds of each group
   bool leave_out_empty = false;       // a run without points is left out (CurvesAnswer::left_out), not an error
+  bool running_too = false;           // `where` also selects a running job's attempt (its curve so far)
   // Runs the caller holds up to a step (run id -> last step held): only their later points are read
   // (RunCurve::after_step). Ignored with `mean`, which needs every point.
   std::map<std::int64_t, std::int64_t> held;
@@ -27,7 +28,7 @@ struct CurvesQuery {
 struct CurvesAnswer {
   std::vector<RunCurve> runs;
   std::vector<MeanCurve> means;           // filled when query.mean
-  std::size_t jobs_without_run = 0;       // selected by `where`, but with no run that counts yet
+  std::size_t jobs_without_run = 0;       // selected by `where`, but with no run that counts yet (nor running, with running_too)
   std::vector<std::string> left_out;      // with leave_out_empty: each run left out, and why
 };
 

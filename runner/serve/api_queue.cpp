@@ -1,6 +1,7 @@
 // GET /api/queue: the queue now. Per state its count; each running job with its attempt's device,
 // worker and heartbeat, its progress (the last logged training step of `train.steps`, then its
-// variance passes) and an ETA at the rate they went; each failed job with every attempt's error.
+// variance passes) and an ETA at the rate they went; each job that ended badly (failed, diverged,
+// out of memory, blocked) with its state and every attempt's error.
 #include <cmath>
 
 #include "attnlab/query.hpp"
@@ -66,8 +67,11 @@ Reply queue_json(store::ResultsReader& db, const Params& params) {
       running.push_back(std::move(entry));
     }
     json failed = json::array();
-    for (const auto& queued : db.list_jobs({{store::JobState::failed}, {}, {}, {}})) {
+    const std::vector<store::JobState> ended_badly = {store::JobState::failed, store::JobState::diverged,
+                                                      store::JobState::oom, store::JobState::blocked};
+    for (const auto& queued : db.list_jobs({ended_badly, {}, {}, {}})) {
       json entry = job_fields(queued.job);
+      entry["state"] = store::to_string(queued.job.state);
       entry["attempts"] = json::array();
       for (const auto& run : db.attempts_of_job(queued.job.id))
         entry["attempts"].push_back({{"run", run.run_id}, {"attempt", run.attempt},

@@ -109,18 +109,35 @@ std::string across_methods(const std::string& key) {
   return dot == std::string::npos ? key : "methods.*" + key.substr(dot);
 }
 
-// The config keys whose values differ among these jobs (method, dataset and seed aside, which the
-// table shows anyway): the columns a runs table needs to tell its rows apart.
-std::vector<std::string> differing_keys(store::ResultsReader& db, const std::vector<std::int64_t>& jobs) {
-  std::vector<std::string> keys;
-  if (jobs.size() < 2) return keys;
-  std::map<std::string, std::set<std::string>> values;  // by key, a method's own as methods.*.NAME
-  for (const auto& key : store::config_keys(db))
-    if (!store::is_builtin_key(key))
-      for (auto& value : store::config_values(db, jobs, key)) values[across_methods(key)].insert(std::move(value));
+// The runs table's default columns: the config keys whose values differ among these jobs (method,
+// dataset and seed aside, which the table shows anyway), a method's own setting as methods.*.NAME;
+// and each job's values of them, {key: value} in key order, "" where the job lacks the key (none at
+// all when no key differs). Two reads: the distinct (key, value) pairs of the jobs, then the jobs'
+// values of the keys that differ (a statement per key and a scan per read of every key's name, as
+// before, took ten times the rest of the answer on a week's database of 500 runs).
+std::map<std::int64_t, json> differing_key_values(store::ResultsReader& db, const std::vector<std::int64_t>& jobs) {
+  std::map<std::int64_t, json> out;
+  if (jobs.size() < 2) return out;
+  std::map<std::string, std::set<std::string>> values;  // by key as shown
+  std::map<std::string, std::string> shown_as;          // key as stored -> as shown
+  for (auto& [key, value] : store::config_key_values(db, jobs)) {
+    if (store::is_builtin_key(key)) continue;
+    const auto& shown = shown_as.emplace(key, across_methods(key)).first->second;
+    values[shown].insert(std::move(value));
+  }
+  std::vector<std::string> keys, stored;  // both sorted
   for (const auto& [key, seen] : values)
     if (seen.size() > 1) keys.push_back(key);
-  return keys;
+  if (keys.empty()) return out;
+  for (const auto& [key, shown] : shown_as)
+    if (std::binary_search(keys.begin(), keys.end(), shown)) stored.push_back(key);
+  json empty = json::object();
+  for (const auto& key : keys) empty[key] = "";
+  for (const auto job : jobs) out[job] = empty;
+  // by job then stored key: a job with two of a methods.*.NAME's keys shows the last, as key_values
+  for (const auto& p : store::job_params(db, jobs, stored))
+    if (!p.value.empty()) out[p.job_id][shown_as.at(p.key)] = p.value;
+  return out;
 }
 
 // Each run's values of `keys`, by job: {key: value}, "" where the job lacks the key; a
@@ -210,13 +227,14 @@ Reply runs_json(store::ResultsReader& db, const Params& params) {
       shown.push_back(std::move(run));
     }
     // columns=KEY,...: those config keys' values per run ("params"); by default the keys that differ
-    std::vector<std::string> columns = words(params, "columns");
-    if (!params.count("columns")) {
+    std::map<std::int64_t, json> values_by_job;
+    if (params.count("columns")) {
+      values_by_job = key_values(db, words(params, "columns"));
+    } else {
       std::set<std::int64_t> shown_jobs;
       for (const auto& run : shown) shown_jobs.insert(run.job_id);
-      columns = differing_keys(db, std::vector<std::int64_t>(shown_jobs.begin(), shown_jobs.end()));
+      values_by_job = differing_key_values(db, std::vector<std::int64_t>(shown_jobs.begin(), shown_jobs.end()));
     }
-    const auto values_by_job = key_values(db, columns);
     json runs = json::array();
     for (const auto& run : shown) {
       const bool unchanged = held.count(run.run_id) && run.status != store::RunStatus::running;
@@ -270,6 +288,48 @@ Reply run_json(store::ResultsReader& db, const Params& params) {
   });
 }
 
+namespace {
+
+// JSON as dump() (params.hpp) writes it, built piece by piece: the points of hundreds of curves go
+// straight into the answer's text, never into a tree of a JSON value per number. A tree held an
+// array and three values per point: most of a curves answer's time and memory (a week's training
+// loss, 521,000 points, held about 100 MB on the way to 16 MB of text).
+class JsonText {
+ public:
+  JsonText() : out_(text_), serializer_(out_, ' ', json::error_handler_t::replace) {}
+  // `object` without its closing brace, for fields written after it
+  void open(const json& object) {
+    value(object);
+    text_.pop_back();
+  }
+  void raw(const char* text) { text_ += text; }
+  void value(const json& value) { serializer_.dump(value, false, false, 0); }
+  // [[a, b, ...], ...]: each point's numbers as one JSON array
+  template <typename Points, typename Numbers>
+  void points(const Points& points, Numbers numbers) {
+    text_ += '[';
+    for (std::size_t i = 0; i < points.size(); ++i) {
+      text_ += i ? ",[" : "[";
+      bool first = true;
+      numbers(points[i], [&](const json& number) {
+        if (!first) text_ += ',';
+        first = false;
+        value(number);
+      });
+      text_ += ']';
+    }
+    text_ += ']';
+  }
+  std::string take() { return std::move(text_); }
+
+ private:
+  std::string text_;
+  nlohmann::detail::output_adapter<char, std::string> out_;
+  nlohmann::detail::serializer<json> serializer_;
+};
+
+}  // namespace
+
 Reply curves_json(store::ResultsReader& db, const Params& params) {
   return answer_with(db, params, {"run", "where", "split", "metric", "mean", "group_by", "held"}, [&] {
     results::CurvesQuery query;
@@ -284,41 +344,61 @@ Reply curves_json(store::ResultsReader& db, const Params& params) {
     query.group_by = words(params, "group_by");
     query.mean = flag(params, "mean");
     query.leave_out_empty = true;  // a failed run never blocks the chart: it is left out, and named
+    query.running_too = true;      // a live page: a running job's curve so far, each poll its new points
     query.held = held_runs(params);
     const auto answer = results::curves_for(db, query);
     const auto keys = label_keys(db, query, answer.runs);
     const auto labels = differing_labels(db, answer.runs, keys);
     const auto short_labels = told_apart(answer.runs, labels.each);
-    json runs = json::array();
+    // {"split", "metric", "label", "shared", "runs", "means", "jobs_without_run", "left_out"}, as
+    // one dump() of the whole would write it
+    JsonText out;
+    out.open({{"split", query.split}, {"metric", query.name}, {"label", results::curve_label(query.split, query.name)},
+              {"shared", labels.shared}});
+    out.raw(",\"runs\":[");
     for (std::size_t i = 0; i < answer.runs.size(); ++i) {
       const auto& run = answer.runs[i];
-      json points = json::array();
-      for (const auto& p : run.points) points.push_back({p.step, p.wall_seconds, p.value});
-      runs.push_back({{"run", run.run_id}, {"job", run.job_id}, {"method", run.method}, {"dataset", run.dataset},
-                      {"seed", run.seed}, {"group", run.group}, {"status", store::to_string(run.status)},
-                      {"label", results::legend(run)}, {"short_label", short_labels[i]}, {"points", points}});
-      if (run.after_step == std::numeric_limits<std::int64_t>::max())
-        runs.back()["unchanged"] = true;
-      else if (run.after_step)
-        runs.back()["after_step"] = *run.after_step;
+      if (i) out.raw(",");
+      out.open({{"run", run.run_id}, {"job", run.job_id}, {"method", run.method}, {"dataset", run.dataset},
+                {"seed", run.seed}, {"group", run.group}, {"status", store::to_string(run.status)},
+                {"label", results::legend(run)}, {"short_label", short_labels[i]}});
+      out.raw(",\"points\":");
+      out.points(run.points, [](const results::CurveSample& p, const auto& number) {
+        number(p.step), number(p.wall_seconds), number(p.value);
+      });
+      if (run.after_step == std::numeric_limits<std::int64_t>::max()) {
+        out.raw(",\"unchanged\":true");
+      } else if (run.after_step) {
+        out.raw(",\"after_step\":");
+        out.value(*run.after_step);
+      }
+      out.raw("}");
     }
-    json means = json::array();
-    for (const auto& mean : answer.means) {
-      json points = json::array();
-      for (const auto& p : mean.points) points.push_back({p.step, p.wall_seconds, p.mean, p.std, p.min, p.max, p.n});
+    out.raw("],\"means\":[");
+    for (std::size_t m = 0; m < answer.means.size(); ++m) {
+      const auto& mean = answer.means[m];
       // a mean's label: its runs' (theirs differ by seed and run only)
       std::string short_label;
       for (std::size_t i = 0; i < answer.runs.size(); ++i)
         if (answer.runs[i].run_id == mean.run_ids.front()) short_label = labels.each[i];
       short_label += std::string(short_label.empty() ? "" : " ") + "(" + std::to_string(mean.run_ids.size()) +
                      (mean.run_ids.size() == 1 ? " run)" : " runs, mean ± std)");
-      means.push_back({{"method", mean.method}, {"dataset", mean.dataset}, {"group", mean.group},
-                       {"runs", mean.run_ids}, {"seeds", mean.seeds}, {"label", results::legend(mean)},
-                       {"short_label", short_label}, {"points", points}});
+      if (m) out.raw(",");
+      out.open({{"method", mean.method}, {"dataset", mean.dataset}, {"group", mean.group},
+                {"runs", mean.run_ids}, {"seeds", mean.seeds}, {"label", results::legend(mean)},
+                {"short_label", short_label}});
+      out.raw(",\"points\":");
+      out.points(mean.points, [](const results::MeanCurvePoint& p, const auto& number) {
+        number(p.step), number(p.wall_seconds), number(p.mean), number(p.std), number(p.min), number(p.max), number(p.n);
+      });
+      out.raw("}");
     }
-    return dump({{"split", query.split}, {"metric", query.name}, {"label", results::curve_label(query.split, query.name)},
-                 {"shared", labels.shared}, {"runs", runs}, {"means", means}, {"jobs_without_run", answer.jobs_without_run},
-                 {"left_out", answer.left_out}});
+    out.raw("],\"jobs_without_run\":");
+    out.value(answer.jobs_without_run);
+    out.raw(",\"left_out\":");
+    out.value(answer.left_out);
+    out.raw("}");
+    return out.take();
   });
 }
 

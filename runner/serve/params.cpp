@@ -1,9 +1,11 @@
 #include "serve/params.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <sstream>
+#include <string_view>
 
 #include "attnlab/query.hpp"
 
@@ -27,11 +29,43 @@ std::string as_written(const std::string& text) {
   return out;
 }
 
+// %XX as its byte, '+' as a space; a '%' without two hex digits after it stays as written.
+std::string decoded(std::string_view text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto hex = [&](std::size_t at) { return at < text.size() && std::isxdigit(static_cast<unsigned char>(text[at])); };
+    if (text[i] == '%' && hex(i + 1) && hex(i + 2)) {
+      out += static_cast<char>(std::stoi(std::string(text.substr(i + 1, 2)), nullptr, 16));
+      i += 2;
+    } else {
+      out += text[i] == '+' ? ' ' : text[i];
+    }
+  }
+  return out;
+}
+
 bool has_control(const std::string& text) {
   return std::any_of(text.begin(), text.end(), [](unsigned char c) { return c < 0x20 || c == 0x7f; });
 }
 
 }  // namespace
+
+Params query_params(const std::string& target) {
+  Params params;
+  const auto question = target.find('?');
+  if (question == std::string::npos) return params;
+  std::string_view rest(target);
+  rest.remove_prefix(question + 1);
+  while (!rest.empty()) {
+    const auto amp = rest.find('&');
+    const auto pair = rest.substr(0, amp);
+    rest = amp == std::string_view::npos ? std::string_view() : rest.substr(amp + 1);
+    if (pair.empty()) continue;
+    const auto equals = pair.find('=');
+    params.emplace(decoded(pair.substr(0, equals)), equals == std::string_view::npos ? "" : decoded(pair.substr(equals + 1)));
+  }
+  return params;
+}
 
 void check_known(const Params& params, std::initializer_list<const char*> known) {
   for (const auto& [name, value] : params)

@@ -21,6 +21,11 @@ struct BadRequest : std::runtime_error {
   int status;
 };
 
+// The parameters of a request target ("/api/runs?where=method%20%3D%20x&status=done"): each pair
+// split at its first '=' (cpp-httplib's own splits at the last, so `where=method=performer` read as
+// "performer"), percent-decoded, '+' a space.
+Params query_params(const std::string& target);
+
 // Refuses a parameter not in `known` (a typo would silently be ignored otherwise).
 void check_known(const Params& params, std::initializer_list<const char*> known);
 // Every value of a repeatable parameter, each split at commas, empty words dropped.

@@ -5,17 +5,24 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 
+#include <nlohmann/json.hpp>
+
 #include "attnlab/store.hpp"
 #include "serve/api.hpp"
+#include "serve/static_files.hpp"
 
 namespace attnlab::serve {
 namespace fs = std::filesystem;
@@ -31,6 +38,12 @@ std::string replace_all(std::string text, const std::string& from, const std::st
   for (auto at = text.find(from); !from.empty() && at != std::string::npos; at = text.find(from, at + to.size()))
     text.replace(at, from.size(), to);
   return text;
+}
+
+// `path` as a JSON string's text holds it (a '"' or '\\' escaped): how an error body names it.
+std::string as_in_json(const std::string& path) {
+  const std::string quoted = nlohmann::json(path).dump();
+  return quoted.substr(1, quoted.size() - 2);
 }
 
 // The inode of the socket listening on `port` (IPv4 or IPv6), from /proc/net/tcp{,6}: "" if none.
@@ -77,46 +90,40 @@ std::string port_holder(int port) {
   return owner.empty() ? "a process this user cannot see" : owner;
 }
 
-// `text` gzipped at zlib's fastest level ("" if zlib fails): a week's curves, 15 MB of JSON, go
-// in a fraction of a second. cpp-httplib would compress JSON itself, but with brotli at its
-// slowest quality wherever a browser accepts it (a minute for those 15 MB), so its type is one
-// it leaves alone ("; charset=utf-8") and this does it.
-std::string gzipped(const std::string& text) {
-  z_stream z{};
-  if (deflateInit2(&z, Z_BEST_SPEED, Z_DEFLATED, 15 + 16 /* a gzip header */, 8, Z_DEFAULT_STRATEGY) != Z_OK) return "";
-  std::string out(deflateBound(&z, static_cast<uLong>(text.size())), '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
-  z.avail_in = static_cast<uInt>(text.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  const bool done = deflate(&z, Z_FINISH) == Z_STREAM_END;
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return done ? out : "";
-}
-
-// Whether the request's Accept-Encoding names gzip (without q=0).
-bool accepts_gzip(const httplib::Request& request) {
-  std::istringstream codings(request.get_header_value("Accept-Encoding"));
-  for (std::string coding; std::getline(codings, coding, ',');) {
-    coding.erase(std::remove(coding.begin(), coding.end(), ' '), coding.end());
-    if (coding == "gzip" || (coding.rfind("gzip;", 0) == 0 && coding.find("q=0") == std::string::npos)) return true;
-  }
-  return false;
-}
-
-void json_reply(httplib::Response& response, const Reply& reply, bool gzip = false) {
+// A JSON reply, gzipped at zlib's fastest level where the client accepts it (a week's curves, 15 MB
+// of JSON, go in a fraction of a second). cpp-httplib would compress JSON itself, but with brotli
+// at its slowest quality wherever a browser accepts it (a minute for those 15 MB), so its type is
+// one it leaves alone ("; charset=utf-8") and this does it.
+void json_reply(httplib::Response& response, Reply reply, bool gzip = false) {
   response.status = reply.status;
   response.set_header("Cache-Control", "no-store");
   response.set_header("Vary", "Accept-Encoding");
   if (gzip && reply.body.size() > 1024) {
-    if (std::string body = gzipped(reply.body); !body.empty()) {
+    if (std::string body = gzipped(reply.body, Z_BEST_SPEED); !body.empty()) {
       response.set_header("Content-Encoding", "gzip");
       response.set_content(std::move(body), "application/json; charset=utf-8");
       return;
     }
   }
-  response.set_content(reply.body, "application/json; charset=utf-8");
+  response.set_content(std::move(reply.body), "application/json; charset=utf-8");
+}
+
+// glibc's malloc for a process whose 64 threads each build a large answer now and then (a week's
+// curves: 16 MB of text): by default each thread may get an arena of its own (up to 8 per core),
+// each keeping what its largest answer needed, and a freed buffer of up to 32 MB raises the size
+// from which buffers are mapped on their own, so the next ones come from the arenas and stay
+// there (317 MB resident after the burst of issue 58 on a server idle at 11.5 MB). Four arenas,
+// and every buffer of 512 KiB or more mapped on its own and given back when freed; what the
+// arenas hold free is given back when the server falls idle (Server::answered). Nothing to do
+// under another malloc (attnlab serving itself, linked with tcmalloc).
+void tune_malloc() {
+#ifdef __GLIBC__
+  static std::once_flag once;
+  std::call_once(once, [] {
+    mallopt(M_ARENA_MAX, 4);
+    mallopt(M_MMAP_THRESHOLD, 512 * 1024);
+  });
+#endif
 }
 
 // 405, naming the methods answered.
@@ -151,6 +158,7 @@ std::optional<std::string> database_problem(const fs::path& db_path) {
 }
 
 Server::Server(std::string db_path, const fs::path& web_folder) : db_path_(std::move(db_path)) {
+  tune_malloc();
   if (!fs::is_regular_file(web_folder / "index.html"))
     throw std::runtime_error("serve: no page in " + web_folder.string() + " (a broken install?)");
   // SO_REUSEADDR only: cpp-httplib's default SO_REUSEPORT lets a second server listen on a busy port
@@ -159,14 +167,48 @@ Server::Server(std::string db_path, const fs::path& web_folder) : db_path_(std::
     setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
     socket_ = socket;
   });
+  // An answer goes as its head and then its body: with Nagle's algorithm the body waited for the
+  // head's acknowledgement, which a client delays by up to 40 ms (a poll, a page's request: every
+  // third or so took 50 ms instead of 5 on this machine)
+  http_.set_tcp_nodelay(true);
   http_.new_task_queue = [] { return new httplib::ThreadPool(kWorkers); };
   http_.set_read_timeout(kReadTimeoutSeconds, 0);
   http_.set_keep_alive_timeout(kReadTimeoutSeconds);
+  // On every answer: the page runs only its own scripts (no inline script, nothing from elsewhere;
+  // inline styles are the page's), no other site may frame it, and nothing is read as another type.
+  http_.set_default_headers({{"Content-Security-Policy", "default-src 'self'; style-src 'self' 'unsafe-inline'; "
+                                                         "img-src 'self' data: blob:; frame-ancestors 'none'; base-uri 'none'; "
+                                                         "form-action 'self'"},
+                             {"X-Content-Type-Options", "nosniff"},
+                             {"X-Frame-Options", "DENY"},
+                             {"Referrer-Policy", "no-referrer"}});
   add_endpoints();
-  // static files from the web folder only: cpp-httplib refuses a path that climbs out of it ("..")
-  if (!http_.set_mount_point("/", web_folder.string()))
-    throw std::runtime_error("serve: cannot serve " + web_folder.string());
+  // the page's files, by name from the web folder only (static_files.hpp): a path with a slash
+  // below the root is no file, and nothing climbs out of the folder
+  static_files_ = std::make_unique<StaticFiles>(web_folder);
+  http_.Get(R"(/([^/]*))", [this](const httplib::Request& request, httplib::Response& response) {
+    if (!static_files_->answer(request.matches[1].str(), request, response)) response.status = 404;  // JSON: the error handler
+  });
   add_refusals();
+}
+
+Server::~Server() = default;
+
+Server::Gate::Gate(int turns) : turns_(std::max(1, turns)) {}
+
+Server::Gate::Turn Server::Gate::enter() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const std::uint64_t ticket = next_++;
+  moved_.wait(lock, [&] { return ticket < ended_ + static_cast<std::uint64_t>(turns_); });
+  return Turn(this);
+}
+
+void Server::Gate::leave() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++ended_;
+  }
+  moved_.notify_all();
 }
 
 void Server::add_endpoints() {
@@ -174,7 +216,14 @@ void Server::add_endpoints() {
     const auto answer = endpoint.answer;
     const std::string path = endpoint.path;
     http_.Get(path, [this, answer, path](const httplib::Request& request, httplib::Response& response) {
+      ++answering_;
+      struct Done {  // however the answer ends
+        Server& server;
+        std::size_t bytes = 0;
+        ~Done() { server.answered(bytes); }
+      } done{*this};
       Reply reply;
+      const auto turn = gate_.enter();  // a turn among the answers computed at once, first come first served
       if (const auto problem = database_problem(db_path_)) {
         reply = error_reply(503, *problem);
       } else {
@@ -185,14 +234,16 @@ void Server::add_endpoints() {
           const bool known = checked(key);
           store::ResultsReader db(db_path_, known ? store::ResultsReader::Check::none : store::ResultsReader::Check::at_open);
           if (!known) passed_check(key);
-          reply = answer(db, Params(request.params.begin(), request.params.end()));
+          reply = answer(db, query_params(request.target));
         } catch (const std::exception& e) {
           reply = error_reply(503, e.what());
         }
       }
       // the page needs the file's name, a browser (or whoever reads it) not where it lives
-      if (reply.status != 200) reply.body = replace_all(reply.body, db_path_, fs::path(db_path_).filename().string());
-      json_reply(response, reply, accepts_gzip(request));
+      if (reply.status != 200)  // JSON: the path as its string escapes it ('"', '\\')
+        reply.body = replace_all(reply.body, as_in_json(db_path_), as_in_json(fs::path(db_path_).filename().string()));
+      done.bytes = reply.body.size();
+      json_reply(response, std::move(reply), accepts_gzip(request));  // gzipped in the turn too: it is work
       if (on_answer_) on_answer_(path);
     });
   }
@@ -241,6 +292,19 @@ void Server::add_refusals() {
       json_reply(response, error_reply(response.status, "not a request this server can read"));
     }
   });
+}
+
+void Server::answered(std::size_t bytes) {
+  // what the answers built is freed by now (but the reply itself, mapped on its own when large):
+  // when the last answer in progress ends, after answers of a megabyte or more since the last time,
+  // the arenas' free pages go back (a few milliseconds; a tab polling every 2 s comes here about
+  // every 10 s)
+  built_ += bytes;
+  if (--answering_ > 0 || built_ < (std::size_t{1} << 20)) return;
+  built_ = 0;
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
 }
 
 bool Server::checked(const std::string& key) {

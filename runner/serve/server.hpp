@@ -11,16 +11,26 @@
 // for at most kReadTimeoutSeconds between two of its bytes, never the whole server.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include <httplib.h>
 
 namespace attnlab::serve {
+
+class StaticFiles;
 
 // What is wrong with the database file for a reader, said the same at startup and on the page:
 // missing, a folder, empty; nullopt when it is a file with bytes in it (SQLite says the rest).
@@ -33,6 +43,7 @@ class Server {
 
   // Throws std::runtime_error when `web_folder` has no index.html.
   Server(std::string db_path, const std::filesystem::path& web_folder);
+  ~Server();
 
   // Binds host:port (port 0: any free one); returns the port. Throws std::runtime_error, one
   // line: a port outside 0..65535, or one in use (naming the process that holds it when this user
@@ -56,8 +67,12 @@ class Server {
   // record that it did.
   bool checked(const std::string& key);
   void passed_check(const std::string& key);
+  // An endpoint's answer of `bytes` is given: memory goes back to the system when none is left in
+  // progress (server.cpp, tune_malloc).
+  void answered(std::size_t bytes);
 
   std::string db_path_;
+  std::unique_ptr<StaticFiles> static_files_;  // the page's files, read once, gzipped once
   httplib::Server http_;
   int port_ = 0;
   int socket_ = -1;  // the last socket cpp-httplib made (the bound one, once bind succeeded)
@@ -66,6 +81,39 @@ class Server {
   std::string checked_;
   std::vector<std::string> allowed_hosts_;
   std::function<void(const std::string&)> on_answer_;
+  // At most `turns` answers computed at once, the others waiting in the order they came: 50
+  // answers at once on two cores each took 25 times its own time, and the longest (a sweep's
+  // curves) took over a second each; in turn, each waits for those before it, then takes its own.
+  // Reading requests and writing replies stay on the 64 workers (a slow client holds no turn).
+  class Gate {
+   public:
+    class Turn {
+     public:
+      explicit Turn(Gate* gate) : gate_(gate) {}
+      Turn(Turn&& other) noexcept : gate_(std::exchange(other.gate_, nullptr)) {}
+      Turn(const Turn&) = delete;
+      Turn& operator=(const Turn&) = delete;
+      Turn& operator=(Turn&&) = delete;
+      ~Turn() {
+        if (gate_) gate_->leave();
+      }
+
+     private:
+      Gate* gate_;
+    };
+    explicit Gate(int turns);
+    Turn enter();  // waits for its turn
+
+   private:
+    void leave();
+    const int turns_;
+    std::mutex mutex_;
+    std::condition_variable moved_;
+    std::uint64_t next_ = 0, ended_ = 0;  // tickets given, turns ended: ticket t goes once t < ended_ + turns_
+  };
+  Gate gate_{static_cast<int>(std::max(2u, std::thread::hardware_concurrency()))};
+  std::atomic<int> answering_{0};          // endpoint answers in progress
+  std::atomic<std::size_t> built_{0};      // bytes of answers since memory last went back
 };
 
 }  // namespace attnlab::serve

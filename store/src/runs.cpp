@@ -33,6 +33,8 @@ void update_own_run(sqlite3* db, const std::string& path, std::int64_t run_id, c
   tx.commit();
 }
 
+std::vector<RunSummary> read_summaries(sql::Statement& st);  // below, beside the statements it reads
+
 }  // namespace
 
 RunWriter::RunWriter(Database& db, std::int64_t run_id)
@@ -310,21 +312,26 @@ std::optional<RunSummary> ResultsReader::run_summary(std::int64_t run_id) {
 
 std::vector<RunSummary> ResultsReader::summaries(std::optional<std::int64_t> experiment_id, std::optional<std::int64_t> run_id) {
   // One statement (one consistent snapshot): a run's row repeats once per result, results in name order.
-  // ?1 is NULL for "all experiments", ?2 for "all runs".
-  sql::Statement st(db_, path_,
-                    "SELECT r.id, r.job_id, e.name, j.method, j.dataset, j.seed, r.attempt, r.status, r.device, "
-                    "r.error, r.started_at, r.finished_at, res.name, res.value "
-                    "FROM runs r JOIN jobs j ON j.id = r.job_id JOIN experiments e ON e.id = j.experiment_id "
-                    "LEFT JOIN results res ON res.run_id = r.id "
-                    "WHERE (?1 IS NULL OR j.id IN (SELECT job_id FROM experiment_jobs WHERE experiment_id = ?1)) AND (?2 IS NULL OR r.id = ?2) ORDER BY r.id, res.name");
-  if (experiment_id)
-    st.bind(1, *experiment_id);
-  else
-    st.bind_null(1);
-  if (run_id)
-    st.bind(2, *run_id);
-  else
-    st.bind_null(2);
+  // Each condition only where asked for: "?2 IS NULL OR r.id = ?2" kept SQLite from the primary
+  // key, and one run's summary read every run (a curves answer of 200 runs read 200 x 521).
+  std::string sql =
+      "SELECT r.id, r.job_id, e.name, j.method, j.dataset, j.seed, r.attempt, r.status, r.device, "
+      "r.error, r.started_at, r.finished_at, res.name, res.value "
+      "FROM runs r JOIN jobs j ON j.id = r.job_id JOIN experiments e ON e.id = j.experiment_id "
+      "LEFT JOIN results res ON res.run_id = r.id WHERE 1";
+  if (experiment_id) sql += " AND j.id IN (SELECT job_id FROM experiment_jobs WHERE experiment_id = ?1)";
+  if (run_id) sql += " AND r.id = ?2";
+  sql += " ORDER BY r.id, res.name";
+  sql::Statement st(db_, path_, sql.c_str());
+  if (experiment_id) st.bind(1, *experiment_id);
+  if (run_id) st.bind(2, *run_id);
+  return read_summaries(st);
+}
+
+namespace {
+
+// The rows of a summaries statement (ResultsReader::summaries' columns, by run then result name).
+std::vector<RunSummary> read_summaries(sql::Statement& st) {
   std::vector<RunSummary> out;
   while (st.step()) {
     const std::int64_t run_id = st.column_int64(0);
@@ -347,6 +354,33 @@ std::vector<RunSummary> ResultsReader::summaries(std::optional<std::int64_t> exp
     if (!st.column_is_null(12)) out.back().results.emplace_back(st.column_text(12), st.column_double(13));
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<RunSummary> run_summaries_of(ResultsReader& db, const std::vector<std::int64_t>& run_ids) {
+  sql::Statement st(sqlite_handle(db), db.path(),
+                    "SELECT r.id, r.job_id, e.name, j.method, j.dataset, j.seed, r.attempt, r.status, r.device, "
+                    "r.error, r.started_at, r.finished_at, res.name, res.value "
+                    "FROM runs r JOIN jobs j ON j.id = r.job_id JOIN experiments e ON e.id = j.experiment_id "
+                    "LEFT JOIN results res ON res.run_id = r.id WHERE r.id IN (SELECT value FROM json_each(?1)) "
+                    "ORDER BY r.id, res.name");
+  st.bind(1, sql::json_array(run_ids));
+  return read_summaries(st);
+}
+
+void each_curve_point(ResultsReader& db, const std::vector<std::pair<std::int64_t, std::int64_t>>& runs,
+                      const std::string& split, const std::string& name,
+                      const std::function<void(std::size_t, std::int64_t, double, double)>& point) {
+  // one statement for every run: preparing it again per run cost as much as reading 100 points
+  sql::Statement st(sqlite_handle(db), db.path(),
+                    "SELECT step, value, wall_seconds FROM curves WHERE run_id = ?1 AND split = ?2 AND name = ?3 "
+                    "AND step > ?4 ORDER BY step");
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    if (i) st.reset();
+    st.bind(1, runs[i].first).bind(2, split).bind(3, name).bind(4, runs[i].second);
+    while (st.step()) point(i, st.column_int64(0), st.column_double(2), st.column_double(1));
+  }
 }
 
 std::vector<CurvePoint> ResultsReader::curve(std::int64_t run_id) {

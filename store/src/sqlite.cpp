@@ -116,6 +116,12 @@ std::string Statement::column_text(int column) const {
                      static_cast<std::size_t>(sqlite3_column_bytes(stmt_, column)));
 }
 
+std::string_view Statement::column_view(int column) const {
+  const auto* text = sqlite3_column_text(stmt_, column);
+  if (!text) return {};
+  return {reinterpret_cast<const char*>(text), static_cast<std::size_t>(sqlite3_column_bytes(stmt_, column))};
+}
+
 Transaction::Transaction(sqlite3* db, const std::string& path) : db_(db), path_(path) {
   exec(db_, path_, "BEGIN IMMEDIATE");
 }

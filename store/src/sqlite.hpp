@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "attnlab/store.hpp"
@@ -71,6 +72,8 @@ class Statement {
   std::int64_t column_int64(int column) const;
   double column_double(int column) const;       // NULL reads as NaN
   std::string column_text(int column) const;    // NULL reads as ""
+  // The text in place, valid until the next step or reset (NULL reads as ""): no copy.
+  std::string_view column_view(int column) const;
 
  private:
   void check_bind(int rc, int index);

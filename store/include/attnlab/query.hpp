@@ -20,6 +20,7 @@
 // file belongs to both; `!=` is "not owned by"); a row's `experiment` is the job's first.
 // The SQL text is made only of constants chosen by the parser; every key and value is bound.
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -106,6 +107,27 @@ std::vector<std::string> keys_varying_within_groups(ResultsReader& db, const std
 // The distinct values of config `key` among the given jobs, sorted; a job stored before the key
 // existed has none and adds nothing.
 std::vector<std::string> config_values(ResultsReader& db, const std::vector<std::int64_t>& job_ids, const std::string& key);
+// The distinct (key, value) pairs of config among the given jobs, by key then value: which keys
+// differ among them in one read (a runs table's default columns), where config_values reads one key.
+std::vector<std::pair<std::string, std::string>> config_key_values(ResultsReader& db, const std::vector<std::int64_t>& job_ids);
+// One config value of one job.
+struct JobParam {
+  std::int64_t job_id = 0;
+  std::string key, value;
+};
+// The given jobs' values of `keys` (as stored: no methods.* pattern), by job then key; a job without
+// a key has no entry for it.
+std::vector<JobParam> job_params(ResultsReader& db, const std::vector<std::int64_t>& job_ids, const std::vector<std::string>& keys);
+// The summaries of several runs in one read (each as ResultsReader::run_summary gives it), in run
+// id order; a run the database does not have is not in the answer.
+std::vector<RunSummary> run_summaries_of(ResultsReader& db, const std::vector<std::int64_t>& run_ids);
+// The points of curve (split, name) of each of `runs` (a run id, and the step after which to read
+// as ResultsReader::curve's after_step), through one statement prepared once: `point(i, step,
+// wall_seconds, value)` with i the run's place in `runs`, each run's points in step order (a value
+// stored as NULL reads as NaN).
+void each_curve_point(ResultsReader& db, const std::vector<std::pair<std::int64_t, std::int64_t>>& runs,
+                      const std::string& split, const std::string& name,
+                      const std::function<void(std::size_t, std::int64_t, double, double)>& point);
 // Every result name some run has, sorted.
 std::vector<std::string> result_names(ResultsReader& db);
 
