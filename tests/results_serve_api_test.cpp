@@ -347,6 +347,8 @@ TEST_F(ServeApi, AJobReusedByASecondExperimentBelongsToBoth) {
   EXPECT_EQ(rows[1]["method"], "boom");
   EXPECT_EQ(get(serve::results_json, {{"experiment", "lo-methods"}}).size(), 1u);
   EXPECT_EQ(get(serve::runs_json, {{"where", "experiment = boom-fail"}}).size(), 2u + 2u * 3u);  // three failed attempts each
+  for (const auto& run : get(serve::runs_json, {{"where", "experiment = boom-fail AND method = softmax"}}))
+    EXPECT_EQ(run["experiment"], "lo-methods, boom-fail") << run;  // both own it, in the order they asked
   // "not owned by": the softmax jobs belong to boom-fail too
   EXPECT_EQ(get(serve::runs_json, {{"where", "experiment != boom-fail"}}).size(), 12u);  // the fixture's own sweep
 }

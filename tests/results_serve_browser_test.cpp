@@ -710,6 +710,20 @@ TEST_F(BrowserWeekOf500, ASweepIsColouredByAKeyFoundBySearchAndDrawnAgainstItsKe
   EXPECT_EQ(all_of(sweep, "data-x-ticks=\"([^\"]*)\""), std::vector<std::string>{"0.1 0.3 0.5 0.7"});
 }
 
+// Item 3: compare on the week's database, where both methods swept lr on four sparsities: it
+// answers, a row per task, each side's configuration said in a line where it had a choice.
+TEST_F(BrowserWeekOf500, CompareAnswersOnASweepSayingWhichConfigurationEachSideTook) {
+  start_server();
+  const std::string page = dom("#/compare?a=softmax&b=performer", 3000);
+  EXPECT_EQ(page.find("id=\"error\""), std::string::npos) << page.substr(0, 3000);
+  const std::string rows = std::regex_replace(text_of(page, "compare"), std::regex("\\s+"), " ");
+  EXPECT_NE(rows.find("sparse_sum 0.7 lr=0.001 lr=0.001 25 0.6658"), std::string::npos) << rows;
+  EXPECT_NE(rows.find("listops"), std::string::npos) << rows;
+  EXPECT_NE(page.find("sparse_sum / 0.7: B takes performer lr=0.001 of 2 configurations: best mean best_val_acc 0.6758 (25 seeds)"),
+            std::string::npos)
+      << page.substr(0, 3000);
+}
+
 // Item 11: log axes label 1, 2 and 5 of each decade; approx marks the d it measured.
 TEST_F(BrowserWeekOf500, LogAxesReadOneTwoFive) {
   start_server();

@@ -310,15 +310,20 @@ std::optional<RunSummary> ResultsReader::run_summary(std::int64_t run_id) {
   return std::move(found.front());
 }
 
+// Every experiment that asked for the run's job, in the order they did ("lo-methods, boom-fail"): a
+// job a second experiment reused belongs to both (experiment_jobs), not to the first alone.
+constexpr const char* kExperimentsOfJob =
+    "(SELECT group_concat(x.name, ', ') FROM (SELECT e.name AS name FROM experiment_jobs ej "
+    "JOIN experiments e ON e.id = ej.experiment_id WHERE ej.job_id = j.id ORDER BY e.id) AS x)";
+
 std::vector<RunSummary> ResultsReader::summaries(std::optional<std::int64_t> experiment_id, std::optional<std::int64_t> run_id) {
   // One statement (one consistent snapshot): a run's row repeats once per result, results in name order.
   // Each condition only where asked for: "?2 IS NULL OR r.id = ?2" kept SQLite from the primary
   // key, and one run's summary read every run (a curves answer of 200 runs read 200 x 521).
   std::string sql =
-      "SELECT r.id, r.job_id, e.name, j.method, j.dataset, j.seed, r.attempt, r.status, r.device, "
-      "r.error, r.started_at, r.finished_at, res.name, res.value "
-      "FROM runs r JOIN jobs j ON j.id = r.job_id JOIN experiments e ON e.id = j.experiment_id "
-      "LEFT JOIN results res ON res.run_id = r.id WHERE 1";
+      std::string("SELECT r.id, r.job_id, ") + kExperimentsOfJob + ", j.method, j.dataset, j.seed, r.attempt, r.status, "
+      "r.device, r.error, r.started_at, r.finished_at, res.name, res.value "
+      "FROM runs r JOIN jobs j ON j.id = r.job_id LEFT JOIN results res ON res.run_id = r.id WHERE 1";
   if (experiment_id) sql += " AND j.id IN (SELECT job_id FROM experiment_jobs WHERE experiment_id = ?1)";
   if (run_id) sql += " AND r.id = ?2";
   sql += " ORDER BY r.id, res.name";
@@ -360,11 +365,12 @@ std::vector<RunSummary> read_summaries(sql::Statement& st) {
 
 std::vector<RunSummary> run_summaries_of(ResultsReader& db, const std::vector<std::int64_t>& run_ids) {
   sql::Statement st(sqlite_handle(db), db.path(),
-                    "SELECT r.id, r.job_id, e.name, j.method, j.dataset, j.seed, r.attempt, r.status, r.device, "
-                    "r.error, r.started_at, r.finished_at, res.name, res.value "
-                    "FROM runs r JOIN jobs j ON j.id = r.job_id JOIN experiments e ON e.id = j.experiment_id "
-                    "LEFT JOIN results res ON res.run_id = r.id WHERE r.id IN (SELECT value FROM json_each(?1)) "
-                    "ORDER BY r.id, res.name");
+                    (std::string("SELECT r.id, r.job_id, ") + kExperimentsOfJob +
+                     ", j.method, j.dataset, j.seed, r.attempt, r.status, r.device, "
+                     "r.error, r.started_at, r.finished_at, res.name, res.value "
+                     "FROM runs r JOIN jobs j ON j.id = r.job_id "
+                     "LEFT JOIN results res ON res.run_id = r.id WHERE r.id IN (SELECT value FROM json_each(?1)) "
+                     "ORDER BY r.id, res.name").c_str());
   st.bind(1, sql::json_array(run_ids));
   return read_summaries(st);
 }
