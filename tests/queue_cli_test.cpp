@@ -74,7 +74,7 @@ TEST_F(QueueCli, AddingTheSameExperimentTwiceAddsNothing) {
             std::string::npos) << out;
   EXPECT_NE(out.find(db() + ": 2 queued"), std::string::npos) << out;
   EXPECT_EQ(sql("SELECT count(*) FROM jobs WHERE state = 'queued' AND attempts = 0"), "2");
-  EXPECT_EQ(sql("PRAGMA user_version"), "16");
+  EXPECT_EQ(sql("PRAGMA user_version"), "17");
 
   ASSERT_EQ(queue("add " + file + " --cache-dir " + path("cache"), out), 0) << out;
   EXPECT_NE(out.find("2 job(s): 0 added, 2 already queued or running"), std::string::npos) << out;
@@ -218,15 +218,15 @@ TEST_F(QueueCli, DbMigrateIsTheOnlyWayAnOldFileMoves) {
   }
   std::string out;
   EXPECT_EQ(queue("list", out), 2);  // readers and workers never migrate
-  EXPECT_NE(out.find("database schema version 3 is older than this attnlab needs (16): run `attnlab db migrate --db " +
+  EXPECT_NE(out.find("database schema version 3 is older than this attnlab needs (17): run `attnlab db migrate --db " +
                      db() + "` first"), std::string::npos) << out;
   EXPECT_EQ(sql("PRAGMA user_version"), "3");
 
   ASSERT_EQ(attnlab("db migrate" + opts(), out), 0) << out;
-  EXPECT_EQ(out, db() + ": schema version 3 -> 16\n");
+  EXPECT_EQ(out, db() + ": schema version 3 -> 17\n");
   EXPECT_EQ(sql("SELECT state || ':' || attempts FROM jobs"), "done:0");
   ASSERT_EQ(attnlab("db migrate" + opts(), out), 0) << out;
-  EXPECT_EQ(out, db() + ": schema version 16 -> 16 (up to date)\n");
+  EXPECT_EQ(out, db() + ": schema version 17 -> 17 (up to date)\n");
   ASSERT_EQ(queue("list", out), 0) << out;
   EXPECT_NE(out.find("1 job(s): 1 done"), std::string::npos) << out;
 
@@ -234,7 +234,7 @@ TEST_F(QueueCli, DbMigrateIsTheOnlyWayAnOldFileMoves) {
   EXPECT_NE(out.find(path("missing.db") + ": no such database: run `attnlab db migrate --db "), std::string::npos) << out;
   EXPECT_FALSE(fs::exists(path("missing.db")));
   ASSERT_EQ(attnlab("db migrate --db " + path("new.db"), out), 0) << out;
-  EXPECT_EQ(out, path("new.db") + ": schema version 0 -> 16 (new database)\n");
+  EXPECT_EQ(out, path("new.db") + ": schema version 0 -> 17 (new database)\n");
   EXPECT_EQ(attnlab("db vacuum", out), 2);
   EXPECT_NE(out.find("attnlab db: unknown command 'vacuum'"), std::string::npos) << out;
 }

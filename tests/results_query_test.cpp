@@ -473,6 +473,25 @@ TEST_F(Query, TheViewSeedStatsKeepsASweepsConfigurationsApartAsResultsDoes) {
   EXPECT_EQ(viewed[0], "performer sparse_sum datasets.sparse_sum.sparsity=0.1 train.lr=0.001 2 0.280000 0.014142");
 }
 
+// A configuration whose value holds a space, a quote or a backslash, or is empty: `config` quotes it
+// (schema 17), so the text splits back into its pairs; version 15 wrote "k=a b" bare.
+TEST_F(Query, TheViewSeedStatsQuotesAValueThatWouldNotSplitBack) {
+  {
+    Database db(file("s.db"));
+    for (const std::string note : {"two words", "say \"hi\"", "back\\slash", "", "plain"}) {
+      FakeJob f;
+      f.method = "softmax", f.dataset = "sparse_sum", f.params = {{"train.note", note}}, f.results = {{"test_acc", 0.5}};
+      add_job(db, f);
+    }
+  }
+  Database db(file("s.db"), Database::Open::existing);
+  auto configs = column(db, "SELECT config FROM seed_stats WHERE metric = 'test_acc'");
+  std::sort(configs.begin(), configs.end());
+  EXPECT_EQ(configs, (std::vector<std::string>{"train.note=\"\"", "train.note=\"back\\\\slash\"",
+                                               "train.note=\"say \\\"hi\\\"\"", "train.note=\"two words\"",
+                                               "train.note=plain"}));
+}
+
 // Every query store/README.md offers for pasting into sqlite3 runs on a filled database.
 TEST_F(Query, EveryReadmeQueryRuns) {
   Database db(file("r.db"));
@@ -526,12 +545,12 @@ TEST_F(Query, Version4FilesGetTheViewsByMigration) {
   }
   const auto refused = attnlab({"results", "--db", file("old.db")});
   EXPECT_EQ(refused.status, 2);
-  EXPECT_NE(refused.err.find("database schema version 4 is older than this attnlab needs (16): run `attnlab db migrate"),
+  EXPECT_NE(refused.err.find("database schema version 4 is older than this attnlab needs (17): run `attnlab db migrate"),
             std::string::npos)
       << refused.err;
   const auto migrated = attnlab({"db", "migrate", "--db", file("old.db")});
   ASSERT_EQ(migrated.status, 0) << migrated.err;
-  EXPECT_EQ(migrated.out, file("old.db") + ": schema version 4 -> 16\n");
+  EXPECT_EQ(migrated.out, file("old.db") + ": schema version 4 -> 17\n");
   Database db(file("old.db"), Database::Open::existing);
   EXPECT_EQ(column(db, "SELECT config || ' ' || n || ' ' || failed FROM seed_stats WHERE method = 'softmax' "
                        "AND dataset = 'listops' AND metric = 'test_acc' ORDER BY config"),

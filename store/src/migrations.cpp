@@ -16,6 +16,7 @@
 #include "schema_v14.hpp"
 #include "schema_v15.hpp"
 #include "schema_v16.hpp"
+#include "schema_v17.hpp"
 #include "sqlite.hpp"
 
 namespace attnlab::store {
@@ -44,6 +45,7 @@ constexpr Migration kMigrations[] = {
     {14, kSchemaV14},
     {15, kSchemaV15},
     {16, kSchemaV16},
+    {17, kSchemaV17},
 };
 
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == Database::kSchemaVersion,

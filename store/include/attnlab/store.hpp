@@ -271,7 +271,7 @@ struct ResumePoint {
 // too: a worker reads what it writes through the same methods.
 class ResultsReader {
  public:
-  static constexpr int kSchemaVersion = 16;
+  static constexpr int kSchemaVersion = 17;
   static constexpr std::uintmax_t kReadersCheckBytes = 64ull << 20;
   enum class Check { at_open, none };  // none: `attnlab db check`, which runs the full check itself
 
