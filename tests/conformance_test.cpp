@@ -105,6 +105,28 @@ TEST(ConformanceChecks, EachDefectFailsExactlyItsCheck) {
   }
 }
 
+// Every check runs at the length it is given (issue 59, item 1): a method whose padding leaks only
+// past 32 tokens passes every check at the checks' own lengths (6 to 40), and padding invariance
+// at 64 tokens finds it; `check --length` once fed at most what a check chose itself (24 here).
+TEST(ConformanceChecks, EveryCheckRunsAtTheLengthItIsGiven) {
+  PluginRegistry defects;
+  defects.load_folders({ATTNLAB_DEFECT_PLUGIN_DIR});
+  const auto* plugin = defects.find(PluginKind::attention, "defect_long");
+  ASSERT_NE(plugin, nullptr);
+  for (const auto& check : attention_check_names()) {
+    const auto r = check_attention(*plugin, check, c10::Device(c10::kCPU));
+    EXPECT_TRUE(r.passed) << check << ": " << r.failure;
+  }
+  const auto at_64 = check_attention(*plugin, "padding invariance", c10::Device(c10::kCPU), CheckShape{0, 0, 64, false});
+  EXPECT_FALSE(at_64.passed);
+  EXPECT_EQ(at_64.failure.rfind("garbage at the padded positions changed real tokens' outputs by up to", 0), 0u) << at_64.failure;
+  for (const auto& check : attention_check_names())  // and every other check holds there
+    if (check != "padding invariance") {
+      const auto r = check_attention(*plugin, check, c10::Device(c10::kCPU), CheckShape{0, 0, 64, false});
+      EXPECT_TRUE(r.passed) << check << ": " << r.failure;
+    }
+}
+
 // The dataset checks `attnlab check NAME` runs: a small generated configuration passes all five;
 // a folder that does not exist fails the first, in one line naming it, and nothing else runs.
 TEST(ConformanceChecks, DatasetChecksPassOnAGeneratedTaskAndNameAMissingFolder) {

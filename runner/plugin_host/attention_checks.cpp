@@ -83,13 +83,12 @@ class AttentionChecks {
     result_.passed = false;
   }
 
-  // The check's own heads, head size and length, or the ones `check` was given (CheckShape).
+  // The check's own heads, head size and length, or the ones `check` was given (CheckShape): every
+  // check runs at a given length, since what a method does can change with it (the share of queries
+  // it selects, a block plan, a draw's size; at its own 24 tokens Informer selects every query).
   std::int64_t heads(std::int64_t own) const { return shape_.heads > 0 ? shape_.heads : own; }
   std::int64_t dim(std::int64_t own) const { return shape_.head_dim > 0 ? shape_.head_dim : own; }
-  std::int64_t length(std::int64_t own) const {
-    if (shape_.length <= 0) return own;
-    return shape_.fixed_length ? shape_.length : std::min(own, shape_.length);
-  }
+  std::int64_t length(std::int64_t own) const { return shape_.length > 0 ? shape_.length : own; }
   // `own_real` real tokens of `own`, in proportion at another length
   static std::int64_t real_of(std::int64_t n, std::int64_t own_real, std::int64_t own) {
     return std::clamp<std::int64_t>(n * own_real / own, 1, n);
@@ -194,7 +193,7 @@ class AttentionChecks {
   }
 
   // d loss / d q, k, v against central differences, in double (every third coordinate; at a
-  // larger shape, about 200 of them per tensor).
+  // larger shape, about 200 of them per tensor, 24 past 64 tokens).
   void gradients() {
     const std::int64_t n = length(6), d = dim(4), h = heads(1), real = real_of(n, 4, 6);
     const auto in = make_inputs(n, real, h, d, at::kDouble, 3, device_);
@@ -219,7 +218,9 @@ class AttentionChecks {
         continue;
       }
       const at::Tensor& point = which == 0 ? in.q : which == 1 ? in.k : in.v;
-      const std::int64_t stride = std::max<std::int64_t>(3, point.numel() / 200);
+      // about 200 coordinates a tensor, 24 past 64 tokens (each is two forwards at the full length)
+      const std::int64_t coordinates = n > 64 ? 24 : 200;
+      const std::int64_t stride = std::max<std::int64_t>(3, point.numel() / coordinates);
       for (std::int64_t i = 0; i < point.numel(); i += stride) {
         at::Tensor moved[2] = {point.clone(), point.clone()};
         moved[0].view(-1)[i] += eps;

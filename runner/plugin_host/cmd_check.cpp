@@ -125,7 +125,7 @@ std::string shape_text(const CheckShape& shape) {
   if (shape.heads == 0 && shape.head_dim == 0 && shape.length == 0) return "";
   auto value = [](std::int64_t v, const char* own) { return v > 0 ? std::to_string(v) : std::string(own); };
   return ", " + value(shape.heads, "each check's") + " heads of " + value(shape.head_dim, "each check's") + ", " +
-         (shape.length > 0 ? (shape.fixed_length ? "exactly " : "up to ") + std::to_string(shape.length) + " tokens"
+         (shape.length > 0 ? (shape.fixed_length ? "exactly " : "") + std::to_string(shape.length) + " tokens"
                            : "each check's length");
 }
 
@@ -137,8 +137,8 @@ po::options_description check_options() {
       ("plugin", po::value<std::string>(), "a plugin file, a TorchScript method's file (.pt), or a plugin's name")
       ("heads", po::value<std::int64_t>(), "an attention method's checks at H heads (default: each check's own, 1 or 2)")
       ("head-dim", po::value<std::int64_t>(), "... at head size D (default: each check's own, 4 to 16)")
-      ("length", po::value<std::int64_t>(), "... built for N tokens, fed at most N (exactly N for a script whose "
-                                           "fixed_length is True); default: each check's own, 6 to 64")
+      ("length", po::value<std::int64_t>(), "... built for and fed N tokens, every check (a script whose fixed_length "
+                                           "is True takes only N); default: each check's own, 6 to 64")
       ("config", po::value<std::string>(), "with --method: the heads, head size and length of that method's first job")
       ("method", po::value<std::string>(), "a method of --config; without a plugin named, the method checked")
       ("bench", "an attention plugin's training step (time, peak memory) next to softmax's, by attnlab bench")

@@ -6,6 +6,8 @@
 //   4 batch: the first sequence sees the second's  -> "batch independence"
 //   5 seed: draws its randomness from its own seed -> "seeded determinism"
 //   6 precision: adds (256 v + 1) − 256 v − 1, 0 in exact arithmetic, ~1 in bf16 -> "reduced precision"
+//   7 long: padded keys are not masked past 32 tokens -> "padding invariance", at a length past 32
+//     only (every check at its own length passes: a defect only the given length shows)
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -24,7 +26,7 @@ class DefectiveAttention : public AttentionMethod {
     auto scores = at::matmul(q, keys.transpose(-2, -1)) * (scale_ / std::sqrt(static_cast<double>(q.size(-1))));
     const auto real = key_valid.unsqueeze(1).unsqueeze(2);  // [B, 1, 1, N]
     at::Tensor weights;
-    if (DEFECT == 1) {
+    if (DEFECT == 1 || (DEFECT == 7 && q.size(2) > 32)) {
       weights = at::softmax(scores, -1);
     } else if (DEFECT == 2) {
       const auto e = at::exp(scores) * real;
