@@ -188,6 +188,20 @@ TEST(ScriptedMethod, AShapeBoundModulePassesEveryCheckAtItsOwnShape) {
   EXPECT_NE(at_own_shape.failure.find("made for 128 tokens, given 24"), std::string::npos) << at_own_shape.failure;
 }
 
+// Issue 59, item 2: for a module of one length, "the sequence alone" keeps its padding, so what it
+// finds is the batch the sequence sits in: said as batch coupling, not as padding.
+TEST(ScriptedMethod, AFixedLengthModuleCouplingItsBatchIsToldSoNotAPaddingFailure) {
+  PluginRegistry registry;
+  const auto& coupled = registry.add_script("coupled", scripted_method("batch_coupled"));
+  const CheckShape shape{2, 8, 128, true};
+  const auto padding = check_attention(coupled, "padding invariance", c10::Device(c10::kCPU), shape);
+  EXPECT_FALSE(padding.passed);
+  EXPECT_EQ(padding.failure.rfind("the sequence differs alone in its batch (its padding the same) by up to ", 0), 0u)
+      << padding.failure;
+  EXPECT_NE(padding.failure.find("couples the sequences of a batch"), std::string::npos) << padding.failure;
+  EXPECT_FALSE(check_attention(coupled, "batch independence", c10::Device(c10::kCPU), shape).passed);
+}
+
 // Defect 5: a traced module is told apart. Its dropout, frozen by the trace, is refused (above);
 // one without dropout runs (at the shape the pre-run checks) and, where PyTorch 2 marks the file
 // as traced, is said to be; the same module scripted, dropout and all, is not flagged.

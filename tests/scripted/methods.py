@@ -159,6 +159,24 @@ class ShapeBound(torch.nn.Module):
         return torch.matmul(torch.softmax(scores, dim=-1), ev) * self.gain.to(q.dtype)
 
 
+class BatchCoupled(torch.nn.Module):
+    """Softmax for one length (fixed_length) whose keys are scaled by their largest real entry over
+    the whole batch, as a max over the batch in the Skyformer authors' code does: padding ignored,
+    but a sequence's output depends on the other sequences of its batch."""
+
+    def __init__(self, max_len: int = 128) -> None:
+        super().__init__()
+        self.fixed_length: bool = True
+        self.max_len = max_len
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_valid: torch.Tensor) -> torch.Tensor:
+        if k.size(2) != self.max_len:
+            raise ValueError("made for " + str(self.max_len) + " tokens, given " + str(k.size(2)))
+        real = key_valid[:, None, :, None].to(k.dtype)
+        k = k / (k * real).abs().max().clamp_min(1e-6)
+        return softmax_attention(q, k, v, key_valid)
+
+
 class BatchOfTwo(torch.nn.Module):
     """Softmax for batches of 2 only, as a trace made at batch 2 with its shapes baked in is."""
 
@@ -210,6 +228,7 @@ if __name__ == "__main__":
     save(ShapeBound(), out / "shape_bound.pt")
     save(DrawsInForward(), out / "draws_in_forward.pt")
     save(BatchOfTwo(), out / "batch_of_two.pt")
+    save(BatchCoupled(), out / "batch_coupled.pt")
     save(Softmax(), out / "skyformer.pt")
     save(DropoutSoftmax(), out / "dropout_script.pt")
     trace(DropoutSoftmax(), out / "traced_dropout.pt")
