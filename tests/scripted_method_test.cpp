@@ -188,6 +188,19 @@ TEST(ScriptedMethod, AShapeBoundModulePassesEveryCheckAtItsOwnShape) {
   EXPECT_NE(at_own_shape.failure.find("made for 128 tokens, given 24"), std::string::npos) << at_own_shape.failure;
 }
 
+// Issue 59, item 2: a draw in forward whose size follows the length is a different draw for the
+// sequence alone (shorter): said as a draw, not as the padding leaking in.
+TEST(ScriptedMethod, ADrawThatFollowsTheLengthIsToldSoNotAPaddingFailure) {
+  PluginRegistry registry;
+  const auto& drawing = registry.add_script("by_length", scripted_method("draws_by_length"));
+  const auto r = check_attention(drawing, "padding invariance", c10::Device(c10::kCPU));
+  EXPECT_FALSE(r.passed);
+  EXPECT_NE(r.failure.find("the method draws in forward, and a draw whose size follows the length is another draw at "
+                           "another length (a draw, not padding)"),
+            std::string::npos)
+      << r.failure;
+}
+
 // Issue 59, item 2: for a module of one length, "the sequence alone" keeps its padding, so what it
 // finds is the batch the sequence sits in: said as batch coupling, not as padding.
 TEST(ScriptedMethod, AFixedLengthModuleCouplingItsBatchIsToldSoNotAPaddingFailure) {

@@ -120,6 +120,13 @@ class AttentionChecks {
     return m.forward(in.q, in.k, in.v, in.valid);
   }
 
+  // Whether the method draws in forward itself: two forwards, the default generators seeded apart.
+  static bool draws_itself(AttentionMethod& m, const Inputs& in) {
+    const auto held = forward(m, in);
+    at::manual_seed(kHeldDrawSeed + 1);
+    return !at::equal(held, forward_as_it_draws(m, in, 5));
+  }
+
   // Two forwards on one input and one redraw seed, the default generators left as they go: a
   // method that draws in forward itself gives two outputs (and every other check would misread it).
   void draws_in_forward() {
@@ -193,6 +200,11 @@ class AttentionChecks {
                ? "the sequence differs alone in its batch (its padding the same) by up to " + figure(alone_change) +
                      ": the method couples the sequences of a batch (a max, a mean or a norm over the batch?), "
                      "not its padding; batch independence measures it"
+           : draws_itself(*m, in)
+               ? "the padded sequence differs from the same sequence alone by up to " + figure(alone_change) +
+                     ": the method draws in forward, and a draw whose size follows the length is another draw "
+                     "at another length (a draw, not padding): draw it in redraw() for the model's max_len and "
+                     "take the first n"
                : "the padded sequence differs from the same sequence alone by up to " + figure(alone_change));
     result_.figure = "max change " + figure(garbage_change) + " (garbage at padding), " + figure(alone_change) +
                      " (sequence alone)";

@@ -194,6 +194,18 @@ class DrawsInForward(torch.nn.Module):
         return softmax_attention(q * temperature, k, v, key_valid)
 
 
+class DrawsByLength(torch.nn.Module):
+    """Softmax with a bias per key drawn in forward (a permutation of the n keys, over n): a draw
+    whose size follows the sequence's length, so a shorter sequence is biased by another draw."""
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_valid: torch.Tensor) -> torch.Tensor:
+        n = k.size(2)
+        bias = (torch.randperm(n, device=q.device).to(q.dtype) / n)[None, None, None, :]
+        scores = torch.matmul(q, k.transpose(-2, -1)) / (q.size(-1) ** 0.5) + bias
+        scores = scores.masked_fill(~key_valid[:, None, None, :], -1e30)
+        return torch.matmul(torch.softmax(scores, dim=-1), v)
+
+
 class DropoutSoftmax(torch.nn.Module):
     """Softmax with dropout on the attention weights: scripted, it drops in training only; traced
     in eval, torch.jit.trace freezes its training flag to False."""
@@ -227,6 +239,7 @@ if __name__ == "__main__":
     save(ResetProjection(), out / "reset_projection.pt")
     save(ShapeBound(), out / "shape_bound.pt")
     save(DrawsInForward(), out / "draws_in_forward.pt")
+    save(DrawsByLength(), out / "draws_by_length.pt")
     save(BatchOfTwo(), out / "batch_of_two.pt")
     save(BatchCoupled(), out / "batch_coupled.pt")
     save(Softmax(), out / "skyformer.pt")
